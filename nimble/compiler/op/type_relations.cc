@@ -1,0 +1,132 @@
+#include "nimble/compiler/op/type_relations.h"
+
+#include "nimble/vm/error.h"
+
+namespace nimble::op {
+
+ir::TensorType AsTensorType(const ir::Type& type, const std::string& op, const std::string& what) {
+  if (!type || type->kind == ir::TypeKind::kIncomplete || type->kind == ir::TypeKind::kTypeVar) {
+    return nullptr;
+  }
+  if (type->kind != ir::TypeKind::kTensor) {
+    throw Error(op + ": " + what + " must be a tensor, got " + ir::TypeToString(type));
+  }
+  return type.as<ir::TensorTypeNode>();
+}
+
+std::vector<ir::Dim> BroadcastDims(const std::vector<ir::Dim>& lhs, const std::vector<ir::Dim>& rhs,
+                                   const std::string& op) {
+  const size_t ndim = std::max(lhs.size(), rhs.size());
+  std::vector<ir::Dim> out(ndim);
+  for (size_t i = 0; i < ndim; ++i) {
+    // Align from the right, numpy style; a missing dimension acts as 1.
+    const ir::Dim a = i < ndim - lhs.size() ? ir::Dim(1) : lhs[i - (ndim - lhs.size())];
+    const ir::Dim b = i < ndim - rhs.size() ? ir::Dim(1) : rhs[i - (ndim - rhs.size())];
+    if (a.is_any() && b.is_any()) {
+      out[i] = ir::Dim::Any();
+    } else if (a.is_any()) {
+      out[i] = b.value() == 1 ? ir::Dim::Any() : b;
+    } else if (b.is_any()) {
+      out[i] = a.value() == 1 ? ir::Dim::Any() : a;
+    } else if (a.value() == b.value() || b.value() == 1) {
+      out[i] = a;
+    } else if (a.value() == 1) {
+      out[i] = b;
+    } else {
+      throw Error(op + ": dimension " + std::to_string(i) + " conflicts: " +
+                  std::to_string(a.value()) + " does not match " + std::to_string(b.value()));
+    }
+  }
+  return out;
+}
+
+Shape BroadcastShapes(const Shape& lhs, const Shape& rhs, const std::string& op) {
+  const size_t ndim = std::max(lhs.size(), rhs.size());
+  Shape out(ndim);
+  for (size_t i = 0; i < ndim; ++i) {
+    const int64_t a = i < ndim - lhs.size() ? 1 : lhs[i - (ndim - lhs.size())];
+    const int64_t b = i < ndim - rhs.size() ? 1 : rhs[i - (ndim - rhs.size())];
+    if (a != b && a != 1 && b != 1) {
+      throw Error(op + ": cannot broadcast shapes " + ShapeToString(lhs) + " and " +
+                  ShapeToString(rhs) + " (dimension " + std::to_string(i) + ": " +
+                  std::to_string(a) + " vs " + std::to_string(b) + ")");
+    }
+    out[i] = a == 1 ? b : a;
+  }
+  return out;
+}
+
+bool IdentityRelation(const std::vector<ir::Type>& types, const ir::Attrs&,
+                      TypeReporter& reporter) {
+  if (types[0] && types[0]->kind == ir::TypeKind::kTensor) {
+    reporter.Assign(types.back(), types[0]);
+    return true;
+  }
+  if (types.back() && types.back()->kind == ir::TypeKind::kTensor) {
+    reporter.Assign(types[0], types.back());
+    return true;
+  }
+  return false;
+}
+
+namespace {
+
+bool BroadcastRelationWithDType(const std::vector<ir::Type>& types, TypeReporter& reporter,
+                                bool bool_output) {
+  const size_t num_inputs = types.size() - 1;
+  std::vector<ir::TensorType> inputs;
+  for (size_t i = 0; i < num_inputs; ++i) {
+    ir::TensorType input = AsTensorType(types[i], "broadcast", "argument " + std::to_string(i));
+    if (!input) return false;
+    inputs.push_back(input);
+  }
+  std::vector<ir::Dim> shape = inputs[0]->shape;
+  for (size_t i = 1; i < num_inputs; ++i) {
+    if (inputs[i]->dtype != inputs[0]->dtype) {
+      throw Error("argument dtypes differ: " + inputs[0]->dtype.name() + " and " +
+                  inputs[i]->dtype.name());
+    }
+    shape = BroadcastDims(shape, inputs[i]->shape, "broadcast");
+  }
+  const DataType dtype = bool_output ? DataType::Bool() : inputs[0]->dtype;
+  reporter.Assign(types.back(), ir::MakeTensorType(std::move(shape), dtype));
+  return true;
+}
+
+}  // namespace
+
+bool BroadcastRelation(const std::vector<ir::Type>& types, const ir::Attrs&,
+                       TypeReporter& reporter) {
+  return BroadcastRelationWithDType(types, reporter, false);
+}
+
+bool BroadcastCompareRelation(const std::vector<ir::Type>& types, const ir::Attrs&,
+                              TypeReporter& reporter) {
+  return BroadcastRelationWithDType(types, reporter, true);
+}
+
+std::vector<Shape> IdentityShapeFunc(std::span<const Shape> input_shapes, std::span<const Tensor>,
+                                     const ir::Attrs&) {
+  return {input_shapes[0]};
+}
+
+ShapeFunction BroadcastShapeFunc(const std::string& op) {
+  return [op](std::span<const Shape> input_shapes, std::span<const Tensor>, const ir::Attrs&) {
+    Shape shape = input_shapes[0];
+    for (size_t i = 1; i < input_shapes.size(); ++i) {
+      shape = BroadcastShapes(shape, input_shapes[i], op);
+    }
+    return std::vector<Shape>{shape};
+  };
+}
+
+int64_t NormalizeAxis(int64_t axis, int64_t ndim, const std::string& op) {
+  const int64_t normalized = axis < 0 ? axis + ndim : axis;
+  if (normalized < 0 || normalized >= ndim) {
+    throw Error(op + ": axis " + std::to_string(axis) + " is out of range for rank " +
+                std::to_string(ndim));
+  }
+  return normalized;
+}
+
+}  // namespace nimble::op

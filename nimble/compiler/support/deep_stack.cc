@@ -1,0 +1,52 @@
+#include "nimble/compiler/support/deep_stack.h"
+
+#include <pthread.h>
+
+#include <cstring>
+
+#include "nimble/vm/error.h"
+
+namespace nimble {
+
+namespace {
+
+thread_local bool on_deep_stack = false;
+
+struct ThreadTask {
+  const std::function<void()>* body;
+  std::exception_ptr error;
+};
+
+void* RunTask(void* argument) {
+  auto* task = static_cast<ThreadTask*>(argument);
+  on_deep_stack = true;
+  try {
+    (*task->body)();
+  } catch (...) {
+    task->error = std::current_exception();
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void RunOnDeepStack(const std::function<void()>& body) {
+  if (on_deep_stack) {
+    body();
+    return;
+  }
+  ThreadTask task{&body, nullptr};
+  pthread_attr_t attributes;
+  pthread_attr_init(&attributes);
+  pthread_attr_setstacksize(&attributes, kDeepStackBytes);
+  pthread_t thread;
+  const int status = pthread_create(&thread, &attributes, RunTask, &task);
+  pthread_attr_destroy(&attributes);
+  if (status != 0) {
+    throw Error(std::string("cannot start the compiler thread: ") + std::strerror(status));
+  }
+  pthread_join(thread, nullptr);
+  if (task.error) std::rethrow_exception(task.error);
+}
+
+}  // namespace nimble

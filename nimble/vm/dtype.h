@@ -1,0 +1,78 @@
+// Element types of tensors: the dtypes the IR and the runtime support, their
+// Relay names ("float32", "int64", "bool") and sizes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace nimble {
+
+class DataType {
+ public:
+  enum class Code : uint8_t { kInt, kUInt, kFloat, kBool };
+
+  constexpr DataType() = default;
+  constexpr DataType(Code code, uint8_t bits) : code_(code), bits_(bits) {}
+
+  static constexpr DataType Bool() { return {Code::kBool, 8}; }
+  static constexpr DataType Int8() { return {Code::kInt, 8}; }
+  static constexpr DataType Int32() { return {Code::kInt, 32}; }
+  static constexpr DataType Int64() { return {Code::kInt, 64}; }
+  static constexpr DataType Float16() { return {Code::kFloat, 16}; }
+  static constexpr DataType Float32() { return {Code::kFloat, 32}; }
+  static constexpr DataType Float64() { return {Code::kFloat, 64}; }
+
+  // Parses a Relay dtype name; throws nimble::Error naming the bad string.
+  static DataType Parse(std::string_view name);
+  // True and sets `out` when `name` is a supported dtype name.
+  static bool TryParse(std::string_view name, DataType* out);
+
+  constexpr Code code() const { return code_; }
+  constexpr int bits() const { return bits_; }
+  constexpr size_t bytes() const { return (bits_ + 7) / 8; }
+  constexpr bool is_float() const { return code_ == Code::kFloat; }
+  constexpr bool is_int() const { return code_ == Code::kInt || code_ == Code::kUInt; }
+  constexpr bool is_bool() const { return code_ == Code::kBool; }
+
+  std::string name() const;
+
+  constexpr bool operator==(const DataType&) const = default;
+
+ private:
+  Code code_ = Code::kFloat;
+  uint8_t bits_ = 32;
+};
+
+// Calls `fn(T{})` with T the C++ element type of `dtype` (float16 is stored as
+// uint16_t bits and is dispatched as `Half`); throws for unsupported dtypes.
+struct Half {
+  uint16_t bits;
+};
+float HalfToFloat(Half h);
+Half FloatToHalf(float f);
+
+template <typename Fn>
+decltype(auto) DispatchDType(DataType dtype, Fn&& fn) {
+  using C = DataType::Code;
+  switch (dtype.code()) {
+    case C::kBool:
+      return fn(bool{});
+    case C::kFloat:
+      if (dtype.bits() == 32) return fn(float{});
+      if (dtype.bits() == 64) return fn(double{});
+      if (dtype.bits() == 16) return fn(Half{});
+      break;
+    case C::kInt:
+      if (dtype.bits() == 8) return fn(int8_t{});
+      if (dtype.bits() == 32) return fn(int32_t{});
+      if (dtype.bits() == 64) return fn(int64_t{});
+      break;
+    case C::kUInt:
+      if (dtype.bits() == 8) return fn(uint8_t{});
+      break;
+  }
+  return fn(float{});  // unreachable for dtypes built through Parse()
+}
+
+}  // namespace nimble

@@ -1,0 +1,130 @@
+#include "nimble/vm/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include "nimble/vm/error.h"
+
+namespace nimble {
+
+int64_t ShapeNumel(std::span<const int64_t> shape) {
+  int64_t numel = 1;
+  for (int64_t dim : shape) {
+    if (dim < 0) throw Error("negative dimension in shape " + ShapeToString(shape));
+    if (dim != 0 && numel > std::numeric_limits<int64_t>::max() / dim) {
+      throw Error("shape " + ShapeToString(shape) + " has too many elements");
+    }
+    numel *= dim;
+  }
+  return numel;
+}
+
+std::string ShapeToString(std::span<const int64_t> shape) {
+  std::string text = "(";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) text += ", ";
+    text += std::to_string(shape[i]);
+  }
+  if (shape.size() == 1) text += ",";
+  return text + ")";
+}
+
+StorageNode::StorageNode(size_t bytes) : size_(bytes) {
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  data_ = static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded));
+  if (!data_) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
+  std::memset(data_, 0, rounded == 0 ? kAlignment : rounded);
+}
+
+StorageNode::~StorageNode() { std::free(data_); }
+
+TensorNode::TensorNode(Storage storage, size_t byte_offset, Shape shape, DataType dtype)
+    : storage_(std::move(storage)), byte_offset_(byte_offset), shape_(std::move(shape)),
+      dtype_(dtype) {
+  if (byte_offset_ + nbytes() > storage_->size()) {
+    throw Error("tensor of type " + TypeString() + " at offset " + std::to_string(byte_offset_) +
+                " does not fit in a storage of " + std::to_string(storage_->size()) + " bytes");
+  }
+}
+
+Tensor TensorNode::Empty(const Shape& shape, DataType dtype) {
+  const size_t bytes = static_cast<size_t>(ShapeNumel(shape)) * dtype.bytes();
+  return Make<TensorNode>(Make<StorageNode>(bytes), 0, shape, dtype);
+}
+
+Tensor TensorNode::View(const Shape& new_shape) const {
+  if (ShapeNumel(new_shape) != numel()) {
+    throw Error("cannot view a tensor of shape " + ShapeToString(shape_) + " as shape " +
+                ShapeToString(new_shape));
+  }
+  return Make<TensorNode>(storage_, byte_offset_, new_shape, dtype_);
+}
+
+Tensor TensorNode::SliceRows(int64_t begin, int64_t end) const {
+  if (shape_.empty() || begin < 0 || end < begin || end > shape_[0]) {
+    throw Error("row slice [" + std::to_string(begin) + ", " + std::to_string(end) +
+                ") out of range for shape " + ShapeToString(shape_));
+  }
+  Shape sliced = shape_;
+  sliced[0] = end - begin;
+  const int64_t row_elements = shape_[0] == 0 ? 0 : numel() / shape_[0];
+  return Make<TensorNode>(storage_, byte_offset_ + begin * row_elements * dtype_.bytes(), sliced,
+                          dtype_);
+}
+
+Tensor TensorNode::Copy() const {
+  Tensor copy = Empty(shape_, dtype_);
+  std::memcpy(copy->raw_data(), raw_data(), nbytes());
+  return copy;
+}
+
+double TensorNode::GetAsDouble(int64_t index) const {
+  return DispatchDType(dtype_, [&](auto tag) -> double {
+    using T = decltype(tag);
+    const T value = data<T>()[index];
+    if constexpr (std::is_same_v<T, Half>) {
+      return HalfToFloat(value);
+    } else {
+      return static_cast<double>(value);
+    }
+  });
+}
+
+int64_t TensorNode::GetAsInt64(int64_t index) const {
+  return DispatchDType(dtype_, [&](auto tag) -> int64_t {
+    using T = decltype(tag);
+    const T value = data<T>()[index];
+    if constexpr (std::is_same_v<T, Half>) {
+      return static_cast<int64_t>(HalfToFloat(value));
+    } else {
+      return static_cast<int64_t>(value);
+    }
+  });
+}
+
+void TensorNode::SetFromDouble(int64_t index, double value) const {
+  DispatchDType(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, Half>) {
+      data<T>()[index] = FloatToHalf(static_cast<float>(value));
+    } else if constexpr (std::is_same_v<T, bool>) {
+      data<T>()[index] = value != 0;
+    } else {
+      data<T>()[index] = static_cast<T>(value);
+    }
+  });
+}
+
+std::string TensorNode::TypeString() const {
+  std::string text = "Tensor[(";
+  for (size_t i = 0; i < shape_.size(); ++i) {
+    if (i) text += ", ";
+    text += std::to_string(shape_[i]);
+  }
+  if (shape_.size() == 1) text += ",";
+  return text + "), " + dtype_.name() + "]";
+}
+
+}  // namespace nimble

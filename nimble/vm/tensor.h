@@ -1,0 +1,103 @@
+// Runtime values: Storage (one device allocation) and Tensor (shape, dtype and a
+// byte offset into a Storage). Reshapes and contiguous slices are zero-copy
+// views sharing the Storage. Tensors are always dense and row-major.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "nimble/vm/dtype.h"
+#include "nimble/vm/object.h"
+
+namespace nimble {
+
+using Shape = std::vector<int64_t>;
+
+// Number of elements of `shape` (1 for a scalar). Throws on negative dims or
+// overflow, so a bad shape from a file or a shape function never allocates.
+int64_t ShapeNumel(std::span<const int64_t> shape);
+std::string ShapeToString(std::span<const int64_t> shape);
+
+class StorageNode : public Object {
+ public:
+  // Allocates `bytes` bytes aligned to kAlignment on the CPU.
+  explicit StorageNode(size_t bytes);
+  ~StorageNode() override;
+
+  static constexpr size_t kAlignment = 64;
+
+  std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  std::byte* data_;
+  size_t size_;
+};
+using Storage = Ref<StorageNode>;
+
+class TensorNode;
+using Tensor = Ref<TensorNode>;
+
+class TensorNode : public Object {
+ public:
+  TensorNode(Storage storage, size_t byte_offset, Shape shape, DataType dtype);
+
+  // A new zero-filled tensor with its own storage.
+  static Tensor Empty(const Shape& shape, DataType dtype);
+  // A tensor holding a copy of `values`.
+  template <typename T>
+  static Tensor FromVector(const Shape& shape, DataType dtype, const std::vector<T>& values);
+  // A rank-0 tensor.
+  template <typename T>
+  static Tensor Scalar(DataType dtype, T value) {
+    return FromVector<T>({}, dtype, {value});
+  }
+
+  const Shape& shape() const { return shape_; }
+  int64_t ndim() const { return static_cast<int64_t>(shape_.size()); }
+  DataType dtype() const { return dtype_; }
+  int64_t numel() const { return ShapeNumel(shape_); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_.bytes(); }
+  const Storage& storage() const { return storage_; }
+  size_t byte_offset() const { return byte_offset_; }
+
+  void* raw_data() const { return storage_->data() + byte_offset_; }
+  template <typename T>
+  T* data() const {
+    return static_cast<T*>(raw_data());
+  }
+
+  // Zero-copy view with another shape of the same element count.
+  Tensor View(const Shape& new_shape) const;
+  // Zero-copy view of rows [begin, end) along axis 0.
+  Tensor SliceRows(int64_t begin, int64_t end) const;
+  // A deep copy with its own storage.
+  Tensor Copy() const;
+
+  // Element `index` (flat) converted to double / int64, for any dtype.
+  double GetAsDouble(int64_t index) const;
+  int64_t GetAsInt64(int64_t index) const;
+  void SetFromDouble(int64_t index, double value) const;
+
+  // "Tensor[(2, 3), float32]": the type of this value in Relay syntax.
+  std::string TypeString() const;
+
+ private:
+  Storage storage_;
+  size_t byte_offset_;
+  Shape shape_;
+  DataType dtype_;
+};
+
+template <typename T>
+Tensor TensorNode::FromVector(const Shape& shape, DataType dtype, const std::vector<T>& values) {
+  Tensor tensor = Empty(shape, dtype);
+  for (size_t i = 0; i < values.size() && static_cast<int64_t>(i) < tensor->numel(); ++i) {
+    tensor->SetFromDouble(static_cast<int64_t>(i), static_cast<double>(values[i]));
+  }
+  return tensor;
+}
+
+}  // namespace nimble

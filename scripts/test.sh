@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Sets up (dependencies, build) and runs every test suite. Ends with the line
+# "N passed, N failed" counting test cases, and exits non-zero on any failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install-deps.sh || exit 1
+if [ ! -f build/build.ninja ]; then
+  meson setup build --native-file llvm-native.ini >/dev/null || exit 1
+fi
+ninja -C build || { echo "0 passed, 1 failed"; exit 1; }
+
+logs=build/test-logs
+rm -rf "$logs" && mkdir -p "$logs"
+mapfile -t suites < <(find build/tests -name '*_test' -type f -executable | sort)
+
+run_suite() {
+  local exe=$1 log=$2
+  timeout 900 "$exe" --gtest_color=no >"$log" 2>&1
+  echo $? >"$log.rc"
+}
+export -f run_suite
+for exe in "${suites[@]}"; do
+  printf '%s\0%s\0' "$exe" "$logs/$(basename "$exe").log"
+done | xargs -0 -n 2 -P "$(nproc)" bash -c 'run_suite "$0" "$1"'
+
+passed=0
+failed=0
+for exe in "${suites[@]}"; do
+  log="$logs/$(basename "$exe").log"
+  ok=$(grep -c '^\[       OK \]' "$log")
+  bad=$(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$log")
+  rc=$(cat "$log.rc")
+  if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then
+    bad=1  # crashed or timed out outside any single test
+    echo "=== $(basename "$exe") exited with status $rc:"
+    tail -20 "$log"
+  elif [ "$bad" -gt 0 ]; then
+    echo "=== $(basename "$exe"): $bad failed"
+    grep -B30 -E '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$log" | grep -vE '^\[ (RUN|      OK) ' | head -80
+  fi
+  passed=$((passed + ok))
+  failed=$((failed + bad))
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,86 @@
+#include <gtest/gtest.h>
+
+#include "nimble/vm/adt.h"
+#include "nimble/vm/error.h"
+#include "nimble/vm/tensor.h"
+
+namespace nimble {
+namespace {
+
+class Counted : public Object {
+ public:
+  explicit Counted(int* destroyed, Ref<Object> next = nullptr)
+      : destroyed_(destroyed), next_(std::move(next)) {}
+  ~Counted() override { ++*destroyed_; }
+
+ private:
+  int* destroyed_;
+  Ref<Object> next_;
+};
+
+TEST(ObjectTest, CountsReferencesAndDestroysAtZero) {
+  int destroyed = 0;
+  Ref<Counted> first = Make<Counted>(&destroyed);
+  EXPECT_EQ(first->use_count(), 1);
+  {
+    Ref<Object> second = first;
+    EXPECT_EQ(first->use_count(), 2);
+  }
+  EXPECT_EQ(first->use_count(), 1);
+  first = nullptr;
+  EXPECT_EQ(destroyed, 1);
+}
+
+TEST(ObjectTest, ReleasesAMillionLongChainWithoutRecursion) {
+  int destroyed = 0;
+  Ref<Object> chain;
+  for (int i = 0; i < 1'000'000; ++i) chain = Make<Counted>(&destroyed, chain);
+  chain = nullptr;
+  EXPECT_EQ(destroyed, 1'000'000);
+}
+
+TEST(ObjectTest, DowncastsByDynamicType) {
+  Ref<Object> tensor = TensorNode::Empty({2}, DataType::Float32());
+  EXPECT_TRUE(tensor.is<TensorNode>());
+  EXPECT_FALSE(tensor.is<ADTNode>());
+  EXPECT_EQ(tensor.as<ADTNode>(), nullptr);
+  EXPECT_EQ(tensor.as<TensorNode>()->shape(), Shape({2}));
+}
+
+TEST(DataTypeTest, ParsesAndPrintsRelayNames) {
+  for (const char* name : {"bool", "int8", "int32", "int64", "float16", "float32", "float64"}) {
+    EXPECT_EQ(DataType::Parse(name).name(), name);
+  }
+  EXPECT_EQ(DataType::Parse("int64").bytes(), 8u);
+  EXPECT_THROW(DataType::Parse("float128"), Error);
+}
+
+TEST(DataTypeTest, ConvertsHalfPrecision) {
+  for (float value : {0.0f, 1.0f, -2.5f, 65504.0f, 0.000061035156f, 3.140625f}) {
+    EXPECT_EQ(HalfToFloat(FloatToHalf(value)), value);
+  }
+  EXPECT_EQ(FloatToHalf(1.0f).bits, 0x3c00);
+}
+
+TEST(TensorTest, ViewsShareStorage) {
+  Tensor tensor = TensorNode::FromVector<float>({2, 3}, DataType::Float32(), {0, 1, 2, 3, 4, 5});
+  Tensor view = tensor->View({3, 2});
+  EXPECT_EQ(view->storage(), tensor->storage());
+  view->data<float>()[0] = 42;
+  EXPECT_EQ(tensor->data<float>()[0], 42);
+  Tensor row = tensor->SliceRows(1, 2);
+  EXPECT_EQ(row->shape(), Shape({1, 3}));
+  EXPECT_EQ(row->data<float>()[0], 3);
+  EXPECT_THROW(tensor->View({4}), Error);
+  EXPECT_THROW(tensor->SliceRows(1, 3), Error);
+}
+
+TEST(TensorTest, RejectsNegativeAndOverflowingShapes) {
+  EXPECT_THROW(TensorNode::Empty({-1, 2}, DataType::Float32()), Error);
+  EXPECT_THROW(TensorNode::Empty({1LL << 40, 1LL << 40}, DataType::Float32()), Error);
+  EXPECT_EQ(TensorNode::Empty({}, DataType::Int64())->numel(), 1);
+  EXPECT_EQ(TensorNode::Empty({}, DataType::Int64())->TypeString(), "Tensor[(), int64]");
+}
+
+}  // namespace
+}  // namespace nimble
