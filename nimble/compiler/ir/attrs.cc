@@ -19,6 +19,8 @@ std::string AttrKindName(AttrKind kind) {
       return "string";
     case AttrKind::kIntList:
       return "int list";
+    case AttrKind::kIntOrIntList:
+      return "int or int list";
     case AttrKind::kDType:
       return "dtype";
   }

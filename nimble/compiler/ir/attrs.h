@@ -17,7 +17,9 @@ namespace nimble::ir {
 using AttrValue =
     std::variant<std::monostate, bool, int64_t, double, std::string, std::vector<int64_t>, DataType>;
 
-enum class AttrKind : uint8_t { kBool, kInt, kFloat, kString, kIntList, kDType };
+// kIntOrIntList keeps whichever was written: `split(indices_or_sections=3)`
+// (sections) means something else than `indices_or_sections=[3]` (indices).
+enum class AttrKind : uint8_t { kBool, kInt, kFloat, kString, kIntList, kIntOrIntList, kDType };
 
 std::string AttrKindName(AttrKind kind);
 // The value in Relay text syntax: `True`, `-1`, `0.5f`, `"same"`, `[1, 2]`, `"int64"`, `None`.

@@ -97,6 +97,9 @@ bool MatchesKind(const ir::AttrValue& value, ir::AttrKind kind) {
       return std::holds_alternative<std::string>(value);
     case ir::AttrKind::kIntList:
       return std::holds_alternative<std::vector<int64_t>>(value);
+    case ir::AttrKind::kIntOrIntList:
+      return std::holds_alternative<int64_t>(value) ||
+             std::holds_alternative<std::vector<int64_t>>(value);
     case ir::AttrKind::kDType:
       return std::holds_alternative<DataType>(value);
   }
