@@ -24,6 +24,8 @@ class ADTNode : public Object {
 };
 using ADT = Ref<ADTNode>;
 
-inline ADT MakeTuple(std::vector<Ref<Object>> fields) { return Make<ADTNode>(0, std::move(fields)); }
+inline ADT MakeTuple(std::vector<Ref<Object>> fields) {
+  return Make<ADTNode>(0, std::move(fields));
+}
 
 }  // namespace nimble

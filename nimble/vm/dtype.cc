@@ -13,8 +13,9 @@ bool DataType::TryParse(std::string_view name, DataType* out) {
     std::string_view name;
     DataType dtype;
   } kNames[] = {
-      {"bool", Bool()},       {"int8", Int8()},       {"int32", Int32()},
-      {"int64", Int64()},     {"float16", Float16()}, {"float32", Float32()},
+      {"bool", Bool()},       {"int8", Int8()},
+      {"int32", Int32()},     {"int64", Int64()},
+      {"float16", Float16()}, {"float32", Float32()},
       {"float64", Float64()}, {"uint8", {Code::kUInt, 8}},
   };
   for (const auto& entry : kNames) {

@@ -45,11 +45,11 @@ class Ref {
   }
   Ref(Ref&& other) noexcept : ptr_(std::exchange(other.ptr_, nullptr)) {}
   template <typename U>
-    requires std::is_convertible_v<U*, T*>
-  Ref(const Ref<U>& other) : Ref(other.get()) {}  // NOLINT: upcast.
+  requires std::is_convertible_v<U*, T*> Ref(const Ref<U>& other)
+      : Ref(other.get()) {}  // NOLINT: upcast.
   template <typename U>
-    requires std::is_convertible_v<U*, T*>
-  Ref(Ref<U>&& other) noexcept : ptr_(other.release()) {}  // NOLINT: upcast.
+  requires std::is_convertible_v<U*, T*> Ref(Ref<U>&& other)
+  noexcept : ptr_(other.release()) {}  // NOLINT: upcast.
   ~Ref() {
     if (ptr_) ptr_->DecRef();
   }

@@ -33,15 +33,20 @@ std::string ShapeToString(std::span<const int64_t> shape) {
 
 StorageNode::StorageNode(size_t bytes) : size_(bytes) {
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  data_ = static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded));
+  data_ =
+      static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded));
   if (!data_) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
   std::memset(data_, 0, rounded == 0 ? kAlignment : rounded);
 }
 
-StorageNode::~StorageNode() { std::free(data_); }
+StorageNode::~StorageNode() {
+  std::free(data_);
+}
 
 TensorNode::TensorNode(Storage storage, size_t byte_offset, Shape shape, DataType dtype)
-    : storage_(std::move(storage)), byte_offset_(byte_offset), shape_(std::move(shape)),
+    : storage_(std::move(storage)),
+      byte_offset_(byte_offset),
+      shape_(std::move(shape)),
       dtype_(dtype) {
   if (byte_offset_ + nbytes() > storage_->size()) {
     throw Error("tensor of type " + TypeString() + " at offset " + std::to_string(byte_offset_) +

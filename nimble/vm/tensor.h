@@ -3,9 +3,11 @@
 // views sharing the Storage. Tensors are always dense and row-major.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "nimble/vm/dtype.h"
@@ -94,9 +96,22 @@ class TensorNode : public Object {
 template <typename T>
 Tensor TensorNode::FromVector(const Shape& shape, DataType dtype, const std::vector<T>& values) {
   Tensor tensor = Empty(shape, dtype);
-  for (size_t i = 0; i < values.size() && static_cast<int64_t>(i) < tensor->numel(); ++i) {
-    tensor->SetFromDouble(static_cast<int64_t>(i), static_cast<double>(values[i]));
-  }
+  const size_t count = std::min(values.size(), static_cast<size_t>(tensor->numel()));
+  // Convert straight to the element type (not through double), so int64
+  // values above 2^53 stay exact.
+  DispatchDType(dtype, [&](auto tag) {
+    using E = decltype(tag);
+    E* data = tensor->data<E>();
+    for (size_t i = 0; i < count; ++i) {
+      if constexpr (std::is_same_v<E, Half>) {
+        data[i] = FloatToHalf(static_cast<float>(values[i]));
+      } else if constexpr (std::is_same_v<E, bool>) {
+        data[i] = values[i] != T{};
+      } else {
+        data[i] = static_cast<E>(values[i]);
+      }
+    }
+  });
   return tensor;
 }
 

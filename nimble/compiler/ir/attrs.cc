@@ -96,7 +96,9 @@ const T& GetAs(const AttrValue& value, const std::string& name, const char* kind
 
 }  // namespace
 
-bool Attrs::GetBool(const std::string& name) const { return GetAs<bool>(Get(name), name, "bool"); }
+bool Attrs::GetBool(const std::string& name) const {
+  return GetAs<bool>(Get(name), name, "bool");
+}
 int64_t Attrs::GetInt(const std::string& name) const {
   return GetAs<int64_t>(Get(name), name, "int");
 }

@@ -14,8 +14,8 @@
 namespace nimble::ir {
 
 // std::monostate is Relay's `None`.
-using AttrValue =
-    std::variant<std::monostate, bool, int64_t, double, std::string, std::vector<int64_t>, DataType>;
+using AttrValue = std::variant<std::monostate, bool, int64_t, double, std::string,
+                               std::vector<int64_t>, DataType>;
 
 // kIntOrIntList keeps whichever was written: `split(indices_or_sections=3)`
 // (sections) means something else than `indices_or_sections=[3]` (indices).

@@ -12,6 +12,8 @@ Constant MakeScalar(DataType dtype, double value) {
   return Make<ConstantNode>(std::move(tensor), "");
 }
 
-Tuple MakeTupleExpr(std::vector<Expr> fields) { return Make<TupleNode>(std::move(fields)); }
+Tuple MakeTupleExpr(std::vector<Expr> fields) {
+  return Make<TupleNode>(std::move(fields));
+}
 
 }  // namespace nimble::ir

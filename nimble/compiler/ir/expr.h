@@ -55,7 +55,8 @@ using Expr = Ref<ExprNode>;
 class VarNode : public ExprNode {
  public:
   VarNode(std::string name_hint, Type type_annotation)
-      : ExprNode(ExprKind::kVar), name_hint(std::move(name_hint)),
+      : ExprNode(ExprKind::kVar),
+        name_hint(std::move(name_hint)),
         type_annotation(std::move(type_annotation)) {}
   const std::string name_hint;
   const Type type_annotation;  // may be null
@@ -64,7 +65,8 @@ using Var = Ref<VarNode>;
 
 class GlobalVarNode : public ExprNode {
  public:
-  explicit GlobalVarNode(std::string name) : ExprNode(ExprKind::kGlobalVar), name(std::move(name)) {}
+  explicit GlobalVarNode(std::string name)
+      : ExprNode(ExprKind::kGlobalVar), name(std::move(name)) {}
   const std::string name;
 };
 using GlobalVar = Ref<GlobalVarNode>;
@@ -115,7 +117,9 @@ using Op = Ref<OpNode>;
 class CallNode : public ExprNode {
  public:
   CallNode(Expr callee, std::vector<Expr> args, Attrs attrs = {})
-      : ExprNode(ExprKind::kCall), callee(std::move(callee)), args(std::move(args)),
+      : ExprNode(ExprKind::kCall),
+        callee(std::move(callee)),
+        args(std::move(args)),
         attrs(std::move(attrs)) {}
   const Expr callee;
   const std::vector<Expr> args;
@@ -126,7 +130,9 @@ using Call = Ref<CallNode>;
 class LetNode : public ExprNode {
  public:
   LetNode(Var var, Expr value, Expr body)
-      : ExprNode(ExprKind::kLet), var(std::move(var)), value(std::move(value)),
+      : ExprNode(ExprKind::kLet),
+        var(std::move(var)),
+        value(std::move(value)),
         body(std::move(body)) {}
   const Var var;
   const Expr value;
@@ -137,7 +143,9 @@ using Let = Ref<LetNode>;
 class IfNode : public ExprNode {
  public:
   IfNode(Expr cond, Expr then_branch, Expr else_branch)
-      : ExprNode(ExprKind::kIf), cond(std::move(cond)), then_branch(std::move(then_branch)),
+      : ExprNode(ExprKind::kIf),
+        cond(std::move(cond)),
+        then_branch(std::move(then_branch)),
         else_branch(std::move(else_branch)) {}
   const Expr cond;
   const Expr then_branch;
@@ -152,8 +160,11 @@ class FunctionNode : public ExprNode {
  public:
   FunctionNode(std::vector<Var> params, Expr body, Type ret_type, std::vector<TypeVar> type_params,
                Attrs attrs = {})
-      : ExprNode(ExprKind::kFunction), params(std::move(params)), body(std::move(body)),
-        ret_type(std::move(ret_type)), type_params(std::move(type_params)),
+      : ExprNode(ExprKind::kFunction),
+        params(std::move(params)),
+        body(std::move(body)),
+        ret_type(std::move(ret_type)),
+        type_params(std::move(type_params)),
         attrs(std::move(attrs)) {}
   const std::vector<Var> params;
   const Expr body;
@@ -168,8 +179,11 @@ using Function = Ref<FunctionNode>;
 class ConstructorNode : public ExprNode {
  public:
   ConstructorNode(std::string name, std::vector<Type> inputs, GlobalTypeVar belong_to, int32_t tag)
-      : ExprNode(ExprKind::kConstructor), name(std::move(name)), inputs(std::move(inputs)),
-        belong_to(std::move(belong_to)), tag(tag) {}
+      : ExprNode(ExprKind::kConstructor),
+        name(std::move(name)),
+        inputs(std::move(inputs)),
+        belong_to(std::move(belong_to)),
+        tag(tag) {}
   const std::string name;
   const std::vector<Type> inputs;  // may mention the ADT's type vars
   const GlobalTypeVar belong_to;
@@ -182,7 +196,8 @@ class TypeDataNode : public Object {
  public:
   TypeDataNode(GlobalTypeVar header, std::vector<TypeVar> type_vars,
                std::vector<Constructor> constructors)
-      : header(std::move(header)), type_vars(std::move(type_vars)),
+      : header(std::move(header)),
+        type_vars(std::move(type_vars)),
         constructors(std::move(constructors)) {}
   const GlobalTypeVar header;
   const std::vector<TypeVar> type_vars;
@@ -213,7 +228,8 @@ class PatternVarNode : public PatternNode {
 class PatternConstructorNode : public PatternNode {
  public:
   PatternConstructorNode(Constructor constructor, std::vector<Pattern> patterns)
-      : PatternNode(PatternKind::kConstructor), constructor(std::move(constructor)),
+      : PatternNode(PatternKind::kConstructor),
+        constructor(std::move(constructor)),
         patterns(std::move(patterns)) {}
   const Constructor constructor;
   const std::vector<Pattern> patterns;
@@ -236,7 +252,9 @@ struct Clause {
 class MatchNode : public ExprNode {
  public:
   MatchNode(Expr data, std::vector<Clause> clauses, bool complete)
-      : ExprNode(ExprKind::kMatch), data(std::move(data)), clauses(std::move(clauses)),
+      : ExprNode(ExprKind::kMatch),
+        data(std::move(data)),
+        clauses(std::move(clauses)),
         complete(complete) {}
   const Expr data;
   const std::vector<Clause> clauses;

@@ -17,7 +17,9 @@ void ExprVisitor::VisitTuple(const TupleNode* node) {
   for (const Expr& field : node->fields) VisitExpr(field);
 }
 
-void ExprVisitor::VisitTupleGetItem(const TupleGetItemNode* node) { VisitExpr(node->tuple); }
+void ExprVisitor::VisitTupleGetItem(const TupleGetItemNode* node) {
+  VisitExpr(node->tuple);
+}
 
 void ExprVisitor::VisitCall(const CallNode* node) {
   VisitExpr(node->callee);
@@ -57,7 +59,8 @@ void ExprVisitor::VisitPattern(const Pattern& pattern) {
       VisitExpr(static_cast<const PatternVarNode*>(pattern.get())->var);
       return;
     case PatternKind::kConstructor:
-      for (const Pattern& sub : static_cast<const PatternConstructorNode*>(pattern.get())->patterns) {
+      for (const Pattern& sub :
+           static_cast<const PatternConstructorNode*>(pattern.get())->patterns) {
         VisitPattern(sub);
       }
       return;
@@ -98,11 +101,21 @@ Expr ExprMutator::VisitExpr(const Expr& expr) {
   return result;
 }
 
-Expr ExprMutator::VisitVar(const VarNode* node) { return RefOf(node); }
-Expr ExprMutator::VisitGlobalVar(const GlobalVarNode* node) { return RefOf(node); }
-Expr ExprMutator::VisitConstant(const ConstantNode* node) { return RefOf(node); }
-Expr ExprMutator::VisitOp(const OpNode* node) { return RefOf(node); }
-Expr ExprMutator::VisitConstructor(const ConstructorNode* node) { return RefOf(node); }
+Expr ExprMutator::VisitVar(const VarNode* node) {
+  return RefOf(node);
+}
+Expr ExprMutator::VisitGlobalVar(const GlobalVarNode* node) {
+  return RefOf(node);
+}
+Expr ExprMutator::VisitConstant(const ConstantNode* node) {
+  return RefOf(node);
+}
+Expr ExprMutator::VisitOp(const OpNode* node) {
+  return RefOf(node);
+}
+Expr ExprMutator::VisitConstructor(const ConstructorNode* node) {
+  return RefOf(node);
+}
 
 Expr ExprMutator::VisitTuple(const TupleNode* node) {
   std::vector<Expr> fields;
@@ -141,8 +154,8 @@ Expr ExprMutator::VisitIf(const IfNode* node) {
   if (cond == node->cond && then_branch == node->then_branch && else_branch == node->else_branch) {
     return RefOf(node);
   }
-  return WithSpan(
-      Make<IfNode>(std::move(cond), std::move(then_branch), std::move(else_branch)), node);
+  return WithSpan(Make<IfNode>(std::move(cond), std::move(then_branch), std::move(else_branch)),
+                  node);
 }
 
 Expr ExprMutator::VisitFunction(const FunctionNode* node) {
@@ -175,6 +188,8 @@ Expr ExprMutator::VisitMatch(const MatchNode* node) {
   return WithSpan(Make<MatchNode>(std::move(data), std::move(clauses), node->complete), node);
 }
 
-Pattern ExprMutator::VisitPattern(const Pattern& pattern) { return pattern; }
+Pattern ExprMutator::VisitPattern(const Pattern& pattern) {
+  return pattern;
+}
 
 }  // namespace nimble::ir

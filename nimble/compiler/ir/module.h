@@ -41,6 +41,8 @@ class IRModuleNode : public Object {
 };
 using IRModule = Ref<IRModuleNode>;
 
-inline IRModule MakeModule() { return Make<IRModuleNode>(); }
+inline IRModule MakeModule() {
+  return Make<IRModuleNode>();
+}
 
 }  // namespace nimble::ir

@@ -13,7 +13,9 @@ TensorType MakeTensorType(std::vector<Dim> shape, DataType dtype) {
   return Make<TensorTypeNode>(std::move(shape), dtype);
 }
 
-TupleType MakeTupleType(std::vector<Type> fields) { return Make<TupleTypeNode>(std::move(fields)); }
+TupleType MakeTupleType(std::vector<Type> fields) {
+  return Make<TupleTypeNode>(std::move(fields));
+}
 
 namespace {
 

@@ -100,8 +100,10 @@ using TypeCall = Ref<TypeCallNode>;
 class FuncTypeNode : public TypeNode {
  public:
   FuncTypeNode(std::vector<TypeVar> type_params, std::vector<Type> arg_types, Type ret_type)
-      : TypeNode(TypeKind::kFunc), type_params(std::move(type_params)),
-        arg_types(std::move(arg_types)), ret_type(std::move(ret_type)) {}
+      : TypeNode(TypeKind::kFunc),
+        type_params(std::move(type_params)),
+        arg_types(std::move(arg_types)),
+        ret_type(std::move(ret_type)) {}
   const std::vector<TypeVar> type_params;
   const std::vector<Type> arg_types;
   const Type ret_type;

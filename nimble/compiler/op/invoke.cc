@@ -78,6 +78,12 @@ void FlattenTensorTypes(const ir::Type& type, std::vector<ir::TensorType>* out) 
   }
 }
 
+// Relations, shape functions and kernels often name their op already; the
+// message names it exactly once.
+std::string PrefixedWithOp(const OpDef& def, const std::string& message) {
+  return message.rfind(def.name + ":", 0) == 0 ? message : def.name + ": " + message;
+}
+
 std::string ShapesToString(std::span<const Shape> shapes) {
   std::string text;
   for (size_t i = 0; i < shapes.size(); ++i) {
@@ -99,7 +105,7 @@ ir::Type ResolveCallType(const OpDef& def, const std::vector<ir::Type>& arg_type
       throw Error("cannot infer the result type");
     }
   } catch (const Error& error) {
-    throw Error(def.name + ": " + error.what());
+    throw Error(PrefixedWithOp(def, error.what()));
   }
   return reporter.resolved();
 }
@@ -125,12 +131,18 @@ Ref<Object> InvokeOp(const OpDef& def, const std::vector<Ref<Object>>& args,
     arg_types.push_back(TypeOfValue(arg));
     FlattenTensors(arg, &inputs);
   }
-  const ir::Type out_type = ResolveCallType(def, arg_types, attrs);
-  std::vector<ir::TensorType> out_types;
-  FlattenTensorTypes(out_type, &out_types);
-
   std::vector<Shape> input_shapes;
   for (const Tensor& input : inputs) input_shapes.push_back(input->shape());
+  ir::Type out_type;
+  try {
+    out_type = ResolveCallType(def, arg_types, attrs);
+  } catch (const Error& error) {
+    // On concrete values a relation failure is a run-time shape error: name
+    // the shapes that caused it.
+    throw Error(std::string(error.what()) + " (input shapes " + ShapesToString(input_shapes) + ")");
+  }
+  std::vector<ir::TensorType> out_types;
+  FlattenTensorTypes(out_type, &out_types);
   std::vector<Shape> out_shapes;
   try {
     out_shapes = def.shape_func(input_shapes,
@@ -139,9 +151,7 @@ Ref<Object> InvokeOp(const OpDef& def, const std::vector<Ref<Object>>& args,
                                     : std::span<const Tensor>(),
                                 attrs);
   } catch (const Error& error) {
-    const std::string message = error.what();
-    // Shape functions usually name their op already; add it where they do not.
-    throw Error(message.rfind(def.name + ":", 0) == 0 ? message : def.name + ": " + message);
+    throw Error(PrefixedWithOp(def, error.what()));
   }
   if (out_shapes.size() != out_types.size()) {
     throw Error(def.name + ": shape function returned " + std::to_string(out_shapes.size()) +
@@ -164,8 +174,7 @@ Ref<Object> InvokeOp(const OpDef& def, const std::vector<Ref<Object>>& args,
   try {
     def.kernel(inputs, outputs, attrs);
   } catch (const Error& error) {
-    const std::string message = error.what();
-    throw Error(message.rfind(def.name + ":", 0) == 0 ? message : def.name + ": " + message);
+    throw Error(PrefixedWithOp(def, error.what()));
   }
   if (out_type->kind == ir::TypeKind::kTensor) return outputs[0];
   // Rebuild the (possibly nested) tuple structure of the result type.

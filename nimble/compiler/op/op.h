@@ -61,16 +61,16 @@ class TypeReporter {
 // too incomplete to decide (the solver retries later); true once it has
 // assigned everything it can. Throws nimble::Error when the types cannot
 // hold, with a message that names the dimension and both sizes.
-using TypeRelation = std::function<bool(const std::vector<ir::Type>& types,
-                                        const ir::Attrs& attrs, TypeReporter& reporter)>;
+using TypeRelation = std::function<bool(const std::vector<ir::Type>& types, const ir::Attrs& attrs,
+                                        TypeReporter& reporter)>;
 
 // Output shapes from input shapes (and, for data-dependent ops, input values:
 // `input_data` is empty for data-independent ones). Also the run-time half of
 // gradual typing: a check the type relation deferred (broadcast of `?`
 // against 3) fails here with an error naming the op and the shapes.
-using ShapeFunction = std::function<std::vector<Shape>(
-    std::span<const Shape> input_shapes, std::span<const Tensor> input_data,
-    const ir::Attrs& attrs)>;
+using ShapeFunction =
+    std::function<std::vector<Shape>(std::span<const Shape> input_shapes,
+                                     std::span<const Tensor> input_data, const ir::Attrs& attrs)>;
 
 // Destination passing: `outputs` come allocated with the shape function's
 // shapes and the call's output dtypes. An upper-bound op replaces an output by

@@ -9,7 +9,8 @@ ir::TensorType AsTensorType(const ir::Type& type, const std::string& op, const s
     return nullptr;
   }
   if (type->kind != ir::TypeKind::kTensor) {
-    throw Error(op + ": " + what + " must be a tensor, got " + ir::TypeToString(type));
+    throw Error((op.empty() ? "" : op + ": ") + what + " must be a tensor, got " +
+                ir::TypeToString(type));
   }
   return type.as<ir::TensorTypeNode>();
 }
@@ -33,8 +34,9 @@ std::vector<ir::Dim> BroadcastDims(const std::vector<ir::Dim>& lhs, const std::v
     } else if (a.value() == 1) {
       out[i] = b;
     } else {
-      throw Error(op + ": dimension " + std::to_string(i) + " conflicts: " +
-                  std::to_string(a.value()) + " does not match " + std::to_string(b.value()));
+      throw Error((op.empty() ? "" : op + ": ") + "dimension " + std::to_string(i) +
+                  " conflicts: " + std::to_string(a.value()) + " does not match " +
+                  std::to_string(b.value()));
     }
   }
   return out;
@@ -76,7 +78,7 @@ bool BroadcastRelationWithDType(const std::vector<ir::Type>& types, TypeReporter
   const size_t num_inputs = types.size() - 1;
   std::vector<ir::TensorType> inputs;
   for (size_t i = 0; i < num_inputs; ++i) {
-    ir::TensorType input = AsTensorType(types[i], "broadcast", "argument " + std::to_string(i));
+    ir::TensorType input = AsTensorType(types[i], "", "argument " + std::to_string(i));
     if (!input) return false;
     inputs.push_back(input);
   }
@@ -86,7 +88,7 @@ bool BroadcastRelationWithDType(const std::vector<ir::Type>& types, TypeReporter
       throw Error("argument dtypes differ: " + inputs[0]->dtype.name() + " and " +
                   inputs[i]->dtype.name());
     }
-    shape = BroadcastDims(shape, inputs[i]->shape, "broadcast");
+    shape = BroadcastDims(shape, inputs[i]->shape, "");
   }
   const DataType dtype = bool_output ? DataType::Bool() : inputs[0]->dtype;
   reporter.Assign(types.back(), ir::MakeTensorType(std::move(shape), dtype));

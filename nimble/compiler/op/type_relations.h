@@ -10,15 +10,15 @@
 namespace nimble::op {
 
 // The tensor type behind `type`; null while it is still incomplete. Throws
-// nimble::Error naming `op` and `what` ("argument 0") when it is another kind
-// of type (a tuple where a tensor is expected).
+// nimble::Error naming `op` (unless empty) and `what` ("argument 0") when it
+// is another kind of type (a tuple where a tensor is expected).
 ir::TensorType AsTensorType(const ir::Type& type, const std::string& op, const std::string& what);
 
 // The broadcast of two shapes under numpy rules extended to Any:
 //   (d, d) = d, (1, d) = (d, 1) = d, (Any, 1) = Any, (Any, d != 1) = d,
 //   (Any, Any) = Any; any other pair of static sizes is an error "op: dimension
-//   k conflicts: 2 does not match 3". Cases with Any are re-checked at run time
-//   by BroadcastShapes in the shape function (gradual typing).
+//   k conflicts: 2 does not match 3" (no "op: " when `op` is empty). Cases with Any are re-checked
+//   at run time by BroadcastShapes in the shape function (gradual typing).
 std::vector<ir::Dim> BroadcastDims(const std::vector<ir::Dim>& lhs, const std::vector<ir::Dim>& rhs,
                                    const std::string& op);
 
