@@ -4,11 +4,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/install-deps.sh || exit 1
-if [ ! -f build/build.ninja ]; then
-  meson setup build --native-file llvm-native.ini >/dev/null || exit 1
-fi
-ninja -C build || { echo "0 passed, 1 failed"; exit 1; }
+bash scripts/build.sh || { echo "0 passed, 1 failed"; exit 1; }
 
 logs=build/test-logs
 rm -rf "$logs" && mkdir -p "$logs"

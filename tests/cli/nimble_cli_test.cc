@@ -1,1 +1,465 @@
+// Acceptance tests of the `nimble` command: they run the real binary as a
+// child process on the examples and on broken inputs, and check its exit
+// status, what it prints and the files it writes.
+#include <fcntl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nimble/vm/npy.h"
+
+extern char** environ;
+
+namespace nimble {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::EndsWith;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+struct Outcome {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+}
+
+class NimbleCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "nimble_cli_XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Runs the binary with `args`, its stdout and stderr going to files.
+  Outcome Nimble(const std::vector<std::string>& args) const {
+    const std::string out_path = (dir_ / "stdout.txt").string();
+    const std::string err_path = (dir_ / "stderr.txt").string();
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    std::vector<std::string> argv_strings{NIMBLE_BINARY};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& arg : argv_strings) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    Outcome outcome;
+    const int spawned = posix_spawn(&pid, NIMBLE_BINARY, &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    EXPECT_EQ(spawned, 0) << "cannot start " << NIMBLE_BINARY;
+    if (spawned != 0) return outcome;
+    int wait_status = 0;
+    waitpid(pid, &wait_status, 0);
+    outcome.status =
+        WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+    outcome.out = ReadFile(out_path);
+    outcome.err = ReadFile(err_path);
+    return outcome;
+  }
+
+  // Writes `text` to a file in the test's directory and returns its path.
+  std::string WriteTemp(const std::string& name, const std::string& text) const {
+    std::ofstream(dir_ / name, std::ios::binary) << text;
+    return (dir_ / name).string();
+  }
+
+  std::string Temp(const std::string& name) const { return (dir_ / name).string(); }
+
+  fs::path dir_;
+};
+
+std::string Example(const std::string& name) {
+  return std::string(NIMBLE_SOURCE_DIR) + "/examples/" + name;
+}
+
+std::vector<double> Values(const Tensor& tensor) {
+  std::vector<double> values;
+  for (int64_t i = 0; i < tensor->numel(); ++i) values.push_back(tensor->GetAsDouble(i));
+  return values;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream stream(text);
+  for (std::string line; std::getline(stream, line);) lines.push_back(line);
+  return lines;
+}
+
+// The numbers of a summary line "0: Tensor[(4, 2), float32] [1, 2, ...]".
+std::vector<double> PrintedValues(const std::string& line) {
+  std::vector<double> values;
+  const size_t open = line.rfind('[');
+  std::istringstream stream(line.substr(open + 1));
+  for (std::string item; std::getline(stream, item, ',');) {
+    if (item.find("...") != std::string::npos) break;
+    values.push_back(std::stod(item));
+  }
+  return values;
+}
+
+// A user error is exactly one line "error: ..." on stderr, nothing else.
+void ExpectUserError(const Outcome& outcome, const std::string& prefix) {
+  EXPECT_EQ(outcome.status, 1) << outcome.err;
+  EXPECT_THAT(outcome.err, StartsWith("error: " + prefix));
+  EXPECT_EQ(Lines(outcome.err).size(), 1u) << outcome.err;
+  EXPECT_THAT(outcome.err, Not(HasSubstr("terminate")));
+}
+
+// The printed summary agrees with the written file (to the 6 digits printed).
+void ExpectSummaryMatches(const std::string& line, const Tensor& tensor) {
+  EXPECT_THAT(line, HasSubstr(tensor->TypeString()));
+  const std::vector<double> printed = PrintedValues(line);
+  const std::vector<double> values = Values(tensor);
+  ASSERT_EQ(printed.size(), std::min<size_t>(values.size(), 8));
+  for (size_t i = 0; i < printed.size(); ++i) {
+    EXPECT_NEAR(printed[i], values[i], 1e-5 * (1 + std::abs(values[i])));
+  }
+}
+
+// ---- Help and usage -----------------------------------------------------------
+
+TEST_F(NimbleCli, HelpEverywhere) {
+  Outcome top = Nimble({"--help"});
+  EXPECT_EQ(top.status, 0);
+  EXPECT_THAT(top.out, AllOf(HasSubstr("check"), HasSubstr("run"), HasSubstr("random")));
+  for (const char* command : {"check", "run", "random"}) {
+    Outcome help = Nimble({command, "--help"});
+    EXPECT_EQ(help.status, 0) << command;
+    EXPECT_THAT(help.out, HasSubstr("Usage")) << command;
+  }
+  EXPECT_THAT(Nimble({"run", "--help"}).out, AllOf(HasSubstr("--params"), HasSubstr("--input"),
+                                                   HasSubstr("--out"), HasSubstr("--function")));
+}
+
+TEST_F(NimbleCli, BadUsageExitsWithTwo) {
+  Outcome no_command = Nimble({});
+  EXPECT_EQ(no_command.status, 2);
+  EXPECT_THAT(no_command.err, HasSubstr("subcommand"));
+  Outcome unknown_option = Nimble({"run", Example("dynamic_concat.relay"), "--bogus"});
+  EXPECT_EQ(unknown_option.status, 2);
+  EXPECT_THAT(unknown_option.err, HasSubstr("--bogus"));
+  Outcome no_program = Nimble({"check"});
+  EXPECT_EQ(no_program.status, 2);
+  EXPECT_THAT(no_program.err, HasSubstr("program is required"));
+  EXPECT_EQ(Nimble({"random", "--tensor", "x:2"}).status, 2);  // no -o
+  EXPECT_EQ(Nimble({"random", "-o", Temp("x.npy"), "--seed", "many", "--tensor", "x:2"}).status, 2);
+}
+
+// ---- The examples (commands as in examples/README.md) -------------------------
+
+TEST_F(NimbleCli, DynamicConcat) {
+  Outcome run = Nimble({"run", Example("dynamic_concat.relay"), "--input",
+                        Example("data/dynamic_concat_x.npy"), Example("data/dynamic_concat_y.npy"),
+                        "--out", Temp("out")});
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  const Tensor x = ReadNpy(Example("data/dynamic_concat_x.npy"));
+  const Tensor y = ReadNpy(Example("data/dynamic_concat_y.npy"));
+  const Tensor out = ReadNpy(Temp("out/0.npy"));
+  EXPECT_EQ(out->shape(), (Shape{4, 2}));
+  std::vector<double> expected = Values(x);
+  for (double value : Values(y)) expected.push_back(value);
+  EXPECT_EQ(Values(out), expected);
+  const std::vector<std::string> lines = Lines(run.out);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], StartsWith("0: Tensor[(4, 2), float32] ["));
+  ExpectSummaryMatches(lines[0], out);
+  EXPECT_FALSE(fs::exists(Temp("out/1.npy")));
+}
+
+TEST_F(NimbleCli, GrowLoop) {
+  Outcome run = Nimble({"run", Example("grow_loop.relay"), "--input",
+                        Example("data/grow_loop_row.npy"), "--out", Temp("out")});
+  ASSERT_EQ(run.status, 0) << run.err;
+  const std::vector<double> row = Values(ReadNpy(Example("data/grow_loop_row.npy")));
+  const Tensor out = ReadNpy(Temp("out/0.npy"));
+  ASSERT_EQ(out->shape(), (Shape{5, 2}));
+  for (int64_t r = 0; r < 5; ++r) {
+    for (int64_t c = 0; c < 2; ++c) {
+      EXPECT_NEAR(out->GetAsDouble(r * 2 + c), row[c] + static_cast<double>(r), 1e-6);
+    }
+  }
+  ASSERT_EQ(Lines(run.out).size(), 1u);
+  EXPECT_THAT(run.out, StartsWith("0: Tensor[(5, 2), float32] ["));
+  EXPECT_THAT(run.out, EndsWith(", ...]\n"));
+  ExpectSummaryMatches(Lines(run.out)[0], out);
+}
+
+TEST_F(NimbleCli, ListFold) {
+  Outcome run =
+      Nimble({"run", Example("list_fold.relay"), "--input", Example("data/list_fold_x.npy"),
+              Example("data/list_fold_scale.npy"), "--out", Temp("out")});
+  ASSERT_EQ(run.status, 0) << run.err;
+  const Tensor x = ReadNpy(Example("data/list_fold_x.npy"));
+  const double scale = ReadNpy(Example("data/list_fold_scale.npy"))->GetAsDouble(0);
+  ASSERT_EQ(x->shape(), (Shape{3, 4}));
+  // Output 0 is the sum of the scaled rows; outputs 1-3 the list's cells.
+  const std::vector<std::string> lines = Lines(run.out);
+  ASSERT_EQ(lines.size(), 4u);
+  std::vector<double> sum(4, 0.0);
+  for (int64_t r = 0; r < 3; ++r) {
+    const Tensor cell = ReadNpy(Temp("out/" + std::to_string(r + 1) + ".npy"));
+    ASSERT_EQ(cell->shape(), (Shape{4}));
+    for (int64_t c = 0; c < 4; ++c) {
+      const double expected = static_cast<float>(x->GetAsDouble(r * 4 + c) * scale);
+      EXPECT_NEAR(cell->GetAsDouble(c), expected, 1e-6);
+      sum[c] += cell->GetAsDouble(c);
+    }
+    ExpectSummaryMatches(lines[r + 1], cell);
+  }
+  const Tensor total = ReadNpy(Temp("out/0.npy"));
+  for (int64_t c = 0; c < 4; ++c) EXPECT_NEAR(total->GetAsDouble(c), sum[c], 1e-5);
+  ExpectSummaryMatches(lines[0], total);
+  EXPECT_FALSE(fs::exists(Temp("out/4.npy")));
+}
+
+double Sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
+
+TEST_F(NimbleCli, LstmMatchesAHandWrittenLstm) {
+  Outcome run =
+      Nimble({"run", Example("lstm_cell.relay"), "--params", Example("data/lstm_cell.npz"),
+              "--input", Example("data/lstm_sequence.npy"), "--out", Temp("out")});
+  ASSERT_EQ(run.status, 0) << run.err;
+  std::map<std::string, Tensor> params;
+  for (auto& [name, tensor] : ReadNpz(Example("data/lstm_cell.npz"))) params[name] = tensor;
+  const Tensor xs = ReadNpy(Example("data/lstm_sequence.npy"));
+  ASSERT_EQ(xs->shape(), (Shape{5, 8}));
+  std::vector<double> h(16, 0.0), c(16, 0.0);
+  for (int64_t t = 0; t < xs->shape()[0]; ++t) {
+    std::vector<double> gates(64);
+    for (int64_t g = 0; g < 64; ++g) {
+      double sum = params["b_ih"]->GetAsDouble(g) + params["b_hh"]->GetAsDouble(g);
+      for (int64_t k = 0; k < 8; ++k) {
+        sum += xs->GetAsDouble(t * 8 + k) * params["w_ih"]->GetAsDouble(g * 8 + k);
+      }
+      for (int64_t k = 0; k < 16; ++k) sum += h[k] * params["w_hh"]->GetAsDouble(g * 16 + k);
+      gates[g] = sum;
+    }
+    for (int64_t k = 0; k < 16; ++k) {
+      c[k] = Sigmoid(gates[16 + k]) * c[k] + Sigmoid(gates[k]) * std::tanh(gates[32 + k]);
+      h[k] = Sigmoid(gates[48 + k]) * std::tanh(c[k]);
+    }
+  }
+  const Tensor out = ReadNpy(Temp("out/0.npy"));
+  ASSERT_EQ(out->shape(), (Shape{1, 16}));
+  for (int64_t k = 0; k < 16; ++k) EXPECT_NEAR(out->GetAsDouble(k), h[k], 1e-5) << k;
+  ASSERT_EQ(Lines(run.out).size(), 1u);
+  ExpectSummaryMatches(Lines(run.out)[0], out);
+}
+
+TEST_F(NimbleCli, RunWithoutOutWritesNothing) {
+  Outcome run =
+      Nimble({"run", Example("grow_loop.relay"), "--input", Example("data/grow_loop_row.npy")});
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_THAT(run.out, StartsWith("0: Tensor[(5, 2), float32]"));
+  EXPECT_FALSE(fs::exists(Temp("0.npy")));
+}
+
+TEST_F(NimbleCli, RunAnotherFunction) {
+  const std::string program = WriteTemp("two.relay", R"(
+def @main(%x: Tensor[(2,), float32]) { %x }
+def @pair(%x: Tensor[(2,), int32]) { (%x, (add(%x, 1), multiply(%x, 2))) }
+)");
+  WriteNpy(Temp("x.npy"), TensorNode::FromVector<int>({2}, DataType::Int32(), {3, 4}));
+  Outcome run =
+      Nimble({"run", program, "--function", "pair", "--input", Temp("x.npy"), "--out", Temp("o")});
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_THAT(Lines(run.out),
+              ElementsAre("0: Tensor[(2,), int32] [3, 4]", "1: Tensor[(2,), int32] [4, 5]",
+                          "2: Tensor[(2,), int32] [6, 8]"));
+  EXPECT_THAT(Values(ReadNpy(Temp("o/2.npy"))), ElementsAre(6, 8));
+}
+
+TEST_F(NimbleCli, CheckPrintsTypedPrograms) {
+  Outcome concat = Nimble({"check", Example("dynamic_concat.relay")});
+  ASSERT_EQ(concat.status, 0) << concat.err;
+  EXPECT_THAT(concat.out,
+              AllOf(StartsWith("#[version = \"0.0.5\"]"),
+                    HasSubstr("def @main(%x: Tensor[(?, 2), float32], %y: Tensor[(1, 2), "
+                              "float32]) -> Tensor[(?, 2), float32]")));
+  Outcome grow = Nimble({"check", Example("grow_loop.relay")});
+  ASSERT_EQ(grow.status, 0) << grow.err;
+  EXPECT_THAT(grow.out, HasSubstr("let %next: Tensor[(1, 2), float32] = add(%row, 1f);"));
+  Outcome fold = Nimble({"check", Example("list_fold.relay")});
+  ASSERT_EQ(fold.status, 0) << fold.err;
+  EXPECT_THAT(fold.out, AllOf(HasSubstr("type List[A]"),
+                              HasSubstr("let %scaled: List[Tensor[(4,), float32]]")));
+  // The biases in the params file bind @main's parameters of those names.
+  Outcome lstm =
+      Nimble({"check", Example("lstm_cell.relay"), "--params", Example("data/lstm_cell.npz")});
+  ASSERT_EQ(lstm.status, 0) << lstm.err;
+  EXPECT_THAT(
+      lstm.out,
+      AllOf(HasSubstr("def @main(%xs: Tensor[(?, 8), float32]) -> Tensor[(1, 16), float32]"),
+            HasSubstr("let %gates: Tensor[(1, 64), float32]"),
+            HasSubstr("meta[relay.Constant][b_ih]")));
+}
+
+// ---- `nimble random` ------------------------------------------------------------
+
+// The same tensors, in the same order, with the same names.
+void ExpectSameNpz(const std::string& a, const std::string& b) {
+  const auto left = ReadNpz(a);
+  const auto right = ReadNpz(b);
+  ASSERT_EQ(left.size(), right.size());
+  for (size_t i = 0; i < left.size(); ++i) {
+    EXPECT_EQ(left[i].first, right[i].first);
+    EXPECT_EQ(left[i].second->TypeString(), right[i].second->TypeString());
+    EXPECT_EQ(Values(left[i].second), Values(right[i].second)) << left[i].first;
+  }
+}
+
+TEST_F(NimbleCli, RandomRemakesTheExampleData) {
+  // As in examples/make_data.sh.
+  ASSERT_EQ(Nimble({"random", "-o", Temp("lstm_cell.npz"), "--seed", "6", "--tensor", "w_ih:64x8",
+                    "--tensor", "w_hh:64x16", "--tensor", "b_ih:64", "--tensor", "b_hh:64"})
+                .status,
+            0);
+  ExpectSameNpz(Temp("lstm_cell.npz"), Example("data/lstm_cell.npz"));
+  ASSERT_EQ(Nimble({"random", "-o", Temp("x.npy"), "--seed", "1", "--tensor", "x:3x2"}).status, 0);
+  EXPECT_TRUE(ReadFile(Temp("x.npy")) == ReadFile(Example("data/dynamic_concat_x.npy")));
+}
+
+TEST_F(NimbleCli, RandomValuesAndFormats) {
+  Outcome made =
+      Nimble({"random", "-o", Temp("t.npz"), "--seed", "42", "--tensor", "f:5x8", "--tensor",
+              "i:100:int32", "--tensor", "s:scalar:float64", "--tensor", "b:16:bool"});
+  ASSERT_EQ(made.status, 0) << made.err;
+  const auto tensors = ReadNpz(Temp("t.npz"));
+  ASSERT_EQ(tensors.size(), 4u);
+  EXPECT_EQ(tensors[0].first, "f");
+  EXPECT_EQ(tensors[0].second->TypeString(), "Tensor[(5, 8), float32]");
+  for (double value : Values(tensors[0].second)) {
+    EXPECT_GE(value, -1.0);
+    EXPECT_LT(value, 1.0);
+  }
+  EXPECT_EQ(tensors[1].second->TypeString(), "Tensor[(100,), int32]");
+  for (double value : Values(tensors[1].second)) {
+    EXPECT_GE(value, -4);
+    EXPECT_LE(value, 4);
+  }
+  EXPECT_EQ(tensors[2].second->TypeString(), "Tensor[(), float64]");
+  EXPECT_EQ(tensors[3].second->TypeString(), "Tensor[(16,), bool]");
+  // Another seed gives other values; the same seed the same file.
+  ASSERT_EQ(Nimble({"random", "-o", Temp("a.npy"), "--seed", "1", "--tensor", "f:5x8"}).status, 0);
+  ASSERT_EQ(Nimble({"random", "-o", Temp("b.npy"), "--seed", "2", "--tensor", "f:5x8"}).status, 0);
+  ASSERT_EQ(Nimble({"random", "-o", Temp("c.npy"), "--seed", "1", "--tensor", "f:5x8"}).status, 0);
+  EXPECT_NE(Values(ReadNpy(Temp("a.npy"))), Values(ReadNpy(Temp("b.npy"))));
+  EXPECT_TRUE(ReadFile(Temp("a.npy")) == ReadFile(Temp("c.npy")));
+}
+
+TEST_F(NimbleCli, RandomRejectsBadSpecs) {
+  ExpectUserError(Nimble({"random", "-o", Temp("a.npy"), "--tensor", "a:3y2"}), "bad shape '3y2'");
+  ExpectUserError(Nimble({"random", "-o", Temp("a.npy"), "--tensor", "a:3:float8"}),
+                  "unknown dtype 'float8'");
+  ExpectUserError(Nimble({"random", "-o", Temp("a.npy"), "--tensor", "a"}), "bad tensor spec 'a'");
+  ExpectUserError(Nimble({"random", "-o", Temp("a.npy"), "--tensor", "a:2", "--tensor", "b:2"}),
+                  Temp("a.npy") + ": a .npy file holds one tensor");
+  ExpectUserError(Nimble({"random", "-o", Temp("a.npz"), "--tensor", "a:2", "--tensor", "a:3"}),
+                  "tensor 'a' is given twice");
+}
+
+// ---- User errors ------------------------------------------------------------------
+
+TEST_F(NimbleCli, SyntaxErrorNamesFileLineAndColumn) {
+  const std::string program =
+      WriteTemp("syntax.relay", "def @main(%x: Tensor[(2,), float32]) {\n  add(%x, \n}\n");
+  ExpectUserError(Nimble({"check", program}), program + ":3:1: ");
+  ExpectUserError(Nimble({"run", program, "--input", Example("data/dynamic_concat_x.npy")}),
+                  program + ":3:1: ");
+}
+
+TEST_F(NimbleCli, TypeErrorNamesFileLineAndColumn) {
+  const std::string program = WriteTemp(
+      "types.relay",
+      "def @main(%x: Tensor[(2,), float32], %y: Tensor[(3,), float32]) {\n  add(%x, %y)\n}\n");
+  const Outcome outcome = Nimble({"check", program});
+  ExpectUserError(outcome, program + ":2:3: add");
+  EXPECT_THAT(outcome.err, AllOf(HasSubstr("2"), HasSubstr("3")));
+}
+
+TEST_F(NimbleCli, RuntimeErrorNamesFileLineAndColumn) {
+  // Both rows are `?`, so the mismatch shows only at run time.
+  const std::string program =
+      WriteTemp("runtime.relay",
+                "def @main(%x: Tensor[(?, 2), float32], %y: Tensor[(?, 2), float32]) {\n"
+                "  let %z = multiply(%x, 2f);\n  add(%z, %y)\n}\n");
+  WriteNpy(Temp("x.npy"), TensorNode::Empty({3, 2}, DataType::Float32()));
+  WriteNpy(Temp("y.npy"), TensorNode::Empty({4, 2}, DataType::Float32()));
+  const Outcome outcome = Nimble({"run", program, "--input", Temp("x.npy"), Temp("y.npy")});
+  ExpectUserError(outcome, program + ":3:3: add");
+  EXPECT_THAT(outcome.err, AllOf(HasSubstr("3"), HasSubstr("4")));  // the conflicting sizes
+}
+
+TEST_F(NimbleCli, InputErrors) {
+  const std::string concat = Example("dynamic_concat.relay");
+  ExpectUserError(
+      Nimble({"run", concat, "--input", Temp("missing.npy"), Example("data/dynamic_concat_y.npy")}),
+      "");
+  EXPECT_THAT(
+      Nimble({"run", concat, "--input", Temp("missing.npy"), Example("data/dynamic_concat_y.npy")})
+          .err,
+      HasSubstr("missing.npy"));
+  const std::string bad = WriteTemp("bad.npy", "this is not a numpy file");
+  ExpectUserError(Nimble({"run", concat, "--input", bad, Example("data/dynamic_concat_y.npy")}),
+                  bad + ": ");
+  ExpectUserError(Nimble({"run", concat, "--input", Example("data/dynamic_concat_x.npy")}),
+                  "@main needs 2 --input file(s) (for %x, %y), got 1");
+  // Swapped inputs: %y must have exactly one row.
+  ExpectUserError(Nimble({"run", concat, "--input", Example("data/dynamic_concat_y.npy"),
+                          Example("data/dynamic_concat_x.npy")}),
+                  "@main: parameter %y expects Tensor[(1, 2), float32], got Tensor[(3, 2), "
+                  "float32]");
+  ExpectUserError(Nimble({"check", Temp("missing.relay")}), "cannot read " + Temp("missing.relay"));
+  ExpectUserError(Nimble({"run", concat, "--function", "nope"}), concat + ": no function @nope");
+}
+
+TEST_F(NimbleCli, ParamsErrors) {
+  const std::string lstm = Example("lstm_cell.relay");
+  // Without the params file the constants are unknown.
+  const Outcome no_params = Nimble({"check", lstm});
+  ExpectUserError(no_params, lstm + ":");
+  EXPECT_THAT(no_params.err, HasSubstr("w_ih"));
+  ExpectUserError(Nimble({"check", lstm, "--params", Temp("missing.npz")}), "");
+  // A bias of the wrong size cannot bind @main's parameter.
+  ASSERT_EQ(Nimble({"random", "-o", Temp("p.npz"), "--tensor", "w_ih:64x8", "--tensor",
+                    "w_hh:64x16", "--tensor", "b_ih:32", "--tensor", "b_hh:64"})
+                .status,
+            0);
+  const Outcome wrong = Nimble({"check", lstm, "--params", Temp("p.npz")});
+  ExpectUserError(wrong, "");
+  EXPECT_THAT(wrong.err, AllOf(HasSubstr("b_ih"), HasSubstr("Tensor[(64,), float32]"),
+                               HasSubstr("Tensor[(32,), float32]")));
+}
+
+}  // namespace
+}  // namespace nimble
