@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "nimble/compiler/ir/attrs.h"
+#include "nimble/vm/attrs.h"
 #include "nimble/compiler/ir/type.h"
 #include "nimble/vm/tensor.h"
 
@@ -18,6 +18,13 @@ struct OpDef;
 }
 
 namespace nimble::ir {
+
+using nimble::AttrKind;
+using nimble::AttrKindName;
+using nimble::Attrs;
+using nimble::AttrValue;
+using nimble::AttrValueToString;
+using nimble::FormatFloatLiteral;
 
 // Where a node came from in the source text; line 0 means "built in memory".
 struct Span {

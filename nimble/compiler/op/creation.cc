@@ -10,9 +10,9 @@
 #include <limits>
 #include <type_traits>
 
-#include "nimble/compiler/ir/attrs.h"
 #include "nimble/compiler/op/op.h"
 #include "nimble/compiler/op/type_relations.h"
+#include "nimble/vm/attrs.h"
 #include "nimble/vm/error.h"
 
 namespace nimble::op {

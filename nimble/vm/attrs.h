@@ -1,6 +1,8 @@
 // Keyword attributes of an operator call (`axis=-1`, `newshape=[1, -1]`,
 // `dtype="int64"`). Each operator declares a schema of the attributes it takes
-// (op/op.h); calls carry them normalised against it, defaults filled in.
+// (compiler/op/op.h); calls carry them normalised against it, defaults filled
+// in. They live in the runtime because kernels are bound to them when an
+// executable is loaded.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +13,7 @@
 
 #include "nimble/vm/dtype.h"
 
-namespace nimble::ir {
+namespace nimble {
 
 // std::monostate is Relay's `None`.
 using AttrValue = std::variant<std::monostate, bool, int64_t, double, std::string,
@@ -57,4 +59,4 @@ class Attrs {
   std::vector<std::pair<std::string, AttrValue>> entries_;  // in schema order
 };
 
-}  // namespace nimble::ir
+}  // namespace nimble

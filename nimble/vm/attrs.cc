@@ -1,11 +1,11 @@
-#include "nimble/compiler/ir/attrs.h"
+#include "nimble/vm/attrs.h"
 
 #include <cstdio>
 #include <cstdlib>
 
 #include "nimble/vm/error.h"
 
-namespace nimble::ir {
+namespace nimble {
 
 std::string AttrKindName(AttrKind kind) {
   switch (kind) {
@@ -117,4 +117,4 @@ DataType Attrs::GetDType(const std::string& name) const {
   return GetAs<DataType>(Get(name), name, "dtype");
 }
 
-}  // namespace nimble::ir
+}  // namespace nimble

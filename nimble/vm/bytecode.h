@@ -1,0 +1,135 @@
+// The VM's instruction set [paper 5, Table A.1]: a register machine with an
+// unbounded register file per frame and CISC-style instructions. Kernels are
+// reached only through InvokePacked; everything else (allocation, control
+// flow, data structures) is an instruction, so the compiler can plan it.
+//
+// Deliberate differences from TVM's Relay VM: AllocTensor's offset and
+// AllocStorage's size are an immediate or a register (TVM declared an
+// immediate and read a register); If compares against an immediate or a
+// register (TVM needed a LoadConsti first); InvokePacked never skips a kernel
+// because an output is empty; Fatal carries a message; KillRegister drops a
+// register's value at its last use.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nimble/vm/dtype.h"
+
+namespace nimble::vm {
+
+using RegName = int32_t;
+inline constexpr RegName kNoRegister = -1;
+
+enum class Opcode : uint8_t {
+  kMove,
+  kRet,
+  kInvoke,
+  kInvokeClosure,
+  kInvokePacked,
+  kAllocStorage,
+  kAllocTensor,
+  kAllocTensorReg,
+  kAllocADT,
+  kAllocClosure,
+  kGetField,
+  kGetTag,
+  kIf,
+  kGoto,
+  kLoadConst,
+  kLoadConsti,
+  kDeviceCopy,
+  kShapeOf,
+  kReshapeTensor,
+  kFatal,
+  kKillRegister,
+};
+inline constexpr int kNumOpcodes = static_cast<int>(Opcode::kKillRegister) + 1;
+
+// The text name of an opcode ("invoke_packed").
+const char* OpcodeName(Opcode op);
+
+// One instruction. Fields not listed for an opcode stay at their defaults;
+// build instructions with the named constructors below.
+//
+//   opcode          dst  src            operand          index         immediate       other
+//   Move            dst  from
+//   Ret                  result
+//   Invoke          dst                                  function                      args
+//   InvokeClosure   dst  closure                                                       args
+//   InvokePacked                                         kernel        num outputs     args: inputs, then outputs
+//   AllocStorage    dst  size reg|none                                 size bytes      alignment, dtype (hint), device_index
+//   AllocTensor     dst  storage        offset reg|none                offset bytes    shape, dtype
+//   AllocTensorReg  dst  storage        shape reg                      offset bytes    dtype
+//   AllocADT        dst                                  tag                           args: fields
+//   AllocClosure    dst                                  function                      args: captured values
+//   GetField        dst  object                          field
+//   GetTag          dst  object
+//   If                   test           target reg|none                target value    true_offset, false_offset
+//   Goto                                                                               true_offset (the jump)
+//   LoadConst       dst                                  constant
+//   LoadConsti      dst                                                value
+//   DeviceCopy      dst  source                                                        device_index (to), source_device_index
+//   ShapeOf         dst  tensor
+//   ReshapeTensor   dst  tensor         shape reg
+//   Fatal                                                message
+//   KillRegister    dst
+//
+// Jump offsets are relative to the jumping instruction. Scalars in registers
+// (sizes, offsets, tests, shapes) are int64 or bool tensors on the CPU.
+struct Instruction {
+  Opcode op = Opcode::kFatal;
+  RegName dst = kNoRegister;
+  RegName src = kNoRegister;
+  RegName operand = kNoRegister;
+  int64_t index = 0;
+  int64_t immediate = 0;
+  int32_t true_offset = 0;
+  int32_t false_offset = 0;
+  int32_t alignment = 0;
+  int32_t device_index = 0;
+  int32_t source_device_index = 0;
+  DataType dtype;
+  std::vector<RegName> args;
+  std::vector<int64_t> shape;
+
+  bool operator==(const Instruction&) const = default;
+
+  static Instruction Move(RegName from, RegName dst);
+  static Instruction Ret(RegName result);
+  static Instruction Invoke(int64_t function, std::vector<RegName> args, RegName dst);
+  static Instruction InvokeClosure(RegName closure, std::vector<RegName> args, RegName dst);
+  static Instruction InvokePacked(int64_t kernel, std::vector<RegName> inputs,
+                                  std::vector<RegName> outputs);
+  // Size from a register (`size_reg`) or, with kNoRegister, the immediate `size_bytes`.
+  static Instruction AllocStorage(RegName size_reg, int64_t size_bytes, int32_t alignment,
+                                  DataType dtype_hint, int32_t device_index, RegName dst);
+  // Offset from a register (`offset_reg`) or, with kNoRegister, the immediate `offset_bytes`.
+  static Instruction AllocTensor(RegName storage, RegName offset_reg, int64_t offset_bytes,
+                                 std::vector<int64_t> shape, DataType dtype, RegName dst);
+  static Instruction AllocTensorReg(RegName storage, int64_t offset_bytes, RegName shape_reg,
+                                    DataType dtype, RegName dst);
+  static Instruction AllocADT(int64_t tag, std::vector<RegName> fields, RegName dst);
+  static Instruction AllocClosure(int64_t function, std::vector<RegName> captured, RegName dst);
+  static Instruction GetField(RegName object, int64_t field, RegName dst);
+  static Instruction GetTag(RegName object, RegName dst);
+  // Jumps by `true_offset` when register `test` equals register `target`
+  // (or, with kNoRegister, the immediate `target_value`), else by `false_offset`.
+  static Instruction If(RegName test, RegName target, int64_t target_value, int32_t true_offset,
+                        int32_t false_offset);
+  static Instruction Goto(int32_t offset);
+  static Instruction LoadConst(int64_t constant, RegName dst);
+  static Instruction LoadConsti(int64_t value, RegName dst);
+  static Instruction DeviceCopy(RegName source, int32_t source_device_index,
+                                int32_t device_index, RegName dst);
+  static Instruction ShapeOf(RegName tensor, RegName dst);
+  static Instruction ReshapeTensor(RegName tensor, RegName shape_reg, RegName dst);
+  static Instruction Fatal(int64_t message);
+  static Instruction KillRegister(RegName reg);
+};
+
+// One line of text: "invoke_packed kernel[3] (in: $0, $1, out: $2)".
+std::string InstructionToString(const Instruction& instruction);
+
+}  // namespace nimble::vm

@@ -1,0 +1,61 @@
+// The one calling convention of all kernels, generated or library: an array
+// of DLPack tensors, inputs first and then the pre-allocated outputs
+// (destination passing), and their count. A kernel returns 0, or non-zero
+// after recording a message with NimbleKernelSetError.
+//
+// Kernels that need attributes (an axis, a dtype) are bound to them once,
+// when an executable is loaded: a factory turns the attributes into the
+// kernel's `state`, which is passed back on every call.
+#pragma once
+
+#include <dlpack/dlpack.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nimble/vm/attrs.h"
+
+extern "C" {
+typedef int (*NimbleKernelFunc)(void* state, DLTensor* const* args, int32_t num_args);
+// Records the error message of the failing kernel on this thread.
+void NimbleKernelSetError(const char* message);
+}
+
+namespace nimble::vm {
+
+struct Kernel {
+  std::string name;
+  NimbleKernelFunc func = nullptr;
+  std::shared_ptr<void> state;  // owned by the kernel; may be null
+
+  // Calls the kernel; throws nimble::Error "kernel NAME: message" on failure.
+  void operator()(DLTensor* const* args, int32_t num_args) const;
+};
+
+// Turns a primitive's attributes into a bound kernel; throws nimble::Error
+// when the attributes are invalid for it.
+using KernelFactory = std::function<Kernel(const Attrs& attrs)>;
+
+// The runtime's built-in kernels by name. Registration happens on first use
+// of Global(), by the kernel families of nimble/vm/kernels.
+class KernelRegistry {
+ public:
+  static const KernelRegistry& Global();
+
+  void Register(const std::string& name, KernelFactory factory);
+  bool Contains(const std::string& name) const;
+  // Throws nimble::Error "unknown kernel 'x'" when absent.
+  Kernel Bind(const std::string& name, const Attrs& attrs) const;
+  std::vector<std::string> Names() const;
+
+ private:
+  std::map<std::string, KernelFactory> factories_;
+};
+
+// The message recorded by the last failing kernel on this thread, cleared.
+std::string TakeKernelError();
+
+}  // namespace nimble::vm
