@@ -8,66 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "nimble/compiler/op/invoke.h"
-#include "nimble/compiler/op/op.h"
-#include "nimble/vm/error.h"
+#include "tests/compiler/op/op_test_util.h"
 
-namespace nimble::op {
+namespace nimble::op::testing {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-const OpDef& Def(const std::string& name) {
-  const OpDef* def = OpRegistry::Global().Find(name);
-  if (!def) throw Error("no operator " + name);
-  return *def;
-}
-
-Tensor Invoke(const std::string& name, const std::vector<Tensor>& inputs) {
-  return InvokeOp(Def(name), std::vector<Ref<Object>>(inputs.begin(), inputs.end()), {})
-      .as<TensorNode>();
-}
-
-std::string InvokeError(const std::string& name, const std::vector<Tensor>& inputs) {
-  try {
-    Invoke(name, inputs);
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "no error";
-}
-
-// Elements stored exactly as given (no round trip through double).
-template <typename T>
-Tensor Exact(const Shape& shape, DataType dtype, const std::vector<T>& values) {
-  Tensor tensor = TensorNode::Empty(shape, dtype);
-  std::copy(values.begin(), values.end(), tensor->data<T>());
-  return tensor;
-}
-
-Tensor Floats(const Shape& shape, const std::vector<double>& values,
-              DataType dtype = DataType::Float32()) {
-  return TensorNode::FromVector(shape, dtype, values);
-}
-
-// 0, 1, 2, ... as `dtype`, offset so that some are negative.
-Tensor Iota(const Shape& shape, DataType dtype, double start) {
-  std::vector<double> values(static_cast<size_t>(ShapeNumel(shape)));
-  for (size_t i = 0; i < values.size(); ++i) values[i] = start + static_cast<double>(i);
-  return TensorNode::FromVector(shape, dtype, values);
-}
-
-std::vector<double> Values(const Tensor& tensor) {
-  std::vector<double> values;
-  for (int64_t i = 0; i < tensor->numel(); ++i) values.push_back(tensor->GetAsDouble(i));
-  return values;
-}
-
-template <typename T>
-std::vector<T> Elements(const Tensor& tensor) {
-  return std::vector<T>(tensor->data<T>(), tensor->data<T>() + tensor->numel());
-}
 
 // The element of `input` that broadcasting reads for flat output index `flat`.
 double BroadcastElement(const Tensor& input, const Shape& out_shape, int64_t flat) {
@@ -95,16 +42,6 @@ std::vector<double> Reference(const Tensor& a, const Tensor& b, const Shape& out
   return values;
 }
 
-ir::Type TensorTy(std::vector<ir::Dim> shape, DataType dtype = DataType::Float32()) {
-  return ir::MakeTensorType(std::move(shape), dtype);
-}
-
-std::string ResolvedType(const std::string& op, const std::vector<ir::Type>& args) {
-  return ir::TypeToString(ResolveCallType(Def(op), args, {}));
-}
-
-const ir::Dim kAny = ir::Dim::Any();
-
 struct ArithCase {
   std::string op;
   double (*reference)(double, double);
@@ -121,13 +58,11 @@ const std::vector<ArithCase> kFloatArith = {
 };
 
 TEST(BinaryOps, FloatArithmeticInEveryFloatDType) {
-  const std::vector<std::pair<DataType, double>> dtypes = {
-      {DataType::Float32(), 1e-6}, {DataType::Float64(), 1e-14}, {DataType::Float16(), 2e-3}};
   for (const ArithCase& test : kFloatArith) {
-    for (const auto& [dtype, tolerance] : dtypes) {
+    for (const auto& [dtype, tolerance] : kFloatDTypes) {
       SCOPED_TRACE(test.op + " " + dtype.name());
-      const Tensor a = Floats({7}, {0.5, 1.25, 2.0, 3.0, 0.75, 1.5, 2.5}, dtype);
-      const Tensor b = Floats({7}, {2.0, 0.5, 1.5, 1.0, 3.0, 2.0, 0.25}, dtype);
+      const Tensor a = TensorFrom({7}, dtype, {0.5, 1.25, 2.0, 3.0, 0.75, 1.5, 2.5});
+      const Tensor b = TensorFrom({7}, dtype, {2.0, 0.5, 1.5, 1.0, 3.0, 2.0, 0.25});
       const Tensor out = Invoke(test.op, {a, b});
       EXPECT_EQ(out->dtype(), dtype);
       const std::vector<double> expected = Reference(a, b, {7}, test.reference);
@@ -139,8 +74,8 @@ TEST(BinaryOps, FloatArithmeticInEveryFloatDType) {
 }
 
 TEST(BinaryOps, IntegerArithmetic) {
-  const Tensor a = Exact<int32_t>({5}, DataType::Int32(), {7, -7, 9, -9, 2});
-  const Tensor b = Exact<int32_t>({5}, DataType::Int32(), {2, 2, -4, -4, 5});
+  const Tensor a = TensorFrom<int32_t>({5}, DataType::Int32(), {7, -7, 9, -9, 2});
+  const Tensor b = TensorFrom<int32_t>({5}, DataType::Int32(), {2, 2, -4, -4, 5});
   EXPECT_EQ(Elements<int32_t>(Invoke("add", {a, b})), std::vector<int32_t>({9, -5, 5, -13, 7}));
   EXPECT_EQ(Elements<int32_t>(Invoke("subtract", {a, b})),
             std::vector<int32_t>({5, -9, 13, -5, -3}));
@@ -151,56 +86,57 @@ TEST(BinaryOps, IntegerArithmetic) {
   EXPECT_EQ(Elements<int32_t>(Invoke("maximum", {a, b})), std::vector<int32_t>({7, 2, 9, -4, 5}));
   EXPECT_EQ(Elements<int32_t>(Invoke("minimum", {a, b})), std::vector<int32_t>({2, -7, -4, -9, 2}));
 
-  const Tensor base = Exact<int64_t>({4}, DataType::Int64(), {3, -2, 10, 7});
-  const Tensor exponent = Exact<int64_t>({4}, DataType::Int64(), {4, 3, 0, 1});
+  const Tensor base = TensorFrom<int64_t>({4}, DataType::Int64(), {3, -2, 10, 7});
+  const Tensor exponent = TensorFrom<int64_t>({4}, DataType::Int64(), {4, 3, 0, 1});
   EXPECT_EQ(Elements<int64_t>(Invoke("power", {base, exponent})),
             std::vector<int64_t>({81, -8, 1, 7}));
   const int64_t big = int64_t{1} << 40;
-  const Tensor large = Exact<int64_t>({2}, DataType::Int64(), {big, -big});
+  const Tensor large = TensorFrom<int64_t>({2}, DataType::Int64(), {big, -big});
   EXPECT_EQ(Elements<int64_t>(Invoke("add", {large, large})),
             std::vector<int64_t>({2 * big, -2 * big}));
-  EXPECT_EQ(
-      Elements<int64_t>(Invoke("divide", {large, Exact<int64_t>({}, DataType::Int64(), {-3})})),
-      std::vector<int64_t>({-big / 3, big / 3}));
+  EXPECT_EQ(Elements<int64_t>(
+                Invoke("divide", {large, TensorFrom<int64_t>({}, DataType::Int64(), {-3})})),
+            std::vector<int64_t>({-big / 3, big / 3}));
 }
 
 TEST(BinaryOps, IntegerOverflowWraps) {
   const int32_t max32 = std::numeric_limits<int32_t>::max();
   const int32_t min32 = std::numeric_limits<int32_t>::min();
-  const Tensor a = Exact<int32_t>({2}, DataType::Int32(), {max32, min32});
-  const Tensor one = Exact<int32_t>({}, DataType::Int32(), {1});
-  const Tensor minus_one = Exact<int32_t>({}, DataType::Int32(), {-1});
+  const Tensor a = TensorFrom<int32_t>({2}, DataType::Int32(), {max32, min32});
+  const Tensor one = TensorFrom<int32_t>({}, DataType::Int32(), {1});
+  const Tensor minus_one = TensorFrom<int32_t>({}, DataType::Int32(), {-1});
   EXPECT_EQ(Elements<int32_t>(Invoke("add", {a, one})), std::vector<int32_t>({min32, min32 + 1}));
   EXPECT_EQ(Elements<int32_t>(Invoke("divide", {a, minus_one})),
             std::vector<int32_t>({-max32, min32}));
-  const Tensor two = Exact<int32_t>({}, DataType::Int32(), {2});
-  const Tensor thirty_two = Exact<int32_t>({}, DataType::Int32(), {32});
+  const Tensor two = TensorFrom<int32_t>({}, DataType::Int32(), {2});
+  const Tensor thirty_two = TensorFrom<int32_t>({}, DataType::Int32(), {32});
   EXPECT_EQ(Elements<int32_t>(Invoke("power", {two, thirty_two})), std::vector<int32_t>({0}));
 }
 
 TEST(BinaryOps, IntegerDivisionByZeroIsAnError) {
-  const Tensor a = Exact<int32_t>({3}, DataType::Int32(), {1, 2, 3});
-  const Tensor b = Exact<int32_t>({3}, DataType::Int32(), {1, 0, 1});
+  const Tensor a = TensorFrom<int32_t>({3}, DataType::Int32(), {1, 2, 3});
+  const Tensor b = TensorFrom<int32_t>({3}, DataType::Int32(), {1, 0, 1});
   EXPECT_THAT(InvokeError("divide", {a, b}), StartsWith("divide: division by zero"));
-  const Tensor zero64 = Exact<int64_t>({}, DataType::Int64(), {0});
-  EXPECT_THAT(InvokeError("divide", {Exact<int64_t>({2}, DataType::Int64(), {5, 6}), zero64}),
+  const Tensor zero64 = TensorFrom<int64_t>({}, DataType::Int64(), {0});
+  EXPECT_THAT(InvokeError("divide", {TensorFrom<int64_t>({2}, DataType::Int64(), {5, 6}), zero64}),
               StartsWith("divide: division by zero"));
   // Floats follow IEEE instead.
-  const Tensor q = Invoke("divide", {Floats({2}, {1.0, -1.0}), Floats({}, {0.0})});
+  const Tensor q =
+      Invoke("divide", {TensorFrom({2}, kF32, {1.0, -1.0}), TensorFrom({}, kF32, {0.0})});
   EXPECT_EQ(Values(q), std::vector<double>({INFINITY, -INFINITY}));
 }
 
 TEST(BinaryOps, NegativeIntegerExponentIsAnError) {
-  const Tensor a = Exact<int32_t>({2}, DataType::Int32(), {2, 2});
-  const Tensor b = Exact<int32_t>({2}, DataType::Int32(), {1, -1});
+  const Tensor a = TensorFrom<int32_t>({2}, DataType::Int32(), {2, 2});
+  const Tensor b = TensorFrom<int32_t>({2}, DataType::Int32(), {1, -1});
   EXPECT_THAT(InvokeError("power", {a, b}),
               HasSubstr("power: integers to negative integer powers are not allowed"));
 }
 
 TEST(BinaryOps, MaximumAndMinimumPropagateNan) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  const Tensor a = Floats({2}, {nan, 1.0}, DataType::Float64());
-  const Tensor b = Floats({2}, {1.0, nan}, DataType::Float64());
+  const Tensor a = TensorFrom({2}, DataType::Float64(), {nan, 1.0});
+  const Tensor b = TensorFrom({2}, DataType::Float64(), {1.0, nan});
   for (const std::string op : {"maximum", "minimum"}) {
     const Tensor out = Invoke(op, {a, b});
     EXPECT_TRUE(std::isnan(out->GetAsDouble(0)) && std::isnan(out->GetAsDouble(1))) << op;
@@ -224,21 +160,22 @@ TEST(BinaryOps, Comparisons) {
       EXPECT_EQ(Elements<bool>(out), expected);
     }
   }
-  const Tensor t = Exact<bool>({2}, DataType::Bool(), {true, false});
-  EXPECT_EQ(Elements<bool>(Invoke("equal", {t, Exact<bool>({}, DataType::Bool(), {true})})),
+  const Tensor t = TensorFrom<bool>({2}, DataType::Bool(), {true, false});
+  EXPECT_EQ(Elements<bool>(Invoke("equal", {t, TensorFrom<bool>({}, DataType::Bool(), {true})})),
             std::vector<bool>({true, false}));
 }
 
 TEST(BinaryOps, LogicalAndOr) {
-  const Tensor a = Exact<bool>({2, 1}, DataType::Bool(), {true, false});
-  const Tensor b = Exact<bool>({2}, DataType::Bool(), {true, false});
+  const Tensor a = TensorFrom<bool>({2, 1}, DataType::Bool(), {true, false});
+  const Tensor b = TensorFrom<bool>({2}, DataType::Bool(), {true, false});
   const Tensor conj = Invoke("logical_and", {a, b});
   EXPECT_EQ(conj->shape(), Shape({2, 2}));
   EXPECT_EQ(Elements<bool>(conj), std::vector<bool>({true, false, false, false}));
   EXPECT_EQ(Elements<bool>(Invoke("logical_or", {a, b})),
             std::vector<bool>({true, true, true, false}));
-  EXPECT_THAT(InvokeError("logical_or", {Floats({2}, {1, 0}), Floats({2}, {1, 0})}),
-              HasSubstr("logical_or: argument 0 must be a bool tensor, got Tensor[(2,), float32]"));
+  EXPECT_THAT(
+      InvokeError("logical_or", {TensorFrom({2}, kF32, {1, 0}), TensorFrom({2}, kF32, {1, 0})}),
+      HasSubstr("logical_or: argument 0 must be a bool tensor, got Tensor[(2,), float32]"));
 }
 
 TEST(BinaryOps, BroadcastsScalarsRowsColumnsAndRanks) {
@@ -276,48 +213,44 @@ TEST(BinaryOps, BroadcastsScalarsRowsColumnsAndRanks) {
 }
 
 TEST(BinaryOps, Float16Broadcast) {
-  const Tensor a = Floats({2, 1}, {0.5, -1.5}, DataType::Float16());
-  const Tensor b = Floats({3}, {1.0, 2.0, 0.25}, DataType::Float16());
+  const Tensor a = TensorFrom({2, 1}, DataType::Float16(), {0.5, -1.5});
+  const Tensor b = TensorFrom({3}, DataType::Float16(), {1.0, 2.0, 0.25});
   const Tensor out = Invoke("multiply", {a, b});
   EXPECT_EQ(out->dtype(), DataType::Float16());
   EXPECT_EQ(Values(out), std::vector<double>({0.5, 1.0, 0.125, -1.5, -3.0, -0.375}));
 }
 
 TEST(BinaryOps, TypesWithAny) {
-  EXPECT_EQ(ResolvedType("add", {TensorTy({kAny, 3}), TensorTy({1, 3})}),
-            "Tensor[(?, 3), float32]");
-  EXPECT_EQ(ResolvedType("add", {TensorTy({kAny}), TensorTy({1})}), "Tensor[(?,), float32]");
-  EXPECT_EQ(ResolvedType("add", {TensorTy({kAny}), TensorTy({4})}), "Tensor[(4,), float32]");
-  EXPECT_EQ(ResolvedType("multiply", {TensorTy({4}), TensorTy({kAny})}), "Tensor[(4,), float32]");
-  EXPECT_EQ(ResolvedType("multiply", {TensorTy({kAny, 1}), TensorTy({kAny})}),
-            "Tensor[(?, ?), float32]");
-  EXPECT_EQ(ResolvedType("less", {TensorTy({2, kAny, 1}), TensorTy({5})}),
-            "Tensor[(2, ?, 5), bool]");
-  EXPECT_EQ(
-      ResolvedType("where", {TensorTy({kAny, 1}, DataType::Bool()),
-                             TensorTy({3}, DataType::Int32()), TensorTy({}, DataType::Int32())}),
-      "Tensor[(?, 3), int32]");
+  EXPECT_EQ(TypeOf("add", {TensorOf({kAny, 3}), TensorOf({1, 3})}), "Tensor[(?, 3), float32]");
+  EXPECT_EQ(TypeOf("add", {TensorOf({kAny}), TensorOf({1})}), "Tensor[(?,), float32]");
+  EXPECT_EQ(TypeOf("add", {TensorOf({kAny}), TensorOf({4})}), "Tensor[(4,), float32]");
+  EXPECT_EQ(TypeOf("multiply", {TensorOf({4}), TensorOf({kAny})}), "Tensor[(4,), float32]");
+  EXPECT_EQ(TypeOf("multiply", {TensorOf({kAny, 1}), TensorOf({kAny})}), "Tensor[(?, ?), float32]");
+  EXPECT_EQ(TypeOf("less", {TensorOf({2, kAny, 1}), TensorOf({5})}), "Tensor[(2, ?, 5), bool]");
+  EXPECT_EQ(TypeOf("where", {TensorOf({kAny, 1}, DataType::Bool()),
+                             TensorOf({3}, DataType::Int32()), TensorOf({}, DataType::Int32())}),
+            "Tensor[(?, 3), int32]");
 }
 
 TEST(BinaryOps, StaticMismatchIsATypeError) {
   EXPECT_THAT(
       [] {
-        ResolvedType("add", {TensorTy({2, 3}), TensorTy({4, 3})});
+        TypeOf("add", {TensorOf({2, 3}), TensorOf({4, 3})});
       },
       ::testing::ThrowsMessage<Error>(HasSubstr("dimension 0 conflicts: 2 does not match 4")));
-  EXPECT_THAT(InvokeError("equal", {Floats({3}, {1, 2, 3}), Floats({2}, {1, 2})}),
-              HasSubstr("dimension 0 conflicts: 3 does not match 2"));
+  EXPECT_THAT(
+      InvokeError("equal", {TensorFrom({3}, kF32, {1, 2, 3}), TensorFrom({2}, kF32, {1, 2})}),
+      HasSubstr("dimension 0 conflicts: 3 does not match 2"));
   EXPECT_THAT(
       [] {
-        ResolvedType("where", {TensorTy({2}, DataType::Bool()), TensorTy({3}), TensorTy({3})});
+        TypeOf("where", {TensorOf({2}, DataType::Bool()), TensorOf({3}), TensorOf({3})});
       },
       ::testing::ThrowsMessage<Error>(HasSubstr("where: dimension 0 conflicts")));
 }
 
 TEST(BinaryOps, RuntimeBroadcastMismatchFailsInTheShapeFunction) {
   // Tensor[(?, 3)] + Tensor[(3, 3)] type-checks; the `?` then turns out to be 4.
-  EXPECT_EQ(ResolvedType("add", {TensorTy({kAny, 3}), TensorTy({3, 3})}),
-            "Tensor[(3, 3), float32]");
+  EXPECT_EQ(TypeOf("add", {TensorOf({kAny, 3}), TensorOf({3, 3})}), "Tensor[(3, 3), float32]");
   const std::vector<Shape> shapes = {{4, 3}, {3, 3}};
   EXPECT_THAT(
       [&] { Def("add").shape_func(shapes, {}, {}); },
@@ -330,35 +263,36 @@ TEST(BinaryOps, RuntimeBroadcastMismatchFailsInTheShapeFunction) {
 }
 
 TEST(BinaryOps, DTypeErrors) {
-  EXPECT_THAT(
-      InvokeError("add", {Floats({2}, {1, 2}), Exact<int32_t>({2}, DataType::Int32(), {1, 2})}),
-      HasSubstr("add: argument dtypes differ: float32 and int32"));
-  const Tensor t = Exact<bool>({2}, DataType::Bool(), {true, false});
+  EXPECT_THAT(InvokeError("add", {TensorFrom({2}, kF32, {1, 2}),
+                                  TensorFrom<int32_t>({2}, DataType::Int32(), {1, 2})}),
+              HasSubstr("add: argument dtypes differ: float32 and int32"));
+  const Tensor t = TensorFrom<bool>({2}, DataType::Bool(), {true, false});
   for (const std::string op :
        {"add", "subtract", "multiply", "divide", "power", "maximum", "minimum"}) {
     EXPECT_THAT(InvokeError(op, {t, t}),
                 HasSubstr(op + ": argument 0 must be an integer or floating-point tensor, got "
                                "Tensor[(2,), bool]"));
   }
-  EXPECT_THAT(InvokeError("where", {Floats({2}, {1, 0}), Floats({2}, {1, 2}), Floats({2}, {3, 4})}),
+  EXPECT_THAT(InvokeError("where", {TensorFrom({2}, kF32, {1, 0}), TensorFrom({2}, kF32, {1, 2}),
+                                    TensorFrom({2}, kF32, {3, 4})}),
               HasSubstr("where: condition must be a bool tensor, got Tensor[(2,), float32]"));
-  EXPECT_THAT(
-      InvokeError("where", {t, Floats({2}, {1, 2}), Floats({2}, {3, 4}, DataType::Float64())}),
-      HasSubstr("where: x and y dtypes differ: float32 and float64"));
+  EXPECT_THAT(InvokeError("where", {t, TensorFrom({2}, kF32, {1, 2}),
+                                    TensorFrom({2}, DataType::Float64(), {3, 4})}),
+              HasSubstr("where: x and y dtypes differ: float32 and float64"));
 }
 
 TEST(BinaryOps, WhereBroadcastsThreeWays) {
-  const Tensor condition = Exact<bool>({2, 1}, DataType::Bool(), {true, false});
-  const Tensor x = Exact<int64_t>({1, 3}, DataType::Int64(), {1, 2, 3});
-  const Tensor y = Exact<int64_t>({}, DataType::Int64(), {-1});
+  const Tensor condition = TensorFrom<bool>({2, 1}, DataType::Bool(), {true, false});
+  const Tensor x = TensorFrom<int64_t>({1, 3}, DataType::Int64(), {1, 2, 3});
+  const Tensor y = TensorFrom<int64_t>({}, DataType::Int64(), {-1});
   const Tensor out = Invoke("where", {condition, x, y});
   EXPECT_EQ(out->dtype(), DataType::Int64());
   EXPECT_EQ(out->shape(), Shape({2, 3}));
   EXPECT_EQ(Elements<int64_t>(out), std::vector<int64_t>({1, 2, 3, -1, -1, -1}));
 
-  const Tensor mask = Exact<bool>({5}, DataType::Bool(), {true, false, false, true, true});
-  const Tensor a = Floats({5}, {1, 2, 3, 4, 5}, DataType::Float16());
-  const Tensor b = Floats({2, 5}, {0, 0, 0, 0, 0, 9, 9, 9, 9, 9}, DataType::Float16());
+  const Tensor mask = TensorFrom<bool>({5}, DataType::Bool(), {true, false, false, true, true});
+  const Tensor a = TensorFrom({5}, DataType::Float16(), {1, 2, 3, 4, 5});
+  const Tensor b = TensorFrom({2, 5}, DataType::Float16(), {0, 0, 0, 0, 0, 9, 9, 9, 9, 9});
   EXPECT_EQ(Values(Invoke("where", {mask, a, b})),
             std::vector<double>({1, 0, 0, 4, 5, 1, 9, 9, 4, 5}));
 }
@@ -380,4 +314,4 @@ TEST(BinaryOps, RegistryDescribesEveryOp) {
 }
 
 }  // namespace
-}  // namespace nimble::op
+}  // namespace nimble::op::testing

@@ -3,80 +3,27 @@
 
 #include <cmath>
 
-#include "nimble/compiler/op/invoke.h"
-#include "nimble/compiler/op/op.h"
-#include "nimble/vm/error.h"
+#include "tests/compiler/op/op_test_util.h"
 
-namespace nimble::op {
+namespace nimble::op::testing {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
-const OpDef& Def(const std::string& name) {
-  const OpDef* def = OpRegistry::Global().Find(name);
-  if (!def) throw Error("test: no operator " + name);
-  return *def;
-}
-
-ir::Attrs MakeAttrs(std::vector<std::pair<std::string, ir::AttrValue>> entries) {
-  ir::Attrs attrs;
-  for (auto& [name, value] : entries) attrs.Set(name, std::move(value));
-  return attrs;
-}
-
-Tensor Invoke(const std::string& name, const std::vector<Tensor>& args,
-              const ir::Attrs& attrs = {}) {
-  const OpDef& def = Def(name);
-  std::vector<Ref<Object>> values(args.begin(), args.end());
-  return InvokeOp(def, values, NormalizeAttrs(def, attrs)).as<TensorNode>();
-}
-
-std::string TypeOf(const std::string& name, const std::vector<ir::Type>& arg_types,
-                   const ir::Attrs& attrs = {}) {
-  const OpDef& def = Def(name);
-  return ir::TypeToString(ResolveCallType(def, arg_types, NormalizeAttrs(def, attrs)));
-}
-
-// The message of the nimble::Error that `fn` throws.
-template <typename Fn>
-std::string ErrorOf(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "no error";
-}
-
-std::vector<double> Values(const Tensor& tensor) {
-  std::vector<double> values;
-  for (int64_t i = 0; i < tensor->numel(); ++i) values.push_back(tensor->GetAsDouble(i));
-  return values;
-}
-
 template <typename T>
 Tensor Scalar(DataType dtype, T value) {
   return TensorNode::Scalar(dtype, value);
 }
 
-// Exact for every int64 (TensorNode::Scalar goes through double).
 Tensor Int64Scalar(int64_t value) {
-  Tensor scalar = TensorNode::Empty({}, DataType::Int64());
-  scalar->data<int64_t>()[0] = value;
-  return scalar;
+  return TensorFrom<int64_t>({}, DataType::Int64(), {value});
 }
 
 Tensor Int64Vector(const std::vector<int64_t>& values) {
-  return TensorNode::FromVector({static_cast<int64_t>(values.size())}, DataType::Int64(), values);
+  return TensorFrom({static_cast<int64_t>(values.size())}, DataType::Int64(), values);
 }
-
-ir::Type TensorTypeOf(std::vector<ir::Dim> shape, DataType dtype) {
-  return ir::MakeTensorType(std::move(shape), dtype);
-}
-
-const ir::Dim kAny = ir::Dim::Any();
 
 TEST(CreationOps, ZerosAndOnesUseTheShapeAttribute) {
   const ir::Attrs shape23 = MakeAttrs({{"shape", std::vector<int64_t>{2, 3}}});
@@ -123,12 +70,12 @@ TEST(CreationOps, ZerosRejectsBadShapes) {
 TEST(CreationOps, FullCastsTheFillValue) {
   const Tensor fill = Scalar(DataType::Float32(), 2.5);
   const ir::Attrs shape22 = MakeAttrs({{"shape", std::vector<int64_t>{2, 2}}});
-  EXPECT_EQ(TypeOf("full", {TensorTypeOf({}, DataType::Float32())}, shape22),
+  EXPECT_EQ(TypeOf("full", {TensorOf({}, DataType::Float32())}, shape22),
             "Tensor[(2, 2), float32]");
   EXPECT_THAT(Values(Invoke("full", {fill}, shape22)), ElementsAre(2.5, 2.5, 2.5, 2.5));
 
   const ir::Attrs as_int = MakeAttrs({{"shape", std::vector<int64_t>{3}}, {"dtype", "int32"}});
-  EXPECT_EQ(TypeOf("full", {TensorTypeOf({}, DataType::Float32())}, as_int), "Tensor[(3,), int32]");
+  EXPECT_EQ(TypeOf("full", {TensorOf({}, DataType::Float32())}, as_int), "Tensor[(3,), int32]");
   Tensor truncated = Invoke("full", {fill}, as_int);
   EXPECT_EQ(truncated->dtype(), DataType::Int32());
   EXPECT_THAT(Values(truncated), ElementsAre(2, 2, 2));
@@ -151,17 +98,17 @@ TEST(CreationOps, FullRequiresAScalarFillValue) {
       }),
       HasSubstr("full: fill_value must be a scalar, got Tensor[(2,), int64]"));
   EXPECT_THAT(ErrorOf([] {
-                TypeOf("full_like", {TensorTypeOf({2}, DataType::Float32()),
-                                     TensorTypeOf({1}, DataType::Float32())});
+                TypeOf("full_like",
+                       {TensorOf({2}, DataType::Float32()), TensorOf({1}, DataType::Float32())});
               }),
               HasSubstr("full_like: fill_value must be a scalar, got Tensor[(1,), float32]"));
 }
 
 TEST(CreationOps, LikeOpsFollowData) {
-  const ir::Type any_rows = TensorTypeOf({kAny, 3}, DataType::Float32());
+  const ir::Type any_rows = TensorOf({kAny, 3}, DataType::Float32());
   EXPECT_EQ(TypeOf("zeros_like", {any_rows}), "Tensor[(?, 3), float32]");
   EXPECT_EQ(TypeOf("ones_like", {any_rows}), "Tensor[(?, 3), float32]");
-  EXPECT_EQ(TypeOf("full_like", {any_rows, TensorTypeOf({}, DataType::Int64())}),
+  EXPECT_EQ(TypeOf("full_like", {any_rows, TensorOf({}, DataType::Int64())}),
             "Tensor[(?, 3), float32]");
 
   const Tensor data = TensorNode::FromVector<int32_t>({2, 2}, DataType::Int32(), {5, 6, 7, 8});
@@ -175,11 +122,11 @@ TEST(CreationOps, LikeOpsFollowData) {
 }
 
 TEST(CreationOps, DynamicFormsTakeTheShapeAtRunTime) {
-  const ir::Type shape_type = TensorTypeOf({2}, DataType::Int64());
+  const ir::Type shape_type = TensorOf({2}, DataType::Int64());
   EXPECT_EQ(TypeOf("dyn.zeros", {shape_type}), "Tensor[(?, ?), float32]");
   EXPECT_EQ(TypeOf("dyn.ones", {shape_type}, MakeAttrs({{"dtype", "int32"}})),
             "Tensor[(?, ?), int32]");
-  EXPECT_EQ(TypeOf("dyn.full", {TensorTypeOf({}, DataType::Int32()), shape_type}),
+  EXPECT_EQ(TypeOf("dyn.full", {TensorOf({}, DataType::Int32()), shape_type}),
             "Tensor[(?, ?), int32]");
 
   Tensor zeros = Invoke("dyn.zeros", {Int64Vector({2, 3})});
@@ -213,18 +160,18 @@ TEST(CreationOps, DynamicFormsRejectBadShapeTensors) {
               }),
               HasSubstr("dyn.full: the shape tensor holds a negative size: (-3,)"));
   EXPECT_THAT(ErrorOf([] {
-                TypeOf("dyn.ones", {TensorTypeOf({2, 2}, DataType::Int64())});
+                TypeOf("dyn.ones", {TensorOf({2, 2}, DataType::Int64())});
               }),
               HasSubstr("dyn.ones: shape must be a 1-D integer tensor, got Tensor[(2, 2), int64]"));
-  EXPECT_THAT(ErrorOf([] { TypeOf("dyn.zeros", {TensorTypeOf({2}, DataType::Float32())}); }),
+  EXPECT_THAT(ErrorOf([] { TypeOf("dyn.zeros", {TensorOf({2}, DataType::Float32())}); }),
               HasSubstr("shape must be a 1-D integer tensor, got Tensor[(2,), float32]"));
-  EXPECT_THAT(ErrorOf([] { TypeOf("dyn.zeros", {TensorTypeOf({kAny}, DataType::Int64())}); }),
+  EXPECT_THAT(ErrorOf([] { TypeOf("dyn.zeros", {TensorOf({kAny}, DataType::Int64())}); }),
               HasSubstr("must be static, got Tensor[(?,), int64]"));
-  EXPECT_THAT(ErrorOf([] {
-                TypeOf("dyn.full", {TensorTypeOf({2}, DataType::Float32()),
-                                    TensorTypeOf({2}, DataType::Int64())});
-              }),
-              HasSubstr("dyn.full: fill_value must be a scalar"));
+  EXPECT_THAT(
+      ErrorOf([] {
+        TypeOf("dyn.full", {TensorOf({2}, DataType::Float32()), TensorOf({2}, DataType::Int64())});
+      }),
+      HasSubstr("dyn.full: fill_value must be a scalar"));
 }
 
 Tensor Arange(DataType dtype, double start, double stop, double step) {
@@ -233,9 +180,9 @@ Tensor Arange(DataType dtype, double start, double stop, double step) {
 }
 
 TEST(CreationOps, ArangeTypeIsAnyLength) {
-  const ir::Type scalar = TensorTypeOf({}, DataType::Float32());
+  const ir::Type scalar = TensorOf({}, DataType::Float32());
   EXPECT_EQ(TypeOf("arange", {scalar, scalar, scalar}), "Tensor[(?,), float32]");
-  const ir::Type int_scalar = TensorTypeOf({}, DataType::Int64());
+  const ir::Type int_scalar = TensorOf({}, DataType::Int64());
   EXPECT_EQ(TypeOf("arange", {int_scalar, int_scalar, int_scalar}, MakeAttrs({{"dtype", "int64"}})),
             "Tensor[(?,), int64]");
 }
@@ -278,9 +225,9 @@ TEST(CreationOps, ArangeErrors) {
                                   Scalar(DataType::Int32(), 1)});
               }),
               HasSubstr("arange: start must be a scalar of dtype float32, got Tensor[(), int32]"));
-  const ir::Type scalar = TensorTypeOf({}, DataType::Float32());
+  const ir::Type scalar = TensorOf({}, DataType::Float32());
   EXPECT_THAT(ErrorOf([&] {
-                TypeOf("arange", {scalar, scalar, TensorTypeOf({1}, DataType::Float32())});
+                TypeOf("arange", {scalar, scalar, TensorOf({1}, DataType::Float32())});
               }),
               HasSubstr("step must be a scalar of dtype float32, got Tensor[(1,), float32]"));
   EXPECT_THAT(ErrorOf([&] {
@@ -306,4 +253,4 @@ TEST(CreationOps, RegistrationMetadata) {
 }
 
 }  // namespace
-}  // namespace nimble::op
+}  // namespace nimble::op::testing

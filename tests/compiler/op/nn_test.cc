@@ -4,83 +4,22 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 #include <string>
 #include <vector>
 
-#include "nimble/compiler/op/invoke.h"
-#include "nimble/compiler/op/op.h"
-#include "nimble/vm/error.h"
+#include "tests/compiler/op/op_test_util.h"
 
-namespace nimble::op {
+namespace nimble::op::testing {
 namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-const OpDef& Def(const std::string& name) {
-  const OpDef* def = OpRegistry::Global().Find(name);
-  if (!def) throw Error("test: no operator " + name);
-  return *def;
-}
-
-ir::Attrs MakeAttrs(std::vector<std::pair<std::string, ir::AttrValue>> entries) {
-  ir::Attrs attrs;
-  for (auto& [name, value] : entries) attrs.Set(name, std::move(value));
-  return attrs;
-}
-
-Tensor Invoke(const std::string& name, const std::vector<Tensor>& args,
-              const ir::Attrs& attrs = {}) {
-  const OpDef& def = Def(name);
-  std::vector<Ref<Object>> values(args.begin(), args.end());
-  return InvokeOp(def, values, NormalizeAttrs(def, attrs)).as<TensorNode>();
-}
-
-ir::Type TensorOf(std::vector<ir::Dim> shape, DataType dtype = DataType::Float32()) {
-  return ir::MakeTensorType(std::move(shape), dtype);
-}
-
-std::string TypeOf(const std::string& name, const std::vector<ir::Type>& args,
-                   const ir::Attrs& attrs = {}) {
-  const OpDef& def = Def(name);
-  return ir::TypeToString(ResolveCallType(def, args, NormalizeAttrs(def, attrs)));
-}
-
-std::vector<Shape> ShapesOf(const std::string& name, const std::vector<Shape>& shapes,
-                            const ir::Attrs& attrs = {}) {
-  const OpDef& def = Def(name);
-  return def.shape_func(shapes, {}, NormalizeAttrs(def, attrs));
-}
-
-std::string ErrorOf(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(no error)";
-}
-
 // Deterministic, irregular values in [-1.25, 1.25].
-std::vector<double> Values(int64_t n, int seed) {
+std::vector<double> Samples(int64_t n, int seed) {
   std::vector<double> values(n);
   for (int64_t i = 0; i < n; ++i) values[i] = static_cast<double>((i * 7 + seed * 3) % 11 - 5) / 4;
   return values;
-}
-
-Tensor TensorFrom(const Shape& shape, const std::vector<double>& values,
-                  DataType dtype = DataType::Float32()) {
-  return TensorNode::FromVector(shape, dtype, values);
-}
-
-void ExpectValues(const Tensor& tensor, const std::vector<double>& expected,
-                  double tolerance = 1e-5) {
-  ASSERT_EQ(tensor->numel(), static_cast<int64_t>(expected.size()));
-  for (size_t i = 0; i < expected.size(); ++i) {
-    EXPECT_NEAR(tensor->GetAsDouble(static_cast<int64_t>(i)), expected[i], tolerance)
-        << "element " << i;
-  }
 }
 
 // out[r, u] = sum_l data[r, l] * weight[u, l]
@@ -100,9 +39,10 @@ std::vector<double> ExpectedDense(const std::vector<double>& data,
 // nn.dense
 
 TEST(DenseTest, OddSizes) {
-  const std::vector<double> data = Values(3 * 7, 1);
-  const std::vector<double> weight = Values(5 * 7, 2);
-  const Tensor out = Invoke("nn.dense", {TensorFrom({3, 7}, data), TensorFrom({5, 7}, weight)});
+  const std::vector<double> data = Samples(3 * 7, 1);
+  const std::vector<double> weight = Samples(5 * 7, 2);
+  const Tensor out =
+      Invoke("nn.dense", {TensorFrom({3, 7}, kF32, data), TensorFrom({5, 7}, kF32, weight)});
   EXPECT_EQ(out->shape(), (Shape{3, 5}));
   EXPECT_EQ(out->dtype(), DataType::Float32());
   ExpectValues(out, ExpectedDense(data, weight, 3, 5, 7));
@@ -110,35 +50,37 @@ TEST(DenseTest, OddSizes) {
 
 TEST(DenseTest, LeadingDimsAndLongRows) {
   // k = 19 has full lanes and a tail; units = 6 has a full row block and a tail.
-  const std::vector<double> data = Values(2 * 2 * 19, 3);
-  const std::vector<double> weight = Values(6 * 19, 4);
-  const Tensor out = Invoke("nn.dense", {TensorFrom({2, 2, 19}, data), TensorFrom({6, 19}, weight)},
-                            MakeAttrs({{"units", int64_t{6}}}));
+  const std::vector<double> data = Samples(2 * 2 * 19, 3);
+  const std::vector<double> weight = Samples(6 * 19, 4);
+  const Tensor out =
+      Invoke("nn.dense", {TensorFrom({2, 2, 19}, kF32, data), TensorFrom({6, 19}, kF32, weight)},
+             MakeAttrs({{"units", int64_t{6}}}));
   EXPECT_EQ(out->shape(), (Shape{2, 2, 6}));
   ExpectValues(out, ExpectedDense(data, weight, 4, 6, 19));
 }
 
 TEST(DenseTest, OneDimensionalDataAndLiteralValues) {
-  const Tensor out =
-      Invoke("nn.dense", {TensorFrom({2}, {1, 2}), TensorFrom({3, 2}, {1, 0, 0, 1, 1, 1})});
+  const Tensor out = Invoke(
+      "nn.dense", {TensorFrom({2}, kF32, {1, 2}), TensorFrom({3, 2}, kF32, {1, 0, 0, 1, 1, 1})});
   EXPECT_EQ(out->shape(), (Shape{3}));
   ExpectValues(out, {1, 2, 3});
 }
 
 TEST(DenseTest, Float16AndFloat64) {
-  const std::vector<double> data = Values(3 * 9, 5);
-  const std::vector<double> weight = Values(5 * 9, 6);
+  const std::vector<double> data = Samples(3 * 9, 5);
+  const std::vector<double> weight = Samples(5 * 9, 6);
   const std::vector<double> expected = ExpectedDense(data, weight, 3, 5, 9);
-  const Tensor half = Invoke("nn.dense", {TensorFrom({3, 9}, data, DataType::Float16()),
-                                          TensorFrom({5, 9}, weight, DataType::Float16())});
+  const Tensor half = Invoke("nn.dense", {TensorFrom({3, 9}, DataType::Float16(), data),
+                                          TensorFrom({5, 9}, DataType::Float16(), weight)});
   EXPECT_EQ(half->dtype(), DataType::Float16());
   ExpectValues(half, expected, 1e-2);
-  const Tensor dbl = Invoke("nn.dense", {TensorFrom({3, 9}, data, DataType::Float64()),
-                                         TensorFrom({5, 9}, weight, DataType::Float64())});
+  const Tensor dbl = Invoke("nn.dense", {TensorFrom({3, 9}, DataType::Float64(), data),
+                                         TensorFrom({5, 9}, DataType::Float64(), weight)});
   EXPECT_EQ(dbl->dtype(), DataType::Float64());
   ExpectValues(dbl, expected, 1e-12);
-  const Tensor widened = Invoke("nn.dense", {TensorFrom({3, 9}, data), TensorFrom({5, 9}, weight)},
-                                MakeAttrs({{"out_dtype", DataType::Float64()}}));
+  const Tensor widened =
+      Invoke("nn.dense", {TensorFrom({3, 9}, kF32, data), TensorFrom({5, 9}, kF32, weight)},
+             MakeAttrs({{"out_dtype", DataType::Float64()}}));
   EXPECT_EQ(widened->dtype(), DataType::Float64());
   ExpectValues(widened, expected);
 }
@@ -171,11 +113,11 @@ TEST(DenseTest, StaticReductionMismatchIsATypeError) {
               AllOf(HasSubstr("nn.dense"), HasSubstr("data's last dimension is 7"),
                     HasSubstr("weight's dimension 1 is 6")));
   // InvokeOp reaches the same check before running anything.
-  EXPECT_THAT(
-      ErrorOf([] {
-        Invoke("nn.dense", {TensorFrom({3, 7}, Values(21, 0)), TensorFrom({5, 6}, Values(30, 0))});
-      }),
-      HasSubstr("data's last dimension is 7"));
+  EXPECT_THAT(ErrorOf([] {
+                Invoke("nn.dense", {TensorFrom({3, 7}, kF32, Samples(21, 0)),
+                                    TensorFrom({5, 6}, kF32, Samples(30, 0))});
+              }),
+              HasSubstr("data's last dimension is 7"));
 }
 
 TEST(DenseTest, RuntimeReductionMismatchNamesOpAndShapes) {
@@ -240,14 +182,14 @@ std::vector<double> ExpectedBatchMatMul(const std::vector<double>& x, const std:
 
 TEST(BatchMatMulTest, AllTransposeFlags) {
   const int64_t batch = 2, m = 3, n = 5, k = 7;
-  const std::vector<double> x = Values(batch * m * k, 1);
-  const std::vector<double> y = Values(batch * n * k, 2);
+  const std::vector<double> x = Samples(batch * m * k, 1);
+  const std::vector<double> y = Samples(batch * n * k, 2);
   for (bool transpose_a : {false, true}) {
     for (bool transpose_b : {false, true}) {
       const Shape x_shape = transpose_a ? Shape{batch, k, m} : Shape{batch, m, k};
       const Shape y_shape = transpose_b ? Shape{batch, n, k} : Shape{batch, k, n};
       const Tensor out =
-          Invoke("nn.batch_matmul", {TensorFrom(x_shape, x), TensorFrom(y_shape, y)},
+          Invoke("nn.batch_matmul", {TensorFrom(x_shape, kF32, x), TensorFrom(y_shape, kF32, y)},
                  MakeAttrs({{"transpose_a", transpose_a}, {"transpose_b", transpose_b}}));
       SCOPED_TRACE("transpose_a=" + std::to_string(transpose_a) +
                    " transpose_b=" + std::to_string(transpose_b));
@@ -263,24 +205,24 @@ TEST(BatchMatMulTest, DefaultsAreRelays) {
   EXPECT_TRUE(attrs.GetBool("transpose_b"));
   EXPECT_TRUE(attrs.IsNone("out_dtype"));
   // [[1, 2]] x [[3, 4], [5, 6]]^T (y read as [n, k]).
-  ExpectValues(Invoke("nn.batch_matmul",
-                      {TensorFrom({1, 1, 2}, {1, 2}), TensorFrom({1, 2, 2}, {3, 4, 5, 6})}),
+  ExpectValues(Invoke("nn.batch_matmul", {TensorFrom({1, 1, 2}, kF32, {1, 2}),
+                                          TensorFrom({1, 2, 2}, kF32, {3, 4, 5, 6})}),
                {11, 17});
 }
 
 TEST(BatchMatMulTest, BatchBroadcast) {
   const int64_t m = 3, n = 5, k = 7;
-  const std::vector<double> x1 = Values(1 * m * k, 3);
-  const std::vector<double> y4 = Values(4 * n * k, 4);
+  const std::vector<double> x1 = Samples(1 * m * k, 3);
+  const std::vector<double> y4 = Samples(4 * n * k, 4);
   const Tensor left =
-      Invoke("nn.batch_matmul", {TensorFrom({1, m, k}, x1), TensorFrom({4, n, k}, y4)});
+      Invoke("nn.batch_matmul", {TensorFrom({1, m, k}, kF32, x1), TensorFrom({4, n, k}, kF32, y4)});
   EXPECT_EQ(left->shape(), (Shape{4, m, n}));
   ExpectValues(left, ExpectedBatchMatMul(x1, y4, 1, 4, m, n, k, false, true));
 
-  const std::vector<double> x3 = Values(3 * k * m, 5);
-  const std::vector<double> y1 = Values(1 * k * n, 6);
+  const std::vector<double> x3 = Samples(3 * k * m, 5);
+  const std::vector<double> y1 = Samples(1 * k * n, 6);
   const Tensor right =
-      Invoke("nn.batch_matmul", {TensorFrom({3, k, m}, x3), TensorFrom({1, k, n}, y1)},
+      Invoke("nn.batch_matmul", {TensorFrom({3, k, m}, kF32, x3), TensorFrom({1, k, n}, kF32, y1)},
              MakeAttrs({{"transpose_a", true}, {"transpose_b", false}}));
   EXPECT_EQ(right->shape(), (Shape{3, m, n}));
   ExpectValues(right, ExpectedBatchMatMul(x3, y1, 3, 1, m, n, k, true, false));
@@ -327,9 +269,9 @@ TEST(BatchMatMulTest, Errors) {
 // nn.bias_add
 
 TEST(BiasAddTest, DefaultAxisIsOne) {
-  const std::vector<double> data = Values(2 * 3 * 4, 1);
-  const Tensor out =
-      Invoke("nn.bias_add", {TensorFrom({2, 3, 4}, data), TensorFrom({3}, {10, 20, 30})});
+  const std::vector<double> data = Samples(2 * 3 * 4, 1);
+  const Tensor out = Invoke(
+      "nn.bias_add", {TensorFrom({2, 3, 4}, kF32, data), TensorFrom({3}, kF32, {10, 20, 30})});
   std::vector<double> expected(data.size());
   for (int64_t i = 0; i < 24; ++i) expected[i] = data[i] + 10.0 * ((i / 4) % 3 + 1);
   EXPECT_EQ(out->shape(), (Shape{2, 3, 4}));
@@ -338,8 +280,8 @@ TEST(BiasAddTest, DefaultAxisIsOne) {
 
 TEST(BiasAddTest, LastAxisAndIntegers) {
   const Tensor out = Invoke("nn.bias_add",
-                            {TensorFrom({2, 3}, {1, 2, 3, 4, 5, 6}, DataType::Int32()),
-                             TensorFrom({3}, {100, 200, 300}, DataType::Int32())},
+                            {TensorFrom({2, 3}, DataType::Int32(), {1, 2, 3, 4, 5, 6}),
+                             TensorFrom({3}, DataType::Int32(), {100, 200, 300})},
                             MakeAttrs({{"axis", int64_t{-1}}}));
   EXPECT_EQ(out->dtype(), DataType::Int32());
   ExpectValues(out, {101, 202, 303, 104, 205, 306}, 0);
@@ -375,7 +317,7 @@ TEST(BiasAddTest, TypesAndErrors) {
 
 TEST(SoftmaxTest, LastAxisMatchesHandComputedValues) {
   // softmax([1, 2, 3]) = [e^1, e^2, e^3] / (e^1 + e^2 + e^3); a shifted row is the same.
-  const Tensor out = Invoke("nn.softmax", {TensorFrom({2, 3}, {1, 2, 3, 1001, 1002, 1003})});
+  const Tensor out = Invoke("nn.softmax", {TensorFrom({2, 3}, kF32, {1, 2, 3, 1001, 1002, 1003})});
   const std::vector<double> row = {0.09003057317038046, 0.24472847105479767, 0.6652409557748219};
   ExpectValues(out, {row[0], row[1], row[2], row[0], row[1], row[2]});
 }
@@ -383,14 +325,14 @@ TEST(SoftmaxTest, LastAxisMatchesHandComputedValues) {
 TEST(SoftmaxTest, OtherAxisAndDTypes) {
   // Columns [1, 2] and [3, 3] along axis 0.
   const std::vector<double> expected = {0.2689414213699951, 0.5, 0.7310585786300049, 0.5};
-  ExpectValues(
-      Invoke("nn.softmax", {TensorFrom({2, 2}, {1, 3, 2, 3})}, MakeAttrs({{"axis", int64_t{0}}})),
-      expected);
-  const Tensor dbl = Invoke("nn.softmax", {TensorFrom({2, 2}, {1, 3, 2, 3}, DataType::Float64())},
+  ExpectValues(Invoke("nn.softmax", {TensorFrom({2, 2}, kF32, {1, 3, 2, 3})},
+                      MakeAttrs({{"axis", int64_t{0}}})),
+               expected);
+  const Tensor dbl = Invoke("nn.softmax", {TensorFrom({2, 2}, DataType::Float64(), {1, 3, 2, 3})},
                             MakeAttrs({{"axis", int64_t{-2}}}));
   EXPECT_EQ(dbl->dtype(), DataType::Float64());
   ExpectValues(dbl, expected, 1e-12);
-  ExpectValues(Invoke("nn.softmax", {TensorFrom({4}, {0, 0, 0, 0}, DataType::Float16())}),
+  ExpectValues(Invoke("nn.softmax", {TensorFrom({4}, DataType::Float16(), {0, 0, 0, 0})}),
                {0.25, 0.25, 0.25, 0.25}, 1e-3);
 }
 
@@ -409,9 +351,9 @@ TEST(SoftmaxTest, TypesAndErrors) {
 
 TEST(LayerNormTest, HandComputedRows) {
   // Row [1, 2, 3, 4]: mean 2.5, variance 1.25. Row [2, 4, 6, 8]: mean 5, variance 5.
-  const Tensor out =
-      Invoke("nn.layer_norm", {TensorFrom({2, 4}, {1, 2, 3, 4, 2, 4, 6, 8}),
-                               TensorFrom({4}, {1, 2, 1, 0.5}), TensorFrom({4}, {0, 0, 1, 1})});
+  const Tensor out = Invoke("nn.layer_norm", {TensorFrom({2, 4}, kF32, {1, 2, 3, 4, 2, 4, 6, 8}),
+                                              TensorFrom({4}, kF32, {1, 2, 1, 0.5}),
+                                              TensorFrom({4}, kF32, {0, 0, 1, 1})});
   const double s1 = 1 / std::sqrt(1.25 + 1e-5);
   const double s2 = 1 / std::sqrt(5 + 1e-5);
   ExpectValues(out, {-1.5 * s1, -0.5 * s1 * 2, 0.5 * s1 + 1, 1.5 * s1 * 0.5 + 1,  //
@@ -419,9 +361,9 @@ TEST(LayerNormTest, HandComputedRows) {
 }
 
 TEST(LayerNormTest, LargeOffsetKeepsPrecision) {
-  const Tensor out =
-      Invoke("nn.layer_norm", {TensorFrom({4}, {10001, 10002, 10003, 10004}),
-                               TensorFrom({4}, {1, 1, 1, 1}), TensorFrom({4}, {0, 0, 0, 0})});
+  const Tensor out = Invoke(
+      "nn.layer_norm", {TensorFrom({4}, kF32, {10001, 10002, 10003, 10004}),
+                        TensorFrom({4}, kF32, {1, 1, 1, 1}), TensorFrom({4}, kF32, {0, 0, 0, 0})});
   const double s = 1 / std::sqrt(1.25 + 1e-5);
   ExpectValues(out, {-1.5 * s, -0.5 * s, 0.5 * s, 1.5 * s});
 }
@@ -430,13 +372,14 @@ TEST(LayerNormTest, NoScaleNoCenterAlongAxisZero) {
   // Columns [1, 3] and [2, 6]: each normalises to [-1, 1] (variance 1 and 4) up to epsilon.
   const Tensor out = Invoke(
       "nn.layer_norm",
-      {TensorFrom({2, 2}, {1, 2, 3, 6}), TensorFrom({2}, {5, 5}), TensorFrom({2}, {7, 7})},
+      {TensorFrom({2, 2}, kF32, {1, 2, 3, 6}), TensorFrom({2}, kF32, {5, 5}),
+       TensorFrom({2}, kF32, {7, 7})},
       MakeAttrs({{"axis", int64_t{0}}, {"center", false}, {"scale", false}, {"epsilon", 0.0}}));
   ExpectValues(out, {-1, -1, 1, 1});
   const Tensor dbl = Invoke(
       "nn.layer_norm",
-      {TensorFrom({2}, {0, 2}, DataType::Float64()), TensorFrom({2}, {2, 2}, DataType::Float64()),
-       TensorFrom({2}, {1, 1}, DataType::Float64())},
+      {TensorFrom({2}, DataType::Float64(), {0, 2}), TensorFrom({2}, DataType::Float64(), {2, 2}),
+       TensorFrom({2}, DataType::Float64(), {1, 1})},
       MakeAttrs({{"epsilon", 0.0}}));
   ExpectValues(dbl, {-1, 3}, 1e-12);
 }
@@ -482,4 +425,4 @@ TEST(NnRegistryTest, PatternsModesAndSchemas) {
 }
 
 }  // namespace
-}  // namespace nimble::op
+}  // namespace nimble::op::testing

@@ -3,48 +3,20 @@
 
 #include <numeric>
 
-#include "nimble/compiler/op/invoke.h"
-#include "nimble/compiler/op/op.h"
 #include "nimble/vm/adt.h"
-#include "nimble/vm/error.h"
+#include "tests/compiler/op/op_test_util.h"
 
-namespace nimble::op {
+namespace nimble::op::testing {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
-const ir::Dim kAny = ir::Dim::Any();
-const DataType kF32 = DataType::Float32();
 const DataType kI32 = DataType::Int32();
 const DataType kI64 = DataType::Int64();
 
-const OpDef& Def(const std::string& name) {
-  const OpDef* def = OpRegistry::Global().Find(name);
-  if (!def) throw Error("test: no operator " + name);
-  return *def;
-}
-
-ir::Attrs MakeAttrs(std::vector<std::pair<std::string, ir::AttrValue>> entries) {
-  ir::Attrs attrs;
-  for (auto& [name, value] : entries) attrs.Set(name, std::move(value));
-  return attrs;
-}
-
 using Ints = std::vector<int64_t>;
-
-Ref<Object> InvokeValues(const std::string& name, const std::vector<Ref<Object>>& args,
-                         const ir::Attrs& attrs = {}) {
-  const OpDef& def = Def(name);
-  return InvokeOp(def, args, NormalizeAttrs(def, attrs));
-}
-
-Tensor Invoke(const std::string& name, const std::vector<Tensor>& args,
-              const ir::Attrs& attrs = {}) {
-  return InvokeValues(name, std::vector<Ref<Object>>(args.begin(), args.end()), attrs)
-      .as<TensorNode>();
-}
 
 // Calls an op that takes one tuple of tensors (concatenate, stack).
 Tensor InvokeOnTuple(const std::string& name, const std::vector<Tensor>& fields,
@@ -53,50 +25,12 @@ Tensor InvokeOnTuple(const std::string& name, const std::vector<Tensor>& fields,
   return InvokeValues(name, {tuple}, attrs).as<TensorNode>();
 }
 
-std::string TypeOf(const std::string& name, const std::vector<ir::Type>& arg_types,
-                   const ir::Attrs& attrs = {}) {
-  const OpDef& def = Def(name);
-  return ir::TypeToString(ResolveCallType(def, arg_types, NormalizeAttrs(def, attrs)));
-}
-
-// The shapes the op's shape function gives for these concrete input shapes:
-// the run-time half of a check the type relation deferred on `?`.
-std::vector<Shape> ShapesOf(const std::string& name, const std::vector<Shape>& shapes,
-                            const ir::Attrs& attrs = {}, const std::vector<Tensor>& data = {}) {
-  const OpDef& def = Def(name);
-  return def.shape_func(shapes, data, NormalizeAttrs(def, attrs));
-}
-
-template <typename Fn>
-std::string ErrorOf(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "no error";
-}
-
-ir::Type TT(std::vector<ir::Dim> shape, DataType dtype = kF32) {
-  return ir::MakeTensorType(std::move(shape), dtype);
-}
-
 ir::Type Tup(std::vector<ir::Type> fields) {
   return ir::MakeTupleType(std::move(fields));
 }
 
-// 0, 1, 2, ... in the given shape.
-Tensor Iota(const Shape& shape, DataType dtype = kF32) {
-  std::vector<double> values(static_cast<size_t>(ShapeNumel(shape)));
-  std::iota(values.begin(), values.end(), 0.0);
-  return TensorNode::FromVector(shape, dtype, values);
-}
-
-Tensor IntTensor(const Shape& shape, DataType dtype, const Ints& values) {
-  return TensorNode::FromVector(shape, dtype, values);
-}
-
-Ints Values(const Tensor& tensor) {
+// The elements of any dtype, as int64.
+Ints IntValues(const Tensor& tensor) {
   Ints values;
   for (int64_t i = 0; i < tensor->numel(); ++i) values.push_back(tensor->GetAsInt64(i));
   return values;
@@ -171,7 +105,7 @@ Tensor Reshape(const Tensor& data, Ints newshape, bool allowzero = false) {
 TEST(Reshape, PositiveSizesAndInferredDim) {
   const Tensor out = Reshape(Iota({2, 3, 4}), {4, -1});
   EXPECT_EQ(out->shape(), (Shape{4, 6}));
-  EXPECT_EQ(Values(out), Range(24));
+  EXPECT_EQ(IntValues(out), Range(24));
   EXPECT_EQ(Reshape(Iota({2, 3, 4}), {-1})->shape(), (Shape{24}));
   EXPECT_EQ(Reshape(Iota({5}), {1, 5, 1})->shape(), (Shape{1, 5, 1}));
 }
@@ -207,7 +141,7 @@ TEST(Reshape, MinusThreeMergesTwoDims) {
 TEST(Reshape, MinusFourSplitsADim) {
   const Tensor out = Reshape(Iota({6, 4}), {-4, 2, 3, 4});
   EXPECT_EQ(out->shape(), (Shape{2, 3, 4}));
-  EXPECT_EQ(Values(out), Range(24));
+  EXPECT_EQ(IntValues(out), Range(24));
   EXPECT_EQ(Reshape(Iota({6, 4}), {-4, -1, 3, 0})->shape(), (Shape{2, 3, 4}));
   EXPECT_EQ(Reshape(Iota({6, 4}), {-4, 3, -1, -2})->shape(), (Shape{3, 2, 4}));
   EXPECT_THAT(ErrorOf([] {
@@ -244,16 +178,17 @@ TEST(Reshape, BadNewShapes) {
 }
 
 TEST(Reshape, IntAndBoolDTypes) {
-  const Tensor ints = Reshape(IntTensor({2, 3}, kI64, {1, -2, 3, -4, 5, -6}), {3, 2});
+  const Tensor ints = Reshape(TensorFrom({2, 3}, kI64, {1, -2, 3, -4, 5, -6}), {3, 2});
   EXPECT_EQ(ints->dtype(), kI64);
-  EXPECT_EQ(Values(ints), (Ints{1, -2, 3, -4, 5, -6}));
-  const Tensor bools = Reshape(IntTensor({4}, DataType::Bool(), {1, 0, 0, 1}), {2, 2});
+  EXPECT_EQ(IntValues(ints), (Ints{1, -2, 3, -4, 5, -6}));
+  const Tensor bools = Reshape(TensorFrom({4}, DataType::Bool(), {1, 0, 0, 1}), {2, 2});
   EXPECT_EQ(bools->dtype(), DataType::Bool());
-  EXPECT_EQ(Values(bools), (Ints{1, 0, 0, 1}));
+  EXPECT_EQ(IntValues(bools), (Ints{1, 0, 0, 1}));
 }
 
 std::string ReshapeType(std::vector<ir::Dim> shape, Ints newshape) {
-  return TypeOf("reshape", {TT(std::move(shape))}, MakeAttrs({{"newshape", std::move(newshape)}}));
+  return TypeOf("reshape", {TensorOf(std::move(shape))},
+                MakeAttrs({{"newshape", std::move(newshape)}}));
 }
 
 TEST(Reshape, TypesWithAnyDims) {
@@ -292,38 +227,40 @@ TEST(Reshape, ShapeFunctionChecksWhatTheTypeDeferred) {
 // dyn.reshape
 
 TEST(DynReshape, ReadsTheShapeTensor) {
-  const Tensor out = Invoke("dyn.reshape", {Iota({2, 3, 4}), IntTensor({2}, kI64, {4, -1})});
+  const Tensor out = Invoke("dyn.reshape", {Iota({2, 3, 4}), TensorFrom({2}, kI64, {4, -1})});
   EXPECT_EQ(out->shape(), (Shape{4, 6}));
-  EXPECT_EQ(Values(out), Range(24));
-  EXPECT_EQ(Invoke("dyn.reshape", {Iota({2, 3, 4}), IntTensor({3}, kI32, {0, 0, -1})})->shape(),
+  EXPECT_EQ(IntValues(out), Range(24));
+  EXPECT_EQ(Invoke("dyn.reshape", {Iota({2, 3, 4}), TensorFrom({3}, kI32, {0, 0, -1})})->shape(),
             (Shape{2, 3, 4}));
-  EXPECT_EQ(Invoke("dyn.reshape", {Iota({2, 3}), IntTensor({1}, kI32, {6})})->shape(), (Shape{6}));
+  EXPECT_EQ(Invoke("dyn.reshape", {Iota({2, 3}), TensorFrom({1}, kI32, {6})})->shape(), (Shape{6}));
 }
 
 TEST(DynReshape, TypeHasTheShapeTensorsLengthAsRank) {
-  EXPECT_EQ(TypeOf("dyn.reshape", {TT({2, 3, 4}), TT({2}, kI64)}), "Tensor[(?, ?), float32]");
-  EXPECT_EQ(TypeOf("dyn.reshape", {TT({kAny}, kI32), TT({3}, kI32)}), "Tensor[(?, ?, ?), int32]");
+  EXPECT_EQ(TypeOf("dyn.reshape", {TensorOf({2, 3, 4}), TensorOf({2}, kI64)}),
+            "Tensor[(?, ?), float32]");
+  EXPECT_EQ(TypeOf("dyn.reshape", {TensorOf({kAny}, kI32), TensorOf({3}, kI32)}),
+            "Tensor[(?, ?, ?), int32]");
   EXPECT_THAT(ErrorOf([] {
-                TypeOf("dyn.reshape", {TT({4}), TT({kAny}, kI64)});
+                TypeOf("dyn.reshape", {TensorOf({4}), TensorOf({kAny}, kI64)});
               }),
               HasSubstr("must be static"));
   EXPECT_THAT(ErrorOf([] {
-                TypeOf("dyn.reshape", {TT({4}), TT({2})});
+                TypeOf("dyn.reshape", {TensorOf({4}), TensorOf({2})});
               }),
               HasSubstr("1-D integer tensor"));
   EXPECT_THAT(ErrorOf([] {
-                TypeOf("dyn.reshape", {TT({4}), TT({1, 2}, kI64)});
+                TypeOf("dyn.reshape", {TensorOf({4}), TensorOf({1, 2}, kI64)});
               }),
               HasSubstr("1-D integer tensor"));
 }
 
 TEST(DynReshape, RunTimeErrors) {
   EXPECT_THAT(ErrorOf([] {
-                Invoke("dyn.reshape", {Iota({6, 4}), IntTensor({2}, kI64, {5, -1})});
+                Invoke("dyn.reshape", {Iota({6, 4}), TensorFrom({2}, kI64, {5, -1})});
               }),
               HasSubstr("dyn.reshape: cannot reshape (6, 4) into (5, -1)"));
   EXPECT_THAT(ErrorOf([] {
-                Invoke("dyn.reshape", {Iota({6, 4}), IntTensor({1}, kI64, {-2})});
+                Invoke("dyn.reshape", {Iota({6, 4}), TensorFrom({1}, kI64, {-2})});
               }),
               HasSubstr("only sizes, 0 and -1"));
 }
@@ -335,19 +272,21 @@ TEST(ReshapeLike, TakesTheOtherShapeAndKeepsTheDType) {
   const Tensor out = Invoke("reshape_like", {Iota({2, 3}, kI32), Iota({3, 2})});
   EXPECT_EQ(out->shape(), (Shape{3, 2}));
   EXPECT_EQ(out->dtype(), kI32);
-  EXPECT_EQ(Values(out), Range(6));
-  EXPECT_EQ(TypeOf("reshape_like", {TT({2, 3}, kI64), TT({6, 1})}), "Tensor[(6, 1), int64]");
-  EXPECT_EQ(TypeOf("reshape_like", {TT({2, 3}), TT({kAny, 2}, kI32)}), "Tensor[(?, 2), float32]");
+  EXPECT_EQ(IntValues(out), Range(6));
+  EXPECT_EQ(TypeOf("reshape_like", {TensorOf({2, 3}, kI64), TensorOf({6, 1})}),
+            "Tensor[(6, 1), int64]");
+  EXPECT_EQ(TypeOf("reshape_like", {TensorOf({2, 3}), TensorOf({kAny, 2}, kI32)}),
+            "Tensor[(?, 2), float32]");
 }
 
 TEST(ReshapeLike, DimRanges) {
   const ir::Attrs attrs = MakeAttrs({{"lhs_begin", int64_t{1}}, {"rhs_end", int64_t{2}}});
-  EXPECT_EQ(TypeOf("reshape_like", {TT({2, 6}), TT({3, 2, 7})}, attrs),
+  EXPECT_EQ(TypeOf("reshape_like", {TensorOf({2, 6}), TensorOf({3, 2, 7})}, attrs),
             "Tensor[(2, 3, 2), float32]");
   EXPECT_EQ(Invoke("reshape_like", {Iota({2, 6}), Iota({3, 2, 7})}, attrs)->shape(),
             (Shape{2, 3, 2}));
   EXPECT_THAT(ErrorOf([] {
-                TypeOf("reshape_like", {TT({2, 6}), TT({3})},
+                TypeOf("reshape_like", {TensorOf({2, 6}), TensorOf({3})},
                        MakeAttrs({{"lhs_begin", int64_t{2}}, {"lhs_end", int64_t{1}}}));
               }),
               HasSubstr("invalid range"));
@@ -355,7 +294,7 @@ TEST(ReshapeLike, DimRanges) {
 
 TEST(ReshapeLike, ElementCountMustMatch) {
   EXPECT_THAT(ErrorOf([] {
-                TypeOf("reshape_like", {TT({2, 3}), TT({4, 2})});
+                TypeOf("reshape_like", {TensorOf({2, 3}), TensorOf({4, 2})});
               }),
               HasSubstr("reshape_like: cannot reshape (2, 3) into (4, 2)"));
   EXPECT_THAT(ErrorOf([] {
@@ -370,8 +309,8 @@ TEST(ReshapeLike, ElementCountMustMatch) {
 TEST(Transpose, ReversesByDefault) {
   const Tensor out = Invoke("transpose", {Iota({2, 3})});
   EXPECT_EQ(out->shape(), (Shape{3, 2}));
-  EXPECT_EQ(Values(out), (Ints{0, 3, 1, 4, 2, 5}));
-  EXPECT_EQ(TypeOf("transpose", {TT({kAny, 3, 5})}), "Tensor[(5, 3, ?), float32]");
+  EXPECT_EQ(IntValues(out), (Ints{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(TypeOf("transpose", {TensorOf({kAny, 3, 5})}), "Tensor[(5, 3, ?), float32]");
 }
 
 TEST(Transpose, GeneralPermutations) {
@@ -392,7 +331,7 @@ TEST(Transpose, GeneralPermutations) {
   EXPECT_EQ(rows->shape(), (Shape{2, 3, 5}));
   EXPECT_EQ(rows->GetAsInt64(5), 10);  // out[0][1][0] = in[1][0][0]
   EXPECT_EQ(rows->GetAsInt64(17), 7);  // out[1][0][2] = in[0][1][2]
-  EXPECT_EQ(TypeOf("transpose", {TT({kAny, 3, 5})}, MakeAttrs({{"axes", Ints{0, 2, 1}}})),
+  EXPECT_EQ(TypeOf("transpose", {TensorOf({kAny, 3, 5})}, MakeAttrs({{"axes", Ints{0, 2, 1}}})),
             "Tensor[(?, 5, 3), float32]");
   EXPECT_EQ(Invoke("transpose", {Iota({})})->shape(), Shape{});
 }
@@ -402,24 +341,25 @@ TEST(Transpose, EveryElementSize) {
        {DataType::Bool(), DataType::Int8(), DataType::Float16(), kI32, kI64, DataType::Float64()}) {
     SCOPED_TRACE(dtype.name());
     const Tensor in =
-        dtype.is_bool() ? IntTensor({2, 3}, dtype, {1, 0, 0, 0, 1, 1}) : Iota({2, 3}, dtype);
+        dtype.is_bool() ? TensorFrom({2, 3}, dtype, {1, 0, 0, 0, 1, 1}) : Iota({2, 3}, dtype);
     const Tensor out = Invoke("transpose", {in});
     EXPECT_EQ(out->dtype(), dtype);
-    EXPECT_EQ(Values(out), dtype.is_bool() ? (Ints{1, 0, 0, 1, 0, 1}) : (Ints{0, 3, 1, 4, 2, 5}));
+    EXPECT_EQ(IntValues(out),
+              dtype.is_bool() ? (Ints{1, 0, 0, 1, 0, 1}) : (Ints{0, 3, 1, 4, 2, 5}));
   }
 }
 
 TEST(Transpose, BadAxes) {
   EXPECT_THAT(ErrorOf([] {
-                TypeOf("transpose", {TT({2, 3})}, MakeAttrs({{"axes", Ints{0}}}));
+                TypeOf("transpose", {TensorOf({2, 3})}, MakeAttrs({{"axes", Ints{0}}}));
               }),
               HasSubstr("do not match rank 2"));
   EXPECT_THAT(ErrorOf([] {
-                TypeOf("transpose", {TT({2, 3})}, MakeAttrs({{"axes", Ints{0, -2}}}));
+                TypeOf("transpose", {TensorOf({2, 3})}, MakeAttrs({{"axes", Ints{0, -2}}}));
               }),
               HasSubstr("not a permutation"));
   EXPECT_THAT(ErrorOf([] {
-                TypeOf("transpose", {TT({2, 3})}, MakeAttrs({{"axes", Ints{0, 2}}}));
+                TypeOf("transpose", {TensorOf({2, 3})}, MakeAttrs({{"axes", Ints{0, 2}}}));
               }),
               HasSubstr("out of range"));
 }
@@ -427,7 +367,7 @@ TEST(Transpose, BadAxes) {
 TEST(Squeeze, RemovesSizeOneDims) {
   const Tensor out = Invoke("squeeze", {Iota({1, 3, 1})});
   EXPECT_EQ(out->shape(), (Shape{3}));
-  EXPECT_EQ(Values(out), Range(3));
+  EXPECT_EQ(IntValues(out), Range(3));
   EXPECT_EQ(Invoke("squeeze", {Iota({1, 3, 1})}, MakeAttrs({{"axis", Ints{0}}}))->shape(),
             (Shape{3, 1}));
   EXPECT_EQ(Invoke("squeeze", {Iota({1, 3, 1})}, MakeAttrs({{"axis", Ints{-1}}}))->shape(),
@@ -436,15 +376,18 @@ TEST(Squeeze, RemovesSizeOneDims) {
 }
 
 TEST(Squeeze, AnyDimsAndErrors) {
-  EXPECT_EQ(TypeOf("squeeze", {TT({kAny, 3, 1})}, MakeAttrs({{"axis", Ints{0, 2}}})),
+  EXPECT_EQ(TypeOf("squeeze", {TensorOf({kAny, 3, 1})}, MakeAttrs({{"axis", Ints{0, 2}}})),
             "Tensor[(3,), float32]");
   EXPECT_THAT(ErrorOf([] {
-                TypeOf("squeeze", {TT({1, 3})}, MakeAttrs({{"axis", Ints{1}}}));
+                TypeOf("squeeze", {TensorOf({1, 3})}, MakeAttrs({{"axis", Ints{1}}}));
               }),
               HasSubstr("squeeze: dimension 1 of (1, 3) is 3, not 1"));
-  EXPECT_THAT(ErrorOf([] { TypeOf("squeeze", {TT({kAny, 1})}); }), HasSubstr("axis must be given"));
   EXPECT_THAT(ErrorOf([] {
-                TypeOf("squeeze", {TT({1, 1})}, MakeAttrs({{"axis", Ints{0, -2}}}));
+                TypeOf("squeeze", {TensorOf({kAny, 1})});
+              }),
+              HasSubstr("axis must be given"));
+  EXPECT_THAT(ErrorOf([] {
+                TypeOf("squeeze", {TensorOf({1, 1})}, MakeAttrs({{"axis", Ints{0, -2}}}));
               }),
               HasSubstr("given twice"));
   // The `?` dim squeezed by the type must be 1 at run time.
@@ -465,7 +408,7 @@ TEST(ExpandDims, InsertsAxes) {
   EXPECT_EQ(expand({2, 3}, -3, 1), (Shape{1, 2, 3}));
   EXPECT_EQ(expand({2, 3}, 1, 0), (Shape{2, 3}));
   EXPECT_EQ(expand({}, 0, 1), (Shape{1}));
-  EXPECT_EQ(TypeOf("expand_dims", {TT({kAny, 3}, kI32)}, MakeAttrs({{"axis", int64_t{1}}})),
+  EXPECT_EQ(TypeOf("expand_dims", {TensorOf({kAny, 3}, kI32)}, MakeAttrs({{"axis", int64_t{1}}})),
             "Tensor[(?, 1, 3), int32]");
   EXPECT_THAT(ErrorOf([&] { expand({2, 3}, 3, 1); }), HasSubstr("axis 3 is out of range"));
   EXPECT_THAT(ErrorOf([&] { expand({2, 3}, -4, 1); }), HasSubstr("axis -4 is out of range"));
@@ -478,43 +421,46 @@ TEST(ExpandDims, InsertsAxes) {
 TEST(Concatenate, JoinsAlongAnAxis) {
   const Tensor rows = InvokeOnTuple("concatenate", {Iota({2, 3}), Iota({1, 3})});
   EXPECT_EQ(rows->shape(), (Shape{3, 3}));
-  EXPECT_EQ(Values(rows), (Ints{0, 1, 2, 3, 4, 5, 0, 1, 2}));
+  EXPECT_EQ(IntValues(rows), (Ints{0, 1, 2, 3, 4, 5, 0, 1, 2}));
   const Tensor cols = InvokeOnTuple("concatenate", {Iota({2, 1}, kI32), Iota({2, 2}, kI32)},
                                     MakeAttrs({{"axis", int64_t{-1}}}));
   EXPECT_EQ(cols->shape(), (Shape{2, 3}));
   EXPECT_EQ(cols->dtype(), kI32);
-  EXPECT_EQ(Values(cols), (Ints{0, 0, 1, 1, 2, 3}));
+  EXPECT_EQ(IntValues(cols), (Ints{0, 0, 1, 1, 2, 3}));
   const Tensor three = InvokeOnTuple(
       "concatenate",
-      {IntTensor({1, 1}, DataType::Bool(), {1}), IntTensor({1, 2}, DataType::Bool(), {0, 1}),
-       IntTensor({1, 0}, DataType::Bool(), {})},
+      {TensorFrom({1, 1}, DataType::Bool(), {1}), TensorFrom({1, 2}, DataType::Bool(), {0, 1}),
+       TensorFrom({1, 0}, DataType::Bool(), {})},
       MakeAttrs({{"axis", int64_t{1}}}));
-  EXPECT_EQ(Values(three), (Ints{1, 0, 1}));
+  EXPECT_EQ(IntValues(three), (Ints{1, 0, 1}));
 }
 
 TEST(Concatenate, TypesWithAnyDims) {
-  EXPECT_EQ(TypeOf("concatenate", {Tup({TT({kAny, 2}), TT({1, 2})})}), "Tensor[(?, 2), float32]");
-  EXPECT_EQ(TypeOf("concatenate", {Tup({TT({3, 2}), TT({1, 2})})}), "Tensor[(4, 2), float32]");
-  EXPECT_EQ(
-      TypeOf("concatenate", {Tup({TT({kAny, 2}), TT({3, 1})})}, MakeAttrs({{"axis", int64_t{1}}})),
-      "Tensor[(3, 3), float32]");
-  EXPECT_EQ(TypeOf("concatenate", {Tup({TT({kAny}), TT({kAny})})}), "Tensor[(?,), float32]");
+  EXPECT_EQ(TypeOf("concatenate", {Tup({TensorOf({kAny, 2}), TensorOf({1, 2})})}),
+            "Tensor[(?, 2), float32]");
+  EXPECT_EQ(TypeOf("concatenate", {Tup({TensorOf({3, 2}), TensorOf({1, 2})})}),
+            "Tensor[(4, 2), float32]");
+  EXPECT_EQ(TypeOf("concatenate", {Tup({TensorOf({kAny, 2}), TensorOf({3, 1})})},
+                   MakeAttrs({{"axis", int64_t{1}}})),
+            "Tensor[(3, 3), float32]");
+  EXPECT_EQ(TypeOf("concatenate", {Tup({TensorOf({kAny}), TensorOf({kAny})})}),
+            "Tensor[(?,), float32]");
 }
 
 TEST(Concatenate, Errors) {
   EXPECT_THAT(ErrorOf([] {
-                TypeOf("concatenate", {Tup({TT({2, 2}), TT({3, 1})})});
+                TypeOf("concatenate", {Tup({TensorOf({2, 2}), TensorOf({3, 1})})});
               }),
               HasSubstr("input 1 (3, 1) and input 0 (2, 2) differ in dimension 1"));
   EXPECT_THAT(ErrorOf([] {
-                TypeOf("concatenate", {Tup({TT({2}), TT({2, 1})})});
+                TypeOf("concatenate", {Tup({TensorOf({2}), TensorOf({2, 1})})});
               }),
               HasSubstr("differ in rank"));
   EXPECT_THAT(ErrorOf([] {
-                TypeOf("concatenate", {Tup({TT({2}), TT({2}, kI32)})});
+                TypeOf("concatenate", {Tup({TensorOf({2}), TensorOf({2}, kI32)})});
               }),
               HasSubstr("differ in dtype"));
-  EXPECT_THAT(ErrorOf([] { TypeOf("concatenate", {TT({2})}); }),
+  EXPECT_THAT(ErrorOf([] { TypeOf("concatenate", {TensorOf({2})}); }),
               HasSubstr("must be a tuple of tensors"));
   EXPECT_THAT(ErrorOf([] { TypeOf("concatenate", {Tup({})}); }), HasSubstr("no tensors"));
   // Along axis 1, Tensor[(?, 2)] and Tensor[(3, 1)] type-check; a (2, 2) value fails at run time.
@@ -527,16 +473,17 @@ TEST(Concatenate, Errors) {
 TEST(Stack, AddsANewAxis) {
   const Tensor front = InvokeOnTuple("stack", {Iota({2, 3}), Iota({2, 3})});
   EXPECT_EQ(front->shape(), (Shape{2, 2, 3}));
-  EXPECT_EQ(Values(front), (Ints{0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5}));
-  const Tensor back = InvokeOnTuple("stack", {Iota({3}, kI64), IntTensor({3}, kI64, {7, 8, 9})},
+  EXPECT_EQ(IntValues(front), (Ints{0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5}));
+  const Tensor back = InvokeOnTuple("stack", {Iota({3}, kI64), TensorFrom({3}, kI64, {7, 8, 9})},
                                     MakeAttrs({{"axis", int64_t{-1}}}));
   EXPECT_EQ(back->shape(), (Shape{3, 2}));
-  EXPECT_EQ(Values(back), (Ints{0, 7, 1, 8, 2, 9}));
-  EXPECT_EQ(TypeOf("stack", {Tup({TT({kAny, 3}), TT({2, kAny}), TT({kAny, kAny})})},
-                   MakeAttrs({{"axis", int64_t{1}}})),
-            "Tensor[(2, 3, 3), float32]");
+  EXPECT_EQ(IntValues(back), (Ints{0, 7, 1, 8, 2, 9}));
+  EXPECT_EQ(
+      TypeOf("stack", {Tup({TensorOf({kAny, 3}), TensorOf({2, kAny}), TensorOf({kAny, kAny})})},
+             MakeAttrs({{"axis", int64_t{1}}})),
+      "Tensor[(2, 3, 3), float32]");
   EXPECT_THAT(ErrorOf([] {
-                TypeOf("stack", {Tup({TT({2, 3}), TT({3, 3})})});
+                TypeOf("stack", {Tup({TensorOf({2, 3}), TensorOf({3, 3})})});
               }),
               HasSubstr("stack: input 1 (3, 3) and input 0 (2, 3) differ in dimension 0"));
   EXPECT_THAT(ErrorOf([] { ShapesOf("stack", {{2}, {3}}); }), HasSubstr("differ in dimension 0"));
@@ -559,10 +506,10 @@ TEST(Split, EqualSections) {
   const std::vector<Tensor> pieces = Split(Iota({6, 2}), int64_t{3});
   ASSERT_EQ(pieces.size(), 3u);
   for (const Tensor& piece : pieces) EXPECT_EQ(piece->shape(), (Shape{2, 2}));
-  EXPECT_EQ(Values(pieces[2]), (Ints{8, 9, 10, 11}));
+  EXPECT_EQ(IntValues(pieces[2]), (Ints{8, 9, 10, 11}));
   const std::vector<Tensor> one = Split(Iota({3}), int64_t{1});
   ASSERT_EQ(one.size(), 1u);
-  EXPECT_EQ(Values(one[0]), Range(3));
+  EXPECT_EQ(IntValues(one[0]), Range(3));
 }
 
 TEST(Split, Indices) {
@@ -571,23 +518,23 @@ TEST(Split, Indices) {
   EXPECT_EQ(rows[0]->shape(), (Shape{1, 2}));
   EXPECT_EQ(rows[1]->shape(), (Shape{3, 2}));
   EXPECT_EQ(rows[2]->shape(), (Shape{2, 2}));
-  EXPECT_EQ(Values(rows[1]), (Ints{2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(IntValues(rows[1]), (Ints{2, 3, 4, 5, 6, 7}));
   const std::vector<Tensor> cols =
-      Split(IntTensor({2, 5}, DataType::Bool(), {1, 0, 1, 1, 0, 0, 1, 0, 0, 1}), Ints{2}, -1);
+      Split(TensorFrom({2, 5}, DataType::Bool(), {1, 0, 1, 1, 0, 0, 1, 0, 0, 1}), Ints{2}, -1);
   ASSERT_EQ(cols.size(), 2u);
-  EXPECT_EQ(Values(cols[0]), (Ints{1, 0, 0, 1}));
-  EXPECT_EQ(Values(cols[1]), (Ints{1, 1, 0, 0, 0, 1}));
+  EXPECT_EQ(IntValues(cols[0]), (Ints{1, 0, 0, 1}));
+  EXPECT_EQ(IntValues(cols[1]), (Ints{1, 1, 0, 0, 0, 1}));
   // Repeated and boundary indices give empty pieces.
   const std::vector<Tensor> edges = Split(Iota({3}), Ints{0, 3, 3});
   ASSERT_EQ(edges.size(), 4u);
   EXPECT_EQ(edges[0]->shape(), (Shape{0}));
-  EXPECT_EQ(Values(edges[1]), Range(3));
+  EXPECT_EQ(IntValues(edges[1]), Range(3));
   EXPECT_EQ(edges[3]->shape(), (Shape{0}));
 }
 
 TEST(Split, TupleTypesWithAnyDims) {
   const auto type = [](std::vector<ir::Dim> shape, ir::AttrValue split, int64_t axis) {
-    return TypeOf("split", {TT(std::move(shape))},
+    return TypeOf("split", {TensorOf(std::move(shape))},
                   MakeAttrs({{"indices_or_sections", split}, {"axis", axis}}));
   };
   EXPECT_EQ(type({6, 2}, int64_t{2}, 0), "(Tensor[(3, 2), float32], Tensor[(3, 2), float32])");
@@ -627,52 +574,52 @@ Tensor Take(const Tensor& data, const Tensor& indices, ir::AttrValue axis,
 }
 
 TEST(Take, FlattenedDataAndModes) {
-  const Tensor data = IntTensor({2, 3}, kI64, {10, 11, 12, 13, 14, 15});
-  const Tensor indices = IntTensor({2, 2}, kI32, {7, 0, -1, 4});
+  const Tensor data = TensorFrom({2, 3}, kI64, {10, 11, 12, 13, 14, 15});
+  const Tensor indices = TensorFrom({2, 2}, kI32, {7, 0, -1, 4});
   const Tensor clipped = Take(data, indices, {});
   EXPECT_EQ(clipped->shape(), (Shape{2, 2}));
-  EXPECT_EQ(Values(clipped), (Ints{15, 10, 10, 14}));
-  EXPECT_EQ(Values(Take(data, indices, {}, "wrap")), (Ints{11, 10, 15, 14}));
-  EXPECT_EQ(Values(Take(data, IntTensor({2}, kI64, {5, 0}), {}, "fast")), (Ints{15, 10}));
+  EXPECT_EQ(IntValues(clipped), (Ints{15, 10, 10, 14}));
+  EXPECT_EQ(IntValues(Take(data, indices, {}, "wrap")), (Ints{11, 10, 15, 14}));
+  EXPECT_EQ(IntValues(Take(data, TensorFrom({2}, kI64, {5, 0}), {}, "fast")), (Ints{15, 10}));
   EXPECT_THAT(ErrorOf([&] { Take(data, indices, {}, "fast"); }),
               HasSubstr("take: index 7 is out of range for the flattened data (2, 3)"));
-  EXPECT_THAT(ErrorOf([&] { Take(data, IntTensor({1}, kI32, {-1}), {}, "fast"); }),
+  EXPECT_THAT(ErrorOf([&] { Take(data, TensorFrom({1}, kI32, {-1}), {}, "fast"); }),
               HasSubstr("index -1 is out of range"));
   EXPECT_THAT(ErrorOf([&] { Take(data, indices, {}, "raise"); }), HasSubstr("mode must be"));
 }
 
 TEST(Take, AlongAnAxis) {
   const Tensor data = Iota({3, 4}, kF32);
-  const Tensor rows = Take(data, IntTensor({2}, kI64, {2, 0}), int64_t{0});
+  const Tensor rows = Take(data, TensorFrom({2}, kI64, {2, 0}), int64_t{0});
   EXPECT_EQ(rows->shape(), (Shape{2, 4}));
-  EXPECT_EQ(Values(rows), (Ints{8, 9, 10, 11, 0, 1, 2, 3}));
-  const Tensor cols = Take(data, IntTensor({1, 3}, kI32, {3, 1, 5}), int64_t{-1}, "wrap");
+  EXPECT_EQ(IntValues(rows), (Ints{8, 9, 10, 11, 0, 1, 2, 3}));
+  const Tensor cols = Take(data, TensorFrom({1, 3}, kI32, {3, 1, 5}), int64_t{-1}, "wrap");
   EXPECT_EQ(cols->shape(), (Shape{3, 1, 3}));
-  EXPECT_EQ(Values(cols), (Ints{3, 1, 1, 7, 5, 5, 11, 9, 9}));
-  const Tensor scalar_index = Take(data, IntTensor({}, kI32, {1}), int64_t{1});
+  EXPECT_EQ(IntValues(cols), (Ints{3, 1, 1, 7, 5, 5, 11, 9, 9}));
+  const Tensor scalar_index = Take(data, TensorFrom({}, kI32, {1}), int64_t{1});
   EXPECT_EQ(scalar_index->shape(), (Shape{3}));
-  EXPECT_EQ(Values(scalar_index), (Ints{1, 5, 9}));
-  EXPECT_THAT(ErrorOf([&] { Take(data, IntTensor({1}, kI32, {4}), int64_t{1}, "fast"); }),
+  EXPECT_EQ(IntValues(scalar_index), (Ints{1, 5, 9}));
+  EXPECT_THAT(ErrorOf([&] { Take(data, TensorFrom({1}, kI32, {4}), int64_t{1}, "fast"); }),
               HasSubstr("take: index 4 is out of range for axis 1 of (3, 4)"));
   EXPECT_THAT(ErrorOf([] {
-                Take(Iota({0, 2}), IntTensor({1}, kI32, {0}), int64_t{0});
+                Take(Iota({0, 2}), TensorFrom({1}, kI32, {0}), int64_t{0});
               }),
               HasSubstr("out of range for axis 0 of (0, 2)"));
-  EXPECT_EQ(Take(Iota({0, 2}), IntTensor({0}, kI32, {}), int64_t{0})->shape(), (Shape{0, 2}));
+  EXPECT_EQ(Take(Iota({0, 2}), TensorFrom({0}, kI32, {}), int64_t{0})->shape(), (Shape{0, 2}));
 }
 
 TEST(Take, BatchDims) {
   // out[b][k] = data[b][indices[b][k]]
   const Tensor out =
-      Take(Iota({2, 3}), IntTensor({2, 2}, kI64, {2, 0, 1, 1}), int64_t{1}, "clip", 1);
+      Take(Iota({2, 3}), TensorFrom({2, 2}, kI64, {2, 0, 1, 1}), int64_t{1}, "clip", 1);
   EXPECT_EQ(out->shape(), (Shape{2, 2}));
-  EXPECT_EQ(Values(out), (Ints{2, 0, 4, 4}));
+  EXPECT_EQ(IntValues(out), (Ints{2, 0, 4, 4}));
   EXPECT_THAT(ErrorOf([] {
-                Take(Iota({2, 3}), IntTensor({2, 2}, kI64, {0, 0, 0, 0}), int64_t{0}, "clip", 1);
+                Take(Iota({2, 3}), TensorFrom({2, 2}, kI64, {0, 0, 0, 0}), int64_t{0}, "clip", 1);
               }),
               HasSubstr("batch_dims 1 must lie within [0, 0]"));
   EXPECT_THAT(ErrorOf([] {
-                TypeOf("take", {TT({2, 3}), TT({3, 1}, kI32)},
+                TypeOf("take", {TensorOf({2, 3}), TensorOf({3, 1}, kI32)},
                        MakeAttrs({{"axis", int64_t{1}}, {"batch_dims", int64_t{1}}}));
               }),
               HasSubstr("batch dimension 0 differs"));
@@ -681,7 +628,7 @@ TEST(Take, BatchDims) {
 TEST(Take, Types) {
   const auto type = [](std::vector<ir::Dim> data, std::vector<ir::Dim> indices, DataType dtype,
                        ir::AttrValue axis) {
-    return TypeOf("take", {TT(std::move(data), kI32), TT(std::move(indices), dtype)},
+    return TypeOf("take", {TensorOf(std::move(data), kI32), TensorOf(std::move(indices), dtype)},
                   MakeAttrs({{"axis", axis}}));
   };
   EXPECT_EQ(type({kAny, 3}, {kAny}, kI64, int64_t{0}), "Tensor[(?, 3), int32]");
@@ -707,36 +654,36 @@ Tensor Slice(const Tensor& data, Ints begin, Ints end, ir::AttrValue strides = {
 
 TEST(StridedSlice, PositiveAndNegativeStrides) {
   const Tensor data = Iota({10}, kI32);
-  EXPECT_EQ(Values(Slice(data, {1}, {8}, Ints{3})), (Ints{1, 4, 7}));
-  EXPECT_EQ(Values(Slice(data, {8}, {1}, Ints{-3})), (Ints{8, 5, 2}));
-  EXPECT_EQ(Values(Slice(data, {-1}, {-11}, Ints{-1})), (Ints{9, 8, 7, 6, 5, 4, 3, 2, 1, 0}));
-  EXPECT_EQ(Values(Slice(data, {-3}, {100})), (Ints{7, 8, 9}));
-  EXPECT_EQ(Values(Slice(data, {-100}, {2})), (Ints{0, 1}));
-  EXPECT_EQ(Values(Slice(data, {20}, {-20}, Ints{-4})), (Ints{9, 5, 1}));
+  EXPECT_EQ(IntValues(Slice(data, {1}, {8}, Ints{3})), (Ints{1, 4, 7}));
+  EXPECT_EQ(IntValues(Slice(data, {8}, {1}, Ints{-3})), (Ints{8, 5, 2}));
+  EXPECT_EQ(IntValues(Slice(data, {-1}, {-11}, Ints{-1})), (Ints{9, 8, 7, 6, 5, 4, 3, 2, 1, 0}));
+  EXPECT_EQ(IntValues(Slice(data, {-3}, {100})), (Ints{7, 8, 9}));
+  EXPECT_EQ(IntValues(Slice(data, {-100}, {2})), (Ints{0, 1}));
+  EXPECT_EQ(IntValues(Slice(data, {20}, {-20}, Ints{-4})), (Ints{9, 5, 1}));
   EXPECT_EQ(Slice(data, {5}, {2})->shape(), (Shape{0}));
   EXPECT_EQ(Slice(data, {2}, {5}, Ints{-1})->shape(), (Shape{0}));
-  EXPECT_EQ(Values(Slice(data, {3}, {4}, Ints{std::numeric_limits<int64_t>::min()})), (Ints{}));
-  EXPECT_EQ(Values(Slice(data, {4}, {3}, Ints{std::numeric_limits<int64_t>::min()})), (Ints{4}));
+  EXPECT_EQ(IntValues(Slice(data, {3}, {4}, Ints{std::numeric_limits<int64_t>::min()})), (Ints{}));
+  EXPECT_EQ(IntValues(Slice(data, {4}, {3}, Ints{std::numeric_limits<int64_t>::min()})), (Ints{4}));
 }
 
 TEST(StridedSlice, MultipleAxesAxesAndSizeMode) {
   const Tensor data = Iota({3, 4}, kF32);
   // Missing entries slice the whole axis.
-  EXPECT_EQ(Values(Slice(data, {1}, {3})), (Ints{4, 5, 6, 7, 8, 9, 10, 11}));
-  EXPECT_EQ(Values(Slice(data, {2, 3}, {-4, -5}, Ints{-2, -2})), (Ints{11, 9, 3, 1}));
-  EXPECT_EQ(Values(Slice(data, {1}, {3}, {}, Ints{1})), (Ints{1, 2, 5, 6, 9, 10}));
-  EXPECT_EQ(Values(Slice(data, {-1, 0}, {4, 2}, {}, Ints{-1, 0})), (Ints{3, 7}));
+  EXPECT_EQ(IntValues(Slice(data, {1}, {3})), (Ints{4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(IntValues(Slice(data, {2, 3}, {-4, -5}, Ints{-2, -2})), (Ints{11, 9, 3, 1}));
+  EXPECT_EQ(IntValues(Slice(data, {1}, {3}, {}, Ints{1})), (Ints{1, 2, 5, 6, 9, 10}));
+  EXPECT_EQ(IntValues(Slice(data, {-1, 0}, {4, 2}, {}, Ints{-1, 0})), (Ints{3, 7}));
   const Tensor sized = Slice(data, {1, 1}, {2, -1}, {}, {}, "size");
   EXPECT_EQ(sized->shape(), (Shape{2, 3}));
-  EXPECT_EQ(Values(sized), (Ints{5, 6, 7, 9, 10, 11}));
+  EXPECT_EQ(IntValues(sized), (Ints{5, 6, 7, 9, 10, 11}));
   EXPECT_EQ(Slice(data, {-2, 3}, {9, 9}, {}, {}, "size")->shape(), (Shape{2, 1}));
-  EXPECT_EQ(Values(Slice(IntTensor({4}, DataType::Bool(), {1, 0, 0, 1}), {0}, {4}, Ints{3})),
+  EXPECT_EQ(IntValues(Slice(TensorFrom({4}, DataType::Bool(), {1, 0, 0, 1}), {0}, {4}, Ints{3})),
             (Ints{1, 1}));
 }
 
 TEST(StridedSlice, TypesAndErrors) {
   const auto type = [](std::vector<ir::Dim> shape, Ints begin, Ints end, ir::AttrValue axes = {}) {
-    return TypeOf("strided_slice", {TT(std::move(shape))},
+    return TypeOf("strided_slice", {TensorOf(std::move(shape))},
                   MakeAttrs({{"begin", begin}, {"end", end}, {"axes", axes}}));
   };
   EXPECT_EQ(type({kAny, 4}, {0, 1}, {2, 3}), "Tensor[(?, 2), float32]");
@@ -755,35 +702,37 @@ TEST(StridedSlice, TypesAndErrors) {
 
 TEST(DynStridedSlice, ReadsTheIndexTensors) {
   const Tensor out =
-      Invoke("dyn.strided_slice", {Iota({3, 4}), IntTensor({2}, kI64, {1, 0}),
-                                   IntTensor({2}, kI64, {3, 4}), IntTensor({2}, kI64, {1, 2})});
+      Invoke("dyn.strided_slice", {Iota({3, 4}), TensorFrom({2}, kI64, {1, 0}),
+                                   TensorFrom({2}, kI64, {3, 4}), TensorFrom({2}, kI64, {1, 2})});
   EXPECT_EQ(out->shape(), (Shape{2, 2}));
-  EXPECT_EQ(Values(out), (Ints{4, 6, 8, 10}));
+  EXPECT_EQ(IntValues(out), (Ints{4, 6, 8, 10}));
   const Tensor reversed =
-      Invoke("dyn.strided_slice", {Iota({5}, kI32), IntTensor({1}, kI32, {-1}),
-                                   IntTensor({1}, kI32, {-6}), IntTensor({1}, kI32, {-2})});
-  EXPECT_EQ(Values(reversed), (Ints{4, 2, 0}));
+      Invoke("dyn.strided_slice", {Iota({5}, kI32), TensorFrom({1}, kI32, {-1}),
+                                   TensorFrom({1}, kI32, {-6}), TensorFrom({1}, kI32, {-2})});
+  EXPECT_EQ(IntValues(reversed), (Ints{4, 2, 0}));
   const Tensor sized = Invoke("dyn.strided_slice",
-                              {Iota({3, 4}), IntTensor({2}, kI64, {1, 2}),
-                               IntTensor({2}, kI64, {1, -1}), IntTensor({2}, kI64, {1, 1})},
+                              {Iota({3, 4}), TensorFrom({2}, kI64, {1, 2}),
+                               TensorFrom({2}, kI64, {1, -1}), TensorFrom({2}, kI64, {1, 1})},
                               MakeAttrs({{"slice_mode", std::string("size")}}));
-  EXPECT_EQ(Values(sized), (Ints{6, 7}));
+  EXPECT_EQ(IntValues(sized), (Ints{6, 7}));
 }
 
 TEST(DynStridedSlice, TypesAndErrors) {
-  EXPECT_EQ(TypeOf("dyn.strided_slice",
-                   {TT({kAny, 4}, kI32), TT({2}, kI64), TT({2}, kI64), TT({2}, kI64)}),
+  EXPECT_EQ(TypeOf("dyn.strided_slice", {TensorOf({kAny, 4}, kI32), TensorOf({2}, kI64),
+                                         TensorOf({2}, kI64), TensorOf({2}, kI64)}),
             "Tensor[(?, ?), int32]");
   EXPECT_THAT(ErrorOf([] {
-                TypeOf("dyn.strided_slice", {TT({4}), TT({1}), TT({1}, kI64), TT({1}, kI64)});
+                TypeOf("dyn.strided_slice",
+                       {TensorOf({4}), TensorOf({1}), TensorOf({1}, kI64), TensorOf({1}, kI64)});
               }),
               HasSubstr("begin must be a 1-D integer tensor"));
   EXPECT_THAT(ErrorOf([] {
-                Invoke("dyn.strided_slice", {Iota({4}), IntTensor({1}, kI64, {0}),
-                                             IntTensor({1}, kI64, {2}), IntTensor({1}, kI64, {0})});
+                Invoke("dyn.strided_slice",
+                       {Iota({4}), TensorFrom({1}, kI64, {0}), TensorFrom({1}, kI64, {2}),
+                        TensorFrom({1}, kI64, {0})});
               }),
               HasSubstr("dyn.strided_slice: stride 0 on axis 0"));
 }
 
 }  // namespace
-}  // namespace nimble::op
+}  // namespace nimble::op::testing

@@ -8,62 +8,15 @@
 #include <string>
 #include <vector>
 
-#include "nimble/compiler/op/invoke.h"
-#include "nimble/compiler/op/op.h"
-#include "nimble/vm/error.h"
+#include "tests/compiler/op/op_test_util.h"
 
-namespace nimble::op {
+namespace nimble::op::testing {
 namespace {
 
 using ::testing::HasSubstr;
 
-const OpDef& Def(const std::string& name) {
-  const OpDef* def = OpRegistry::Global().Find(name);
-  if (!def) throw Error("no operator " + name);
-  return *def;
-}
-
-Tensor Invoke(const std::string& name, const Tensor& input, const ir::Attrs& attrs = {}) {
-  const OpDef& def = Def(name);
-  return InvokeOp(def, {input}, NormalizeAttrs(def, attrs)).as<TensorNode>();
-}
-
-std::string InvokeError(const std::string& name, const Tensor& input, const ir::Attrs& attrs = {}) {
-  try {
-    Invoke(name, input, attrs);
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "no error";
-}
-
-// Elements stored exactly as given (no round trip through double).
-template <typename T>
-Tensor Exact(const Shape& shape, DataType dtype, const std::vector<T>& values) {
-  Tensor tensor = TensorNode::Empty(shape, dtype);
-  std::copy(values.begin(), values.end(), tensor->data<T>());
-  return tensor;
-}
-
-std::vector<double> Values(const Tensor& tensor) {
-  std::vector<double> values;
-  for (int64_t i = 0; i < tensor->numel(); ++i) values.push_back(tensor->GetAsDouble(i));
-  return values;
-}
-
-template <typename T>
-std::vector<T> Elements(const Tensor& tensor) {
-  return std::vector<T>(tensor->data<T>(), tensor->data<T>() + tensor->numel());
-}
-
-ir::TensorType TensorTy(std::vector<ir::Dim> shape, DataType dtype) {
-  return ir::MakeTensorType(std::move(shape), dtype);
-}
-
 ir::Attrs CastTo(const std::string& dtype) {
-  ir::Attrs attrs;
-  attrs.Set("dtype", DataType::Parse(dtype));
-  return attrs;
+  return MakeAttrs({{"dtype", DataType::Parse(dtype)}});
 }
 
 // Seven inputs (an odd count, so no loop covers them in whole vectors) in the
@@ -103,13 +56,11 @@ const std::vector<FloatCase> kFloatCases = {
 };
 
 TEST(UnaryOps, FloatValuesInEveryFloatDType) {
-  const std::vector<std::pair<DataType, double>> dtypes = {
-      {DataType::Float32(), 1e-6}, {DataType::Float64(), 1e-14}, {DataType::Float16(), 2e-3}};
   for (const FloatCase& test : kFloatCases) {
-    for (const auto& [dtype, tolerance] : dtypes) {
+    for (const auto& [dtype, tolerance] : kFloatDTypes) {
       SCOPED_TRACE(test.op + " " + dtype.name());
       const Tensor input = TensorNode::FromVector({7}, dtype, *test.inputs);
-      const Tensor output = Invoke(test.op, input);
+      const Tensor output = Invoke(test.op, {input});
       EXPECT_EQ(output->dtype(), dtype);
       EXPECT_EQ(output->shape(), Shape({7}));
       for (size_t i = 0; i < test.inputs->size(); ++i) {
@@ -126,70 +77,72 @@ TEST(UnaryOps, FloatValuesInEveryFloatDType) {
 TEST(UnaryOps, KeepShapeOfHigherRankAndScalarAndEmptyTensors) {
   const Tensor matrix =
       TensorNode::FromVector<double>({3, 5}, DataType::Float32(), std::vector<double>(15, -2.0));
-  const Tensor relu = Invoke("nn.relu", matrix);
+  const Tensor relu = Invoke("nn.relu", {matrix});
   EXPECT_EQ(relu->shape(), Shape({3, 5}));
   EXPECT_EQ(Values(relu), std::vector<double>(15, 0.0));
 
-  const Tensor scalar = Invoke("exp", TensorNode::Scalar(DataType::Float64(), 0.0));
+  const Tensor scalar = Invoke("exp", {TensorNode::Scalar(DataType::Float64(), 0.0)});
   EXPECT_EQ(scalar->shape(), Shape({}));
   EXPECT_EQ(Values(scalar), std::vector<double>({1.0}));
 
-  const Tensor empty = Invoke("tanh", TensorNode::Empty({0, 4}, DataType::Float32()));
+  const Tensor empty = Invoke("tanh", {TensorNode::Empty({0, 4}, DataType::Float32())});
   EXPECT_EQ(empty->shape(), Shape({0, 4}));
 }
 
 TEST(UnaryOps, IntegerValues) {
-  const Tensor i32 = Exact<int32_t>({5}, DataType::Int32(), {-7, -1, 0, 2, 9});
-  EXPECT_EQ(Elements<int32_t>(Invoke("negative", i32)), std::vector<int32_t>({7, 1, 0, -2, -9}));
-  EXPECT_EQ(Elements<int32_t>(Invoke("abs", i32)), std::vector<int32_t>({7, 1, 0, 2, 9}));
-  EXPECT_EQ(Elements<int32_t>(Invoke("nn.relu", i32)), std::vector<int32_t>({0, 0, 0, 2, 9}));
-  EXPECT_EQ(Elements<int32_t>(Invoke("round", i32)), std::vector<int32_t>({-7, -1, 0, 2, 9}));
-  EXPECT_EQ(Elements<int32_t>(Invoke("copy", i32)), std::vector<int32_t>({-7, -1, 0, 2, 9}));
+  const Tensor i32 = TensorFrom<int32_t>({5}, DataType::Int32(), {-7, -1, 0, 2, 9});
+  EXPECT_EQ(Elements<int32_t>(Invoke("negative", {i32})), std::vector<int32_t>({7, 1, 0, -2, -9}));
+  EXPECT_EQ(Elements<int32_t>(Invoke("abs", {i32})), std::vector<int32_t>({7, 1, 0, 2, 9}));
+  EXPECT_EQ(Elements<int32_t>(Invoke("nn.relu", {i32})), std::vector<int32_t>({0, 0, 0, 2, 9}));
+  EXPECT_EQ(Elements<int32_t>(Invoke("round", {i32})), std::vector<int32_t>({-7, -1, 0, 2, 9}));
+  EXPECT_EQ(Elements<int32_t>(Invoke("copy", {i32})), std::vector<int32_t>({-7, -1, 0, 2, 9}));
 
   const int64_t big = int64_t{1} << 62;
-  const Tensor i64 = Exact<int64_t>({3}, DataType::Int64(), {-big, 3, big + 1});
-  EXPECT_EQ(Elements<int64_t>(Invoke("negative", i64)), std::vector<int64_t>({big, -3, -big - 1}));
-  EXPECT_EQ(Elements<int64_t>(Invoke("abs", i64)), std::vector<int64_t>({big, 3, big + 1}));
+  const Tensor i64 = TensorFrom<int64_t>({3}, DataType::Int64(), {-big, 3, big + 1});
+  EXPECT_EQ(Elements<int64_t>(Invoke("negative", {i64})),
+            std::vector<int64_t>({big, -3, -big - 1}));
+  EXPECT_EQ(Elements<int64_t>(Invoke("abs", {i64})), std::vector<int64_t>({big, 3, big + 1}));
 }
 
 TEST(UnaryOps, IntegerMinimumWrapsInsteadOfOverflowing) {
   const int32_t min32 = std::numeric_limits<int32_t>::min();
-  const Tensor i32 = Exact<int32_t>({1}, DataType::Int32(), {min32});
-  EXPECT_EQ(Elements<int32_t>(Invoke("negative", i32)), std::vector<int32_t>({min32}));
-  EXPECT_EQ(Elements<int32_t>(Invoke("abs", i32)), std::vector<int32_t>({min32}));
-  const Tensor i8 = Exact<int8_t>({2}, DataType::Int8(), {-128, -5});
-  EXPECT_EQ(Elements<int8_t>(Invoke("abs", i8)), std::vector<int8_t>({-128, 5}));
+  const Tensor i32 = TensorFrom<int32_t>({1}, DataType::Int32(), {min32});
+  EXPECT_EQ(Elements<int32_t>(Invoke("negative", {i32})), std::vector<int32_t>({min32}));
+  EXPECT_EQ(Elements<int32_t>(Invoke("abs", {i32})), std::vector<int32_t>({min32}));
+  const Tensor i8 = TensorFrom<int8_t>({2}, DataType::Int8(), {-128, -5});
+  EXPECT_EQ(Elements<int8_t>(Invoke("abs", {i8})), std::vector<int8_t>({-128, 5}));
 }
 
 TEST(UnaryOps, RoundHalvesToEvenLikeNumpyRint) {
   const Tensor input = TensorNode::FromVector<double>(
       {9}, DataType::Float32(), {0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 2.4, 2.6, -2.6});
-  EXPECT_EQ(Values(Invoke("round", input)), std::vector<double>({0, 2, 2, -0.0, -2, -2, 2, 3, -3}));
-  EXPECT_TRUE(std::signbit(Invoke("round", input)->GetAsDouble(3)));
+  EXPECT_EQ(Values(Invoke("round", {input})),
+            std::vector<double>({0, 2, 2, -0.0, -2, -2, 2, 3, -3}));
+  EXPECT_TRUE(std::signbit(Invoke("round", {input})->GetAsDouble(3)));
 }
 
 TEST(UnaryOps, NanPropagatesThroughRelu) {
   const Tensor input = TensorNode::FromVector<double>(
       {2}, DataType::Float64(), {std::numeric_limits<double>::quiet_NaN(), -1.0});
-  const Tensor output = Invoke("nn.relu", input);
+  const Tensor output = Invoke("nn.relu", {input});
   EXPECT_TRUE(std::isnan(output->GetAsDouble(0)));
   EXPECT_EQ(output->GetAsDouble(1), 0.0);
 }
 
 TEST(UnaryOps, CopyOwnsItsStorage) {
-  const Tensor input = Exact<bool>({3}, DataType::Bool(), {true, false, true});
-  const Tensor output = Invoke("copy", input);
+  const Tensor input = TensorFrom<bool>({3}, DataType::Bool(), {true, false, true});
+  const Tensor output = Invoke("copy", {input});
   EXPECT_NE(output->raw_data(), input->raw_data());
   EXPECT_EQ(output->dtype(), DataType::Bool());
   EXPECT_EQ(Elements<bool>(output), std::vector<bool>({true, false, true}));
 }
 
 TEST(UnaryOps, LogicalNot) {
-  const Tensor input = Exact<bool>({3}, DataType::Bool(), {true, false, true});
-  const Tensor output = Invoke("logical_not", input);
+  const Tensor input = TensorFrom<bool>({3}, DataType::Bool(), {true, false, true});
+  const Tensor output = Invoke("logical_not", {input});
   EXPECT_EQ(output->dtype(), DataType::Bool());
   EXPECT_EQ(Elements<bool>(output), std::vector<bool>({false, true, false}));
-  EXPECT_THAT(InvokeError("logical_not", TensorNode::Empty({2}, DataType::Float32())),
+  EXPECT_THAT(InvokeError("logical_not", {TensorNode::Empty({2}, DataType::Float32())}),
               HasSubstr("logical_not: argument 0 must be a bool tensor, got Tensor[(2,), "
                         "float32]"));
 }
@@ -197,10 +150,10 @@ TEST(UnaryOps, LogicalNot) {
 TEST(UnaryOps, FloatOnlyOpsRejectIntegerAndBoolTensors) {
   for (const std::string op : {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "gelu"}) {
     SCOPED_TRACE(op);
-    EXPECT_THAT(InvokeError(op, TensorNode::Empty({2}, DataType::Int32())),
+    EXPECT_THAT(InvokeError(op, {TensorNode::Empty({2}, DataType::Int32())}),
                 HasSubstr(op + ": argument 0 must be a floating-point tensor, got Tensor[(2,), "
                                "int32]"));
-    EXPECT_THAT(InvokeError(op, TensorNode::Empty({2}, DataType::Bool())),
+    EXPECT_THAT(InvokeError(op, {TensorNode::Empty({2}, DataType::Bool())}),
                 HasSubstr("must be a floating-point tensor"));
   }
 }
@@ -208,24 +161,22 @@ TEST(UnaryOps, FloatOnlyOpsRejectIntegerAndBoolTensors) {
 TEST(UnaryOps, NumericOpsRejectBool) {
   for (const std::string op : {"negative", "abs", "nn.relu", "round"}) {
     SCOPED_TRACE(op);
-    EXPECT_THAT(InvokeError(op, TensorNode::Empty({2}, DataType::Bool())),
+    EXPECT_THAT(InvokeError(op, {TensorNode::Empty({2}, DataType::Bool())}),
                 HasSubstr(op + ": argument 0 must be an integer or floating-point tensor"));
   }
 }
 
 TEST(UnaryOps, TypesKeepAnyDimensions) {
-  const ir::Type input = TensorTy({ir::Dim::Any(), 3}, DataType::Float32());
+  const ir::Type input = TensorOf({kAny, 3});
   for (const std::string op : {"exp", "nn.relu", "copy", "round"}) {
     SCOPED_TRACE(op);
-    EXPECT_EQ(ir::TypeToString(ResolveCallType(Def(op), {input}, {})), "Tensor[(?, 3), float32]");
+    EXPECT_EQ(TypeOf(op, {input}), "Tensor[(?, 3), float32]");
   }
-  EXPECT_EQ(ir::TypeToString(ResolveCallType(Def("cast"), {input},
-                                             NormalizeAttrs(Def("cast"), CastTo("int64")))),
-            "Tensor[(?, 3), int64]");
+  EXPECT_EQ(TypeOf("cast", {input}, CastTo("int64")), "Tensor[(?, 3), int64]");
 }
 
 TEST(UnaryOps, RejectTupleArguments) {
-  const ir::Type tuple = ir::MakeTupleType({TensorTy({2}, DataType::Float32())});
+  const ir::Type tuple = ir::MakeTupleType({TensorOf({2}, DataType::Float32())});
   EXPECT_THAT([&] { ResolveCallType(Def("exp"), {tuple}, {}); },
               ::testing::ThrowsMessage<Error>(HasSubstr("exp: argument 0 must be a tensor")));
 }
@@ -233,7 +184,7 @@ TEST(UnaryOps, RejectTupleArguments) {
 TEST(UnaryOps, CastConvertsBetweenDTypes) {
   const Tensor floats =
       TensorNode::FromVector<double>({5}, DataType::Float32(), {-2.7, -0.5, 0.0, 1.9, 3e10});
-  const Tensor ints = Invoke("cast", floats, CastTo("int32"));
+  const Tensor ints = Invoke("cast", {floats}, CastTo("int32"));
   EXPECT_EQ(ints->dtype(), DataType::Int32());
   // Truncation toward zero; saturation at the int32 range.
   EXPECT_EQ(Elements<int32_t>(ints),
@@ -241,21 +192,22 @@ TEST(UnaryOps, CastConvertsBetweenDTypes) {
 
   const Tensor nan = TensorNode::FromVector<double>(
       {2}, DataType::Float64(), {std::numeric_limits<double>::quiet_NaN(), -1e300});
-  EXPECT_EQ(Elements<int64_t>(Invoke("cast", nan, CastTo("int64"))),
+  EXPECT_EQ(Elements<int64_t>(Invoke("cast", {nan}, CastTo("int64"))),
             std::vector<int64_t>({0, std::numeric_limits<int64_t>::min()}));
 
-  EXPECT_EQ(Elements<bool>(Invoke("cast", floats, CastTo("bool"))),
+  EXPECT_EQ(Elements<bool>(Invoke("cast", {floats}, CastTo("bool"))),
             std::vector<bool>({true, true, false, true, true}));
 
-  const Tensor bools = Exact<bool>({3}, DataType::Bool(), {true, false, true});
-  EXPECT_EQ(Values(Invoke("cast", bools, CastTo("float64"))), std::vector<double>({1, 0, 1}));
+  const Tensor bools = TensorFrom<bool>({3}, DataType::Bool(), {true, false, true});
+  EXPECT_EQ(Values(Invoke("cast", {bools}, CastTo("float64"))), std::vector<double>({1, 0, 1}));
 
-  const Tensor wide = Exact<int64_t>({2}, DataType::Int64(), {300, -1});
-  EXPECT_EQ(Elements<int8_t>(Invoke("cast", wide, CastTo("int8"))), std::vector<int8_t>({44, -1}));
+  const Tensor wide = TensorFrom<int64_t>({2}, DataType::Int64(), {300, -1});
+  EXPECT_EQ(Elements<int8_t>(Invoke("cast", {wide}, CastTo("int8"))),
+            std::vector<int8_t>({44, -1}));
 
-  const Tensor halves = Invoke("cast", floats, CastTo("float16"));
+  const Tensor halves = Invoke("cast", {floats}, CastTo("float16"));
   EXPECT_EQ(halves->dtype(), DataType::Float16());
-  EXPECT_NEAR(Invoke("cast", halves, CastTo("float32"))->GetAsDouble(0), -2.7, 2e-3);
+  EXPECT_NEAR(Invoke("cast", {halves}, CastTo("float32"))->GetAsDouble(0), -2.7, 2e-3);
 }
 
 TEST(UnaryOps, CastRequiresDType) {
@@ -283,4 +235,4 @@ TEST(UnaryOps, RegistryDescribesEveryOp) {
 }
 
 }  // namespace
-}  // namespace nimble::op
+}  // namespace nimble::op::testing
