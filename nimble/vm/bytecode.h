@@ -129,7 +129,16 @@ struct Instruction {
   static Instruction KillRegister(RegName reg);
 };
 
-// One line of text: "invoke_packed kernel[3] (in: $0, $1, out: $2)".
+// One line of text: the written register first ("$3 = "), the opcode name,
+// then its operands; registers as $N, table entries as func[i], kernel[i],
+// const[i], device[i], message[i], immediates plain, shapes as [2, 3], dtypes
+// by name, jump offsets signed. For example
+//   "$2 = move $1"   "ret $2"   "$5 = invoke func[4]($0, $1)"
+//   "invoke_packed kernel[2](in: $0, $1; out: $3)"
+//   "$4 = alloc_storage size 1024 align 64 float32 device[1]"  (or "size $3")
+//   "$6 = alloc_tensor $4 offset 16 [2, 3] float32"   "$13 = get_field $12[1]"
+//   "if $3 == 1 then +1 else +2"   "goto -4"   "fatal message[0]"
+// FunctionToString (executable.h) adds each jump's target pc.
 std::string InstructionToString(const Instruction& instruction);
 
 }  // namespace nimble::vm

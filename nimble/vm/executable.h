@@ -67,8 +67,21 @@ struct Executable {
   static Executable LoadFromFile(const std::string& path);
 
   // Checks indices, registers, jump targets and operand counts of all
-  // functions; Load calls it, and builders of executables may too.
+  // functions; Load calls it, and builders of executables may too. A
+  // function's register file may hold at most its parameters plus one
+  // register per instruction (the most its code can write), so a corrupt
+  // size cannot make the VM allocate a huge frame.
   void Validate() const;
 };
+
+// A function as text: "def @name($0, $1) registers N:", then one line per
+// instruction, "pc: <InstructionToString form>", jump offsets followed by
+// their target pcs ("goto -3 (pc 4)").
+std::string FunctionToString(const VMFunction& function);
+
+// The executable as text, for `nimble dump`: target, devices, kernels (with
+// attributes), constants (type and device; with `constants`, also their first
+// values), messages, kernel library size, then every function.
+std::string ExecutableToString(const Executable& executable, bool constants);
 
 }  // namespace nimble::vm

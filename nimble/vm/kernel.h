@@ -55,6 +55,10 @@ class KernelRegistry {
   std::map<std::string, KernelFactory> factories_;
 };
 
+// Registers the runtime's built-in kernel families (nimble/vm/kernels);
+// Global() calls it once.
+void RegisterBuiltinKernels(KernelRegistry& registry);
+
 // The message recorded by the last failing kernel on this thread, cleared.
 std::string TakeKernelError();
 

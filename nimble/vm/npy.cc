@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "nimble/vm/error.h"
+#include "nimble/vm/file_io.h"
 
 namespace nimble {
 
@@ -247,28 +248,6 @@ std::string Describe(DataType dtype) {
   throw Error("cannot write dtype " + dtype.name() + " to a .npy file");
 }
 
-std::vector<std::byte> ReadFile(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), std::fclose);
-  if (!file) throw Error("cannot open '" + path + "': " + std::strerror(errno));
-  std::vector<std::byte> bytes;
-  std::byte chunk[1 << 16];
-  size_t count;
-  while ((count = std::fread(chunk, 1, sizeof(chunk), file.get())) > 0) {
-    bytes.insert(bytes.end(), chunk, chunk + count);
-  }
-  if (std::ferror(file.get())) throw Error("cannot read '" + path + "': " + std::strerror(errno));
-  return bytes;
-}
-
-void WriteFile(const std::string& path, std::span<const std::byte> bytes) {
-  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "wb"), std::fclose);
-  if (!file) throw Error("cannot create '" + path + "': " + std::strerror(errno));
-  if (std::fwrite(bytes.data(), 1, bytes.size(), file.get()) != bytes.size() ||
-      std::fclose(file.release()) != 0) {
-    throw Error("cannot write '" + path + "': " + std::strerror(errno));
-  }
-}
-
 using ZipArchive = std::unique_ptr<zip_t, void (*)(zip_t*)>;
 
 ZipArchive OpenZip(const std::string& path, int flags) {
@@ -353,7 +332,7 @@ Tensor ParseNpy(std::span<const std::byte> bytes, const std::string& name_for_er
 }
 
 Tensor ReadNpy(const std::string& path) {
-  return ParseNpy(ReadFile(path), path);
+  return ParseNpy(ReadFileBytes(path), path);
 }
 
 std::vector<std::byte> SerializeNpy(const Tensor& tensor) {
@@ -387,7 +366,7 @@ std::vector<std::byte> SerializeNpy(const Tensor& tensor) {
 }
 
 void WriteNpy(const std::string& path, const Tensor& tensor) {
-  WriteFile(path, SerializeNpy(tensor));
+  WriteFileBytes(path, SerializeNpy(tensor));
 }
 
 std::vector<std::pair<std::string, Tensor>> ReadNpz(const std::string& path) {
@@ -413,7 +392,7 @@ void WriteNpz(const std::string& path, const std::vector<std::pair<std::string, 
     // end-of-central-directory record.
     std::vector<std::byte> empty_archive(22, std::byte{0});
     std::memcpy(empty_archive.data(), "PK\x05\x06", 4);
-    WriteFile(path, empty_archive);
+    WriteFileBytes(path, empty_archive);
     return;
   }
   ZipArchive archive = OpenZip(path, ZIP_CREATE | ZIP_TRUNCATE);

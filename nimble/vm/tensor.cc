@@ -1,9 +1,7 @@
 #include "nimble/vm/tensor.h"
 
-#include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <new>
 
 #include "nimble/vm/error.h"
 
@@ -31,16 +29,21 @@ std::string ShapeToString(std::span<const int64_t> shape) {
   return text + ")";
 }
 
-StorageNode::StorageNode(size_t bytes) : size_(bytes) {
-  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  data_ =
-      static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded));
-  if (!data_) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
-  std::memset(data_, 0, rounded == 0 ? kAlignment : rounded);
+StorageNode::StorageNode(size_t bytes)
+    : StorageNode(GetAllocator(Device{})->Alloc(bytes, kAlignment), bytes, GetAllocator(Device{})) {
+  if (bytes) std::memset(data(), 0, bytes);
 }
 
+StorageNode::StorageNode(Buffer buffer, size_t size, Allocator* allocator)
+    : buffer_(buffer), size_(size), allocator_(allocator) {}
+
 StorageNode::~StorageNode() {
-  std::free(data_);
+  if (allocator_) allocator_->Free(buffer_);
+}
+
+Storage StorageNode::Allocate(Device device, size_t bytes, size_t alignment) {
+  Allocator* allocator = GetAllocator(device);
+  return Make<StorageNode>(allocator->Alloc(bytes, alignment), bytes, allocator);
 }
 
 TensorNode::TensorNode(Storage storage, size_t byte_offset, Shape shape, DataType dtype)
@@ -80,8 +83,15 @@ Tensor TensorNode::SliceRows(int64_t begin, int64_t end) const {
 }
 
 Tensor TensorNode::Copy() const {
-  Tensor copy = Empty(shape_, dtype_);
-  std::memcpy(copy->raw_data(), raw_data(), nbytes());
+  return CopyTo(device());
+}
+
+Tensor TensorNode::CopyTo(Device device) const {
+  Tensor copy = Make<TensorNode>(StorageNode::Allocate(device, nbytes()), 0, shape_, dtype_);
+  // The API of the accelerator side copies to and from the host.
+  const Device source = this->device();
+  DeviceAPI::Get(device.type != DeviceType::kCPU ? device : source)
+      ->Copy(copy->raw_data(), device, raw_data(), source, nbytes());
   return copy;
 }
 

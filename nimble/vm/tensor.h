@@ -1,6 +1,7 @@
 // Runtime values: Storage (one device allocation) and Tensor (shape, dtype and a
 // byte offset into a Storage). Reshapes and contiguous slices are zero-copy
-// views sharing the Storage. Tensors are always dense and row-major.
+// views sharing the Storage. Tensors are always dense and row-major. Element
+// accessors (data<T>(), GetAsDouble...) are for tensors on the CPU.
 #pragma once
 
 #include <algorithm>
@@ -10,6 +11,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "nimble/vm/allocator.h"
+#include "nimble/vm/device.h"
 #include "nimble/vm/dtype.h"
 #include "nimble/vm/object.h"
 
@@ -22,22 +25,38 @@ using Shape = std::vector<int64_t>;
 int64_t ShapeNumel(std::span<const int64_t> shape);
 std::string ShapeToString(std::span<const int64_t> shape);
 
+class StorageNode;
+using Storage = Ref<StorageNode>;
+
+// One buffer of device memory, given back to its allocator when the last
+// tensor viewing it dies.
 class StorageNode : public Object {
  public:
-  // Allocates `bytes` bytes aligned to kAlignment on the CPU.
+  // `bytes` zero-filled bytes on the CPU, aligned to kAlignment.
   explicit StorageNode(size_t bytes);
+  // Owns `buffer`, of which the first `size` bytes are this storage, and
+  // frees it to `allocator`. A null allocator leaves releasing the memory to
+  // a subclass (memory borrowed from elsewhere, e.g. a DLPack producer).
+  StorageNode(Buffer buffer, size_t size, Allocator* allocator);
   ~StorageNode() override;
+
+  // `bytes` uninitialised bytes on `device` from its pooled allocator: the
+  // path of the VM's AllocStorage, which must not pay for a memset.
+  static Storage Allocate(Device device, size_t bytes, size_t alignment = kAlignment);
 
   static constexpr size_t kAlignment = 64;
 
-  std::byte* data() const { return data_; }
+  std::byte* data() const { return static_cast<std::byte*>(buffer_.data); }
+  // The bytes requested; the buffer may have more capacity.
   size_t size() const { return size_; }
+  Device device() const { return buffer_.device; }
+  const Buffer& buffer() const { return buffer_; }
 
  private:
-  std::byte* data_;
+  Buffer buffer_;
   size_t size_;
+  Allocator* allocator_;
 };
-using Storage = Ref<StorageNode>;
 
 class TensorNode;
 using Tensor = Ref<TensorNode>;
@@ -64,6 +83,7 @@ class TensorNode : public Object {
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_.bytes(); }
   const Storage& storage() const { return storage_; }
   size_t byte_offset() const { return byte_offset_; }
+  Device device() const { return storage_->device(); }
 
   void* raw_data() const { return storage_->data() + byte_offset_; }
   template <typename T>
@@ -75,8 +95,10 @@ class TensorNode : public Object {
   Tensor View(const Shape& new_shape) const;
   // Zero-copy view of rows [begin, end) along axis 0.
   Tensor SliceRows(int64_t begin, int64_t end) const;
-  // A deep copy with its own storage.
+  // A deep copy with its own storage on the same device.
   Tensor Copy() const;
+  // A copy with its own storage on `device`.
+  Tensor CopyTo(Device device) const;
 
   // Element `index` (flat) converted to double / int64, for any dtype.
   double GetAsDouble(int64_t index) const;
@@ -89,7 +111,7 @@ class TensorNode : public Object {
  private:
   Storage storage_;
   size_t byte_offset_;
-  Shape shape_;
+  Shape shape_;  // never changes: AsDLTensor hands out shape_.data()
   DataType dtype_;
 };
 

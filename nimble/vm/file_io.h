@@ -1,0 +1,14 @@
+// Whole-file reads and writes with errors that name the path and the cause.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace nimble {
+
+std::vector<std::byte> ReadFileBytes(const std::string& path);
+void WriteFileBytes(const std::string& path, std::span<const std::byte> bytes);
+
+}  // namespace nimble

@@ -1,0 +1,11 @@
+// The runtime's built-in kernel families, registered into the global registry.
+#include "nimble/vm/kernel.h"
+#include "nimble/vm/kernels/dense.h"
+
+namespace nimble::vm {
+
+void RegisterBuiltinKernels(KernelRegistry& registry) {
+  RegisterDenseKernels(registry);
+}
+
+}  // namespace nimble::vm

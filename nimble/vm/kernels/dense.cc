@@ -1,0 +1,652 @@
+#include "nimble/vm/kernels/dense.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "nimble/vm/dlpack.h"
+#include "nimble/vm/error.h"
+#include "nimble/vm/tensor.h"
+#include "nimble/vm/thread_pool.h"
+
+namespace nimble::vm {
+namespace {
+
+// c[i] = op(a[i]) * op(b[i]) for i < batch(): m x n sums of k products each.
+// A batch count of 1 broadcasts. Every matrix is dense row-major.
+struct MatMulProblem {
+  int64_t batch_a = 1;
+  int64_t batch_b = 1;
+  int64_t m = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+  bool transpose_a = false;  // a[i] is stored [k, m] rather than [m, k]
+  bool transpose_b = true;   // b[i] is stored [n, k] rather than [k, n]
+
+  int64_t batch() const { return batch_a == 1 ? batch_b : batch_a; }
+};
+
+std::string ProblemString(const MatMulProblem& p) {
+  return "batch " + std::to_string(p.batch_a) + "/" + std::to_string(p.batch_b) +
+         ", m=" + std::to_string(p.m) + ", n=" + std::to_string(p.n) + ", k=" + std::to_string(p.k);
+}
+
+// One implementation of MatMulProblem. Every size it gets is positive.
+using MatMulImpl = void (*)(const MatMulProblem& problem, const float* a, const float* b, float* c);
+
+int64_t CeilDiv(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// ---------------------------------------------------------------------------
+// Built-in. Both operands are first brought to k-contiguous rows (a as
+// [m, k], b as [n, k]: nn.dense's layout and batch_matmul's default, which need
+// no copy). c is cut into blocks of kRowBlock x kColBlock that threads take in
+// turn; a block is computed in tiles of R rows of a by C rows of b, whose R*C
+// vector dot products stay in registers. k is split into slices of about
+// kDepthSlice so that a tile's rows of a stay in L1 while it sweeps the
+// block's rows of b, which stay in L2.
+
+constexpr int64_t kRowBlock = 48;
+constexpr int64_t kColBlock = 48;
+constexpr int64_t kDepthSlice = 1024;
+// Below this many flops a chunk of work is not worth handing to a thread.
+constexpr int64_t kMinChunkFlops = int64_t{1} << 17;
+
+template <int kBytes>
+struct VectorOf {
+  typedef float type __attribute__((vector_size(kBytes)));
+};
+
+// Rows [row_begin, row_end) x columns [col_begin, col_end) of c (m x n) =
+// a (m x k) times the transpose of b (n x k).
+struct NtBlock {
+  const float* a;
+  const float* b;
+  float* c;
+  int64_t n;
+  int64_t k;
+  int64_t row_begin, row_end;
+  int64_t col_begin, col_end;
+};
+
+template <typename V>
+constexpr int kLanes = sizeof(V) / sizeof(float);
+
+// The lanes of a vector form blocks of four (a 128-bit register's worth), and
+// reductions stay within blocks, where shuffles are cheap, until the end.
+//
+// out = per block, the sums of adjacent lane pairs, a's in lanes 0-1 and b's
+// in lanes 2-3 (x86's haddps).
+template <typename V, size_t... kLane>
+inline void PairSums(const V& a, const V& b, V& out, std::index_sequence<kLane...>) {
+  constexpr auto first = [](size_t lane) {
+    const size_t block = lane / 4 * 4;
+    const size_t slot = lane % 4;
+    return slot < 2 ? block + 2 * slot : kLanes<V> + block + 2 * (slot - 2);
+  };
+  out = __builtin_shufflevector(a, b, first(kLane)...) +
+        __builtin_shufflevector(a, b, (first(kLane) + 1)...);
+}
+
+// Reduces each of v[0..C) within blocks, so that lane j % 4 of every block of
+// v[j / 4] holds part of the sum of the original v[j]: a tree of PairSums in
+// which each level halves the vectors still in play (kCount) and the lanes
+// of a block that hold parts of the same sum (kGroup).
+template <typename V, int kCount, int kGroup, int C>
+inline void SumWithinBlocks(V (&v)[C]) {
+  if constexpr (kGroup > 1) {
+    constexpr auto lanes = std::make_index_sequence<kLanes<V>>();
+    if constexpr (kCount > 1) {
+#pragma GCC unroll 8
+      for (int t = 0; t < kCount / 2; ++t) PairSums(v[2 * t], v[2 * t + 1], v[t], lanes);
+      SumWithinBlocks<V, kCount / 2, kGroup / 2>(v);
+    } else {
+      PairSums(v[0], v[0], v[0], lanes);
+      SumWithinBlocks<V, 1, kGroup / 2>(v);
+    }
+  }
+}
+
+// out = the sum of v's lower and upper halves.
+template <typename V, typename Half, size_t... kLane>
+inline void SumHalves(const V& v, Half& out, std::index_sequence<kLane...>) {
+  out = __builtin_shufflevector(v, v, kLane...) +
+        __builtin_shufflevector(v, v, (kLanes<V> / 2 + kLane)...);
+}
+
+// out = the sum of v's blocks of four lanes.
+template <typename V>
+inline void SumBlocks(const V& v, typename VectorOf<16>::type& out) {
+  if constexpr (kLanes<V> == 4) {
+    out = v;
+  } else {
+    typename VectorOf<sizeof(V) / 2>::type half;
+    SumHalves(v, half, std::make_index_sequence<kLanes<V> / 2>());
+    SumBlocks(half, out);
+  }
+}
+
+// sums[j] = the sum of v[j]'s lanes, for j < C.
+template <typename V, int C>
+inline void SumLanes(V (&v)[C], float (&sums)[C]) {
+  using Block = typename VectorOf<16>::type;
+  SumWithinBlocks<V, C, 4>(v);
+#pragma GCC unroll 8
+  for (int t = 0; t < (C + 3) / 4; ++t) {
+    Block block;
+    SumBlocks(v[t], block);
+    std::memcpy(&sums[4 * t], &block, sizeof(float) * std::min(C - 4 * t, 4));
+  }
+}
+
+// c[i * ldc + j] = (or += when accumulating) the dot product of a_rows[i] and
+// b_rows[j] over `depth` elements, for i < R and j < cols <= C.
+template <typename V, int R, int C>
+inline void DotTile(const float* const (&a_rows)[R], const float* const (&b_rows)[C], int64_t depth,
+                    float* c, int64_t ldc, int cols, bool accumulate) {
+  constexpr int L = kLanes<V>;
+  static_assert((C & (C - 1)) == 0 && (L & (L - 1)) == 0, "the lane sums need powers of two");
+  V sums[R][C] = {};
+  int64_t p = 0;
+  for (; p + L <= depth; p += L) {
+    V a[R];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) std::memcpy(&a[i], a_rows[i] + p, sizeof(V));
+#pragma GCC unroll 8
+    for (int j = 0; j < C; ++j) {
+      V b;
+      std::memcpy(&b, b_rows[j] + p, sizeof(V));
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) sums[i][j] += a[i] * b;
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) {
+    float row_sums[C];
+    SumLanes(sums[i], row_sums);
+    for (int j = 0; j < C; ++j) {
+      for (int64_t q = p; q < depth; ++q) row_sums[j] += a_rows[i][q] * b_rows[j][q];
+    }
+    float* out = c + i * ldc;
+    if (accumulate) {
+#pragma GCC unroll 8
+      for (int j = 0; j < C; ++j) {
+        if (j < cols) row_sums[j] += out[j];
+      }
+    }
+    if (cols == C) {
+      std::memcpy(out, row_sums, sizeof(row_sums));
+    } else {
+      std::memcpy(out, row_sums, sizeof(float) * cols);
+    }
+  }
+}
+
+// As many columns per tile as the accumulator registers allow for R rows,
+// rounded down to a power of two.
+constexpr int TileColumns(int rows, int accumulators) {
+  int columns = 1;
+  while (columns * 2 <= std::min(8, accumulators / rows)) columns *= 2;
+  return columns;
+}
+
+// Rows [row, row + rows) of the block against all its columns, over the depth
+// slice [depth_begin, depth_begin + depth). R is the tile height; a shorter
+// last group of rows recurses to its exact height.
+template <typename V, int R, int kAccumulators>
+inline void MultiplyRows(const NtBlock& block, int64_t row, int rows, int64_t depth_begin,
+                         int64_t depth, bool accumulate) {
+  if constexpr (R > 1) {
+    if (rows < R) {
+      MultiplyRows<V, R - 1, kAccumulators>(block, row, rows, depth_begin, depth, accumulate);
+      return;
+    }
+  }
+  constexpr int C = TileColumns(R, kAccumulators);
+  const float* a_rows[R];
+  for (int i = 0; i < R; ++i) a_rows[i] = block.a + (row + i) * block.k + depth_begin;
+  for (int64_t col = block.col_begin; col < block.col_end; col += C) {
+    const int cols = static_cast<int>(std::min<int64_t>(C, block.col_end - col));
+    // A tile that overhangs the block re-reads its last column and drops those sums.
+    const float* b_rows[C];
+    b_rows[0] = block.b + col * block.k + depth_begin;
+    for (int j = 1; j < C; ++j) b_rows[j] = j < cols ? b_rows[j - 1] + block.k : b_rows[j - 1];
+    DotTile<V, R, C>(a_rows, b_rows, depth, block.c + row * block.n + col, block.n, cols,
+                     accumulate);
+  }
+}
+
+template <typename V, int R, int kAccumulators>
+inline void MultiplyBlock(const NtBlock& block) {
+  const int64_t slices = CeilDiv(block.k, kDepthSlice);
+  const int64_t slice = CeilDiv(CeilDiv(block.k, slices), kLanes<V>) * kLanes<V>;
+  for (int64_t depth_begin = 0; depth_begin < block.k; depth_begin += slice) {
+    const int64_t depth = std::min(slice, block.k - depth_begin);
+    for (int64_t row = block.row_begin; row < block.row_end; row += R) {
+      const int rows = static_cast<int>(std::min<int64_t>(R, block.row_end - row));
+      MultiplyRows<V, R, kAccumulators>(block, row, rows, depth_begin, depth, depth_begin > 0);
+    }
+  }
+}
+
+// One instance per instruction set, chosen at run time: the tile shapes fit
+// the register files (AVX-512: 32 zmm, AVX2: 16 ymm; the baseline, SSE2 or
+// NEON, has 16 or 32 128-bit registers).
+using MultiplyBlockFn = void (*)(const NtBlock& block);
+
+#if defined(__x86_64__)
+[[gnu::target("avx512f"), gnu::flatten]] void MultiplyBlockAvx512(const NtBlock& block) {
+  MultiplyBlock<VectorOf<64>::type, 6, 24>(block);
+}
+[[gnu::target("avx2,fma"), gnu::flatten]] void MultiplyBlockAvx2(const NtBlock& block) {
+  MultiplyBlock<VectorOf<32>::type, 3, 12>(block);
+}
+#endif
+[[gnu::flatten]] void MultiplyBlockBaseline(const NtBlock& block) {
+  MultiplyBlock<VectorOf<16>::type, 3, 12>(block);
+}
+
+MultiplyBlockFn SelectMultiplyBlock() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return MultiplyBlockAvx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return MultiplyBlockAvx2;
+#endif
+  return MultiplyBlockBaseline;
+}
+
+// The [cols, rows] transposes of `count` consecutive [rows, cols] matrices.
+std::vector<float> TransposeEach(const float* data, int64_t count, int64_t rows, int64_t cols) {
+  std::vector<float> out(static_cast<size_t>(count * rows * cols));
+  for (int64_t index = 0; index < count; ++index) {
+    const float* from = data + index * rows * cols;
+    float* to = out.data() + index * rows * cols;
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < cols; ++j) to[j * rows + i] = from[i * cols + j];
+    }
+  }
+  return out;
+}
+
+void BuiltinMatMul(const MatMulProblem& p, const float* a, const float* b, float* c) {
+  static const MultiplyBlockFn multiply_block = SelectMultiplyBlock();
+  std::vector<float> a_rows;
+  std::vector<float> b_rows;
+  if (p.transpose_a) {
+    a_rows = TransposeEach(a, p.batch_a, p.k, p.m);
+    a = a_rows.data();
+  }
+  if (!p.transpose_b) {
+    b_rows = TransposeEach(b, p.batch_b, p.k, p.n);
+    b = b_rows.data();
+  }
+  const int64_t row_blocks = CeilDiv(p.m, kRowBlock);
+  const int64_t col_blocks = CeilDiv(p.n, kColBlock);
+  const int64_t blocks_per_batch = row_blocks * col_blocks;
+  const int64_t block_flops = 2 * std::min(p.m, kRowBlock) * std::min(p.n, kColBlock) * p.k;
+  const int64_t grain = std::max<int64_t>(1, kMinChunkFlops / block_flops);
+  // Consecutive blocks share their columns, so a chunk reuses b's rows in cache.
+  ParallelFor(0, p.batch() * blocks_per_batch, grain, [&](int64_t first, int64_t last) {
+    for (int64_t index = first; index < last; ++index) {
+      const int64_t batch = index / blocks_per_batch;
+      const int64_t col_block = index % blocks_per_batch / row_blocks;
+      const int64_t row_block = index % row_blocks;
+      const NtBlock block{
+          .a = a + (p.batch_a == 1 ? 0 : batch) * p.m * p.k,
+          .b = b + (p.batch_b == 1 ? 0 : batch) * p.n * p.k,
+          .c = c + batch * p.m * p.n,
+          .n = p.n,
+          .k = p.k,
+          .row_begin = row_block * kRowBlock,
+          .row_end = std::min(p.m, (row_block + 1) * kRowBlock),
+          .col_begin = col_block * kColBlock,
+          .col_end = std::min(p.n, (col_block + 1) * kColBlock),
+      };
+      multiply_block(block);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------
+// oneDNN: one matmul primitive per problem, created on first use (creation
+// costs far more than a small product) and kept for the life of the process.
+// Transposed operands are strided views, so nothing is copied.
+
+void UsePoolThreadsInOpenMp() {
+  thread_local bool configured = false;
+  if (configured) return;
+  omp_set_num_threads(ThreadPool::Global().num_threads());
+  configured = true;
+}
+
+dnnl::engine& CpuEngine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+struct DnnlPrimitive {
+  dnnl::matmul matmul;
+  dnnl::memory::desc a, b, c;
+};
+
+DnnlPrimitive CreateDnnlPrimitive(const MatMulProblem& p) {
+  using dnnl::memory;
+  const memory::desc a(
+      {p.batch_a, p.m, p.k}, memory::data_type::f32,
+      p.transpose_a ? memory::dims{p.m * p.k, 1, p.m} : memory::dims{p.m * p.k, p.k, 1});
+  const memory::desc b(
+      {p.batch_b, p.k, p.n}, memory::data_type::f32,
+      p.transpose_b ? memory::dims{p.n * p.k, 1, p.k} : memory::dims{p.n * p.k, p.n, 1});
+  const memory::desc c({p.batch(), p.m, p.n}, memory::data_type::f32,
+                       memory::dims{p.m * p.n, p.n, 1});
+  const dnnl::matmul::primitive_desc descriptor(dnnl::matmul::desc(a, b, c), CpuEngine());
+  return {dnnl::matmul(descriptor), a, b, c};
+}
+
+std::shared_ptr<const DnnlPrimitive> CachedDnnlPrimitive(const MatMulProblem& p) {
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool>;
+  static std::mutex mutex;
+  static std::map<Key, std::shared_ptr<const DnnlPrimitive>> cache;
+  const Key key{p.batch_a, p.batch_b, p.m, p.n, p.k, p.transpose_a, p.transpose_b};
+  std::lock_guard lock(mutex);
+  std::shared_ptr<const DnnlPrimitive>& entry = cache[key];
+  if (!entry) entry = std::make_shared<const DnnlPrimitive>(CreateDnnlPrimitive(p));
+  return entry;
+}
+
+void DnnlMatMul(const MatMulProblem& p, const float* a, const float* b, float* c) {
+  UsePoolThreadsInOpenMp();
+  try {
+    const std::shared_ptr<const DnnlPrimitive> primitive = CachedDnnlPrimitive(p);
+    dnnl::engine& engine = CpuEngine();
+    thread_local dnnl::stream stream(engine);
+    // oneDNN takes non-const handles but reads the inputs only.
+    dnnl::memory a_memory(primitive->a, engine, const_cast<float*>(a));
+    dnnl::memory b_memory(primitive->b, engine, const_cast<float*>(b));
+    dnnl::memory c_memory(primitive->c, engine, c);
+    primitive->matmul.execute(
+        stream, {{DNNL_ARG_SRC, a_memory}, {DNNL_ARG_WEIGHTS, b_memory}, {DNNL_ARG_DST, c_memory}});
+    stream.wait();
+  } catch (const dnnl::error& error) {
+    throw Error("oneDNN matmul (" + ProblemString(p) + ") failed: " + error.what());
+  }
+}
+
+// ---------------------------------------------------------------------------
+// OpenBLAS: one cblas call per batch entry; OpenBLAS threads each call itself.
+
+void UsePoolThreadsInOpenBlas() {
+  static const bool configured = [] {
+    openblas_set_num_threads(ThreadPool::Global().num_threads());
+    return true;
+  }();
+  (void)configured;
+}
+
+blasint BlasIndex(int64_t value) {
+  if (value > std::numeric_limits<blasint>::max()) {
+    throw Error("OpenBLAS cannot index a dimension of " + std::to_string(value));
+  }
+  return static_cast<blasint>(value);
+}
+
+void OpenBlasMatMul(const MatMulProblem& p, const float* a, const float* b, float* c) {
+  UsePoolThreadsInOpenBlas();
+  const blasint m = BlasIndex(p.m);
+  const blasint n = BlasIndex(p.n);
+  const blasint k = BlasIndex(p.k);
+  for (int64_t batch = 0; batch < p.batch(); ++batch) {
+    const float* a_i = a + (p.batch_a == 1 ? 0 : batch) * p.m * p.k;
+    const float* b_i = b + (p.batch_b == 1 ? 0 : batch) * p.n * p.k;
+    float* c_i = c + batch * p.m * p.n;
+    if (m == 1) {
+      // A single row of a is k contiguous values whichever way it is stored.
+      if (p.transpose_b) {
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, b_i, k, a_i, 1, 0.0f, c_i, 1);
+      } else {
+        cblas_sgemv(CblasRowMajor, CblasTrans, k, n, 1.0f, b_i, n, a_i, 1, 0.0f, c_i, 1);
+      }
+    } else {
+      cblas_sgemm(CblasRowMajor, p.transpose_a ? CblasTrans : CblasNoTrans,
+                  p.transpose_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a_i,
+                  p.transpose_a ? m : k, b_i, p.transpose_b ? k : n, 0.0f, c_i, n);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The kernels: argument and attribute checks around an implementation.
+
+// A float32 tensor on the CPU, dense row-major.
+struct MatrixArg {
+  float* data;
+  std::span<const int64_t> shape;
+};
+
+std::string ShapeOf(const MatrixArg& arg) {
+  return ShapeToString(arg.shape);
+}
+
+MatrixArg CheckArg(const DLTensor* tensor, const std::string& op, const char* role) {
+  if (tensor == nullptr) throw Error(op + ": " + role + " is null");
+  const std::span<const int64_t> shape(tensor->shape, tensor->ndim);
+  for (const int64_t dim : shape) {
+    if (dim < 0)
+      throw Error(op + ": " + role + " has a negative dimension: " + ShapeToString(shape));
+  }
+  const DLDataType type = tensor->dtype;
+  if (type.code != kDLFloat || type.bits != 32 || type.lanes != 1) {
+    throw Error(op + ": " + role + " must be float32, got " + FromDLDataType(type).name());
+  }
+  if (tensor->device.device_type != kDLCPU) {
+    throw Error(op + ": " + role + " must be on the CPU, got device type " +
+                std::to_string(tensor->device.device_type));
+  }
+  if (tensor->strides != nullptr) {
+    int64_t expected = 1;
+    for (int32_t axis = tensor->ndim - 1; axis >= 0; --axis) {
+      if (shape[axis] != 1 && tensor->strides[axis] != expected) {
+        throw Error(op + ": " + role + " of shape " + ShapeToString(shape) +
+                    " is not dense row-major");
+      }
+      expected *= shape[axis];
+    }
+  }
+  return {reinterpret_cast<float*>(static_cast<char*>(tensor->data) + tensor->byte_offset), shape};
+}
+
+void CheckArgCount(const std::string& op, int32_t num_args) {
+  if (num_args != 3) {
+    throw Error(op + ": expects 3 arguments (2 inputs and the output), got " +
+                std::to_string(num_args));
+  }
+}
+
+// `inputs` describes the inputs, for the message.
+template <typename Describe>
+void CheckOutShape(const std::string& op, const MatrixArg& out, const Shape& expected,
+                   const Describe& inputs) {
+  if (!std::equal(out.shape.begin(), out.shape.end(), expected.begin(), expected.end())) {
+    throw Error(op + ": out has shape " + ShapeOf(out) + " but " + inputs() + " give " +
+                ShapeToString(expected));
+  }
+}
+
+// Runs `impl`, handling the sizes it never sees: empty results, and k = 0
+// (a sum of nothing).
+void RunMatMul(MatMulImpl impl, const MatMulProblem& p, const float* a, const float* b, float* c) {
+  if (p.batch() == 0 || p.m == 0 || p.n == 0) return;
+  if (p.k == 0) {
+    std::fill_n(c, p.batch() * p.m * p.n, 0.0f);
+    return;
+  }
+  impl(p, a, b, c);
+}
+
+// The C ABI around `body`: exceptions become the kernel's error message.
+template <typename Body>
+int Guarded(const Body& body) {
+  try {
+    body();
+    return 0;
+  } catch (const std::exception& error) {
+    NimbleKernelSetError(error.what());
+  } catch (...) {
+    NimbleKernelSetError("unknown exception");
+  }
+  return 1;
+}
+
+struct DenseState {
+  MatMulImpl impl;
+  std::optional<int64_t> units;
+};
+
+int DenseKernel(void* state, DLTensor* const* args, int32_t num_args) {
+  return Guarded([&] {
+    const std::string op = "nn.dense";
+    const auto& dense = *static_cast<const DenseState*>(state);
+    CheckArgCount(op, num_args);
+    const MatrixArg data = CheckArg(args[0], op, "data");
+    const MatrixArg weight = CheckArg(args[1], op, "weight");
+    const MatrixArg out = CheckArg(args[2], op, "out");
+    const auto inputs = [&] { return "data " + ShapeOf(data) + " and weight " + ShapeOf(weight); };
+    if (data.shape.empty()) throw Error(op + ": data must have rank >= 1, got shape ()");
+    if (weight.shape.size() != 2) throw Error(op + ": weight must be 2-D, got " + ShapeOf(weight));
+    const int64_t k = data.shape.back();
+    if (weight.shape[1] != k) {
+      throw Error(op + ": " + inputs() + " disagree on the reduction dimension (" +
+                  std::to_string(k) + " vs " + std::to_string(weight.shape[1]) + ")");
+    }
+    const int64_t units = weight.shape[0];
+    if (dense.units && *dense.units != units) {
+      throw Error(op + ": units=" + std::to_string(*dense.units) + " but weight has shape " +
+                  ShapeOf(weight));
+    }
+    Shape expected(data.shape.begin(), data.shape.end() - 1);
+    expected.push_back(units);
+    CheckOutShape(op, out, expected, inputs);
+    const MatMulProblem problem{
+        .m = ShapeNumel(data.shape.first(data.shape.size() - 1)), .n = units, .k = k};
+    RunMatMul(dense.impl, problem, data.data, weight.data, out.data);
+  });
+}
+
+struct BatchMatMulState {
+  MatMulImpl impl;
+  bool transpose_a;
+  bool transpose_b;
+};
+
+int BatchMatMulKernel(void* state, DLTensor* const* args, int32_t num_args) {
+  return Guarded([&] {
+    const std::string op = "nn.batch_matmul";
+    const auto& batch_matmul = *static_cast<const BatchMatMulState*>(state);
+    CheckArgCount(op, num_args);
+    const MatrixArg x = CheckArg(args[0], op, "x");
+    const MatrixArg y = CheckArg(args[1], op, "y");
+    const MatrixArg out = CheckArg(args[2], op, "out");
+    if (x.shape.size() != 3) throw Error(op + ": x must be 3-D, got " + ShapeOf(x));
+    if (y.shape.size() != 3) throw Error(op + ": y must be 3-D, got " + ShapeOf(y));
+    const auto inputs = [&] {
+      return "x " + ShapeOf(x) + " and y " + ShapeOf(y) +
+             " (transpose_a=" + (batch_matmul.transpose_a ? "True" : "False") +
+             ", transpose_b=" + (batch_matmul.transpose_b ? "True" : "False") + ")";
+    };
+    const MatMulProblem problem{
+        .batch_a = x.shape[0],
+        .batch_b = y.shape[0],
+        .m = batch_matmul.transpose_a ? x.shape[2] : x.shape[1],
+        .n = batch_matmul.transpose_b ? y.shape[1] : y.shape[2],
+        .k = batch_matmul.transpose_a ? x.shape[1] : x.shape[2],
+        .transpose_a = batch_matmul.transpose_a,
+        .transpose_b = batch_matmul.transpose_b,
+    };
+    const int64_t y_k = batch_matmul.transpose_b ? y.shape[2] : y.shape[1];
+    if (y_k != problem.k) {
+      throw Error(op + ": " + inputs() + " disagree on the reduction dimension (" +
+                  std::to_string(problem.k) + " vs " + std::to_string(y_k) + ")");
+    }
+    if (problem.batch_a != problem.batch_b && problem.batch_a != 1 && problem.batch_b != 1) {
+      throw Error(op + ": " + inputs() + " have batch sizes that differ and neither is 1");
+    }
+    CheckOutShape(op, out, {problem.batch(), problem.m, problem.n}, inputs);
+    RunMatMul(batch_matmul.impl, problem, x.data, y.data, out.data);
+  });
+}
+
+void CheckAttrNames(const std::string& kernel, const Attrs& attrs,
+                    std::initializer_list<std::string_view> allowed) {
+  for (const auto& [name, value] : attrs.entries()) {
+    if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+      throw Error(kernel + ": unknown attribute '" + name + "'");
+    }
+  }
+}
+
+void CheckOutDType(const std::string& kernel, const Attrs& attrs) {
+  if (attrs.IsNone("out_dtype")) return;
+  const DataType out_dtype = attrs.GetDType("out_dtype");
+  if (out_dtype != DataType::Float32()) {
+    throw Error(kernel + ": out_dtype " + out_dtype.name() + " is not supported (float32 only)");
+  }
+}
+
+Kernel BindDense(const std::string& kernel, MatMulImpl impl, const Attrs& attrs) {
+  CheckAttrNames(kernel, attrs, {"units", "out_dtype"});
+  CheckOutDType(kernel, attrs);
+  auto state = std::make_shared<DenseState>(DenseState{impl, std::nullopt});
+  if (!attrs.IsNone("units")) {
+    state->units = attrs.GetInt("units");
+    if (*state->units < 0) {
+      throw Error(kernel + ": units must be non-negative, got " + std::to_string(*state->units));
+    }
+  }
+  return Kernel{kernel, DenseKernel, std::move(state)};
+}
+
+Kernel BindBatchMatMul(const std::string& kernel, MatMulImpl impl, const Attrs& attrs) {
+  CheckAttrNames(kernel, attrs, {"out_dtype", "transpose_a", "transpose_b"});
+  CheckOutDType(kernel, attrs);
+  auto flag = [&](const std::string& name, bool default_value) {
+    return attrs.IsNone(name) ? default_value : attrs.GetBool(name);
+  };
+  return Kernel{kernel, BatchMatMulKernel,
+                std::make_shared<BatchMatMulState>(
+                    BatchMatMulState{impl, flag("transpose_a", false), flag("transpose_b", true)})};
+}
+
+}  // namespace
+
+void RegisterDenseKernels(KernelRegistry& registry) {
+  const std::pair<std::string, MatMulImpl> implementations[] = {
+      {"", BuiltinMatMul}, {".dnnl", DnnlMatMul}, {".openblas", OpenBlasMatMul}};
+  for (const auto& [suffix, impl] : implementations) {
+    const std::string dense = "nn.dense" + suffix;
+    registry.Register(dense,
+                      [dense, impl](const Attrs& attrs) { return BindDense(dense, impl, attrs); });
+    const std::string batch_matmul = "nn.batch_matmul" + suffix;
+    registry.Register(batch_matmul, [batch_matmul, impl](const Attrs& attrs) {
+      return BindBatchMatMul(batch_matmul, impl, attrs);
+    });
+  }
+}
+
+}  // namespace nimble::vm

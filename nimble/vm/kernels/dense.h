@@ -1,0 +1,34 @@
+// Float32 matrix products: Relay's nn.dense and nn.batch_matmul, each in three
+// implementations chosen by kernel name, so that tuning can measure them
+// against each other:
+//
+//   nn.dense, nn.batch_matmul                    built-in: cache-blocked tiles of
+//                                                dot products on the thread pool
+//   nn.dense.dnnl, nn.batch_matmul.dnnl          oneDNN's matmul primitive, created
+//                                                once per shape and cached
+//   nn.dense.openblas, nn.batch_matmul.openblas  cblas_sgemm, or cblas_sgemv for a
+//                                                single row
+//
+// Arguments (kernel.h: inputs, then the output):
+//   nn.dense        data [d1..dn, k], weight [units, k], out [d1..dn, units].
+//                   Attrs: units (None or weight's dimension 0), out_dtype.
+//   nn.batch_matmul x [b, m, k] ([b, k, m] with transpose_a), y [b, n, k]
+//                   ([b, k, n] with transpose_b=False), out [b, m, n]; x's or
+//                   y's batch may be 1 and broadcasts. Attrs: out_dtype,
+//                   transpose_a (default False), transpose_b (default True).
+// out_dtype must be None or float32. Binding rejects other attributes.
+//
+// Threads: the built-in kernels run on the process's ThreadPool. The library
+// kernels are given the same number of threads, so nothing oversubscribes the
+// cores: OpenBLAS's count (process-wide) is set once, and OpenMP's (oneDNN's
+// CPU runtime; the count belongs to the calling thread) once per thread that
+// runs a oneDNN kernel.
+#pragma once
+
+#include "nimble/vm/kernel.h"
+
+namespace nimble::vm {
+
+void RegisterDenseKernels(KernelRegistry& registry);
+
+}  // namespace nimble::vm

@@ -1,0 +1,343 @@
+#include "nimble/vm/kernels/dense.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nimble/vm/dlpack.h"
+#include "nimble/vm/error.h"
+#include "nimble/vm/kernel.h"
+#include "nimble/vm/tensor.h"
+
+namespace nimble::vm {
+namespace {
+
+using ::testing::HasSubstr;
+
+Tensor RandomTensor(const Shape& shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(ShapeNumel(shape)));
+  for (float& value : values) value = uniform(rng);
+  return TensorNode::FromVector<float>(shape, DataType::Float32(), values);
+}
+
+// Binds kernel `name` to `attrs` and runs it on `a` and `b` into a new output
+// of `out_shape`, first filled with NaN so that elements it leaves unwritten
+// show up.
+Tensor RunKernel(const std::string& name, const Attrs& attrs, const Tensor& a, const Tensor& b,
+                 const Shape& out_shape) {
+  const Kernel kernel = KernelRegistry::Global().Bind(name, attrs);
+  const Tensor out = TensorNode::FromVector<float>(
+      out_shape, DataType::Float32(),
+      std::vector<float>(ShapeNumel(out_shape), std::numeric_limits<float>::quiet_NaN()));
+  DLTensor tensors[] = {AsDLTensor(a), AsDLTensor(b), AsDLTensor(out)};
+  DLTensor* args[] = {&tensors[0], &tensors[1], &tensors[2]};
+  kernel(args, 3);
+  return out;
+}
+
+// The message of the nimble::Error that running `name` throws.
+std::string KernelError(const std::string& name, const Attrs& attrs, const Tensor& a,
+                        const Tensor& b, const Shape& out_shape) {
+  try {
+    RunKernel(name, attrs, a, b, out_shape);
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+struct MatMulCase {
+  int64_t batch_a, batch_b, m, n, k;
+  bool transpose_a, transpose_b;
+};
+
+// The plain triple loop, accumulated in double.
+std::vector<float> NaiveMatMul(const MatMulCase& p, const Tensor& a, const Tensor& b) {
+  const float* x = a->data<float>();
+  const float* y = b->data<float>();
+  const int64_t batch = std::max(p.batch_a, p.batch_b);
+  std::vector<float> c(static_cast<size_t>(batch * p.m * p.n));
+  for (int64_t index = 0; index < batch; ++index) {
+    const float* xi = x + (p.batch_a == 1 ? 0 : index) * p.m * p.k;
+    const float* yi = y + (p.batch_b == 1 ? 0 : index) * p.n * p.k;
+    for (int64_t i = 0; i < p.m; ++i) {
+      for (int64_t j = 0; j < p.n; ++j) {
+        double sum = 0;
+        for (int64_t q = 0; q < p.k; ++q) {
+          const float xv = p.transpose_a ? xi[q * p.m + i] : xi[i * p.k + q];
+          const float yv = p.transpose_b ? yi[j * p.k + q] : yi[q * p.n + j];
+          sum += static_cast<double>(xv) * yv;
+        }
+        c[(index * p.m + i) * p.n + j] = static_cast<float>(sum);
+      }
+    }
+  }
+  return c;
+}
+
+void ExpectClose(const Tensor& actual, const std::vector<float>& expected, int64_t k) {
+  ASSERT_EQ(actual->numel(), static_cast<int64_t>(expected.size()));
+  // Inputs lie in [-1, 1], so each sum rounds within a few ulps per term.
+  const float tolerance = 1e-5f + 2e-6f * static_cast<float>(k);
+  const float* data = actual->data<float>();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_NEAR(data[i], expected[i], tolerance) << "at flat index " << i;
+  }
+}
+
+class DenseKernelsTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::string Dense() const { return "nn.dense" + GetParam(); }
+  std::string BatchMatMul() const { return "nn.batch_matmul" + GetParam(); }
+
+  void CheckDense(const Shape& data_shape, int64_t n, uint32_t seed) {
+    const int64_t k = data_shape.back();
+    SCOPED_TRACE(Dense() + " data " + ShapeToString(data_shape) + ", n " + std::to_string(n));
+    const Tensor data = RandomTensor(data_shape, seed);
+    const Tensor weight = RandomTensor({n, k}, seed + 1);
+    Shape out_shape(data_shape.begin(), data_shape.end() - 1);
+    out_shape.push_back(n);
+    const int64_t m = ShapeNumel(std::span(data_shape).first(data_shape.size() - 1));
+    const Tensor out = RunKernel(Dense(), Attrs(), data, weight, out_shape);
+    ExpectClose(out, NaiveMatMul({1, 1, m, n, k, false, true}, data, weight), k);
+  }
+
+  void CheckBatchMatMul(const MatMulCase& p, uint32_t seed) {
+    SCOPED_TRACE(BatchMatMul() + " batch " + std::to_string(p.batch_a) + "/" +
+                 std::to_string(p.batch_b) + " m " + std::to_string(p.m) + " n " +
+                 std::to_string(p.n) + " k " + std::to_string(p.k) + " transpose " +
+                 std::to_string(p.transpose_a) + std::to_string(p.transpose_b));
+    const Tensor x =
+        RandomTensor({p.batch_a, p.transpose_a ? p.k : p.m, p.transpose_a ? p.m : p.k}, seed);
+    const Tensor y =
+        RandomTensor({p.batch_b, p.transpose_b ? p.n : p.k, p.transpose_b ? p.k : p.n}, seed + 1);
+    Attrs attrs;
+    attrs.Set("out_dtype", std::monostate{});
+    attrs.Set("transpose_a", p.transpose_a);
+    attrs.Set("transpose_b", p.transpose_b);
+    const Tensor out =
+        RunKernel(BatchMatMul(), attrs, x, y, {std::max(p.batch_a, p.batch_b), p.m, p.n});
+    ExpectClose(out, NaiveMatMul(p, x, y), p.k);
+  }
+};
+
+TEST_P(DenseKernelsTest, DenseMatchesNaiveLoopOnOddSizes) {
+  uint32_t seed = 1;
+  for (int64_t m : {1, 3, 17}) {
+    for (int64_t k : {7, 300}) {
+      for (int64_t n : {5, 33}) CheckDense({m, k}, n, seed += 2);
+    }
+  }
+}
+
+TEST_P(DenseKernelsTest, DenseFlattensLeadingDimensions) {
+  CheckDense({2, 3, 7}, 5, 10);
+  CheckDense({300}, 33, 11);
+  CheckDense({2, 1, 4, 9}, 3, 12);
+}
+
+TEST_P(DenseKernelsTest, DenseAtModelSizes) {
+  CheckDense({100, 1100}, 130, 20);  // several blocks and depth slices
+  CheckDense({1, 812}, 2048, 21);    // the LSTM's matrix-vector product
+  CheckDense({16, 768}, 768, 22);    // BERT
+}
+
+TEST_P(DenseKernelsTest, DenseChecksUnits) {
+  const Tensor data = RandomTensor({3, 7}, 30);
+  const Tensor weight = RandomTensor({5, 7}, 31);
+  Attrs units;
+  units.Set("units", int64_t{5});
+  units.Set("out_dtype", DataType::Float32());
+  ExpectClose(RunKernel(Dense(), units, data, weight, {3, 5}),
+              NaiveMatMul({1, 1, 3, 5, 7, false, true}, data, weight), 7);
+  Attrs wrong;
+  wrong.Set("units", int64_t{4});
+  EXPECT_THAT(KernelError(Dense(), wrong, data, weight, {3, 5}),
+              HasSubstr("nn.dense: units=4 but weight has shape (5, 7)"));
+}
+
+TEST_P(DenseKernelsTest, BatchMatMulMatchesNaiveLoop) {
+  uint32_t seed = 40;
+  for (bool transpose_a : {false, true}) {
+    for (bool transpose_b : {false, true}) {
+      for (auto [batch_a, batch_b] : {std::pair{3, 3}, {1, 4}, {2, 1}, {1, 1}}) {
+        CheckBatchMatMul({batch_a, batch_b, 3, 5, 7, transpose_a, transpose_b}, seed += 2);
+        CheckBatchMatMul({batch_a, batch_b, 17, 33, 300, transpose_a, transpose_b}, seed += 2);
+        CheckBatchMatMul({batch_a, batch_b, 1, 33, 300, transpose_a, transpose_b}, seed += 2);
+      }
+    }
+  }
+}
+
+TEST_P(DenseKernelsTest, BatchMatMulDefaultsToTransposedY) {
+  const Tensor x = RandomTensor({12, 10, 64}, 60);  // BERT's attention scores
+  const Tensor y = RandomTensor({12, 10, 64}, 61);
+  ExpectClose(RunKernel(BatchMatMul(), Attrs(), x, y, {12, 10, 10}),
+              NaiveMatMul({12, 12, 10, 10, 64, false, true}, x, y), 64);
+}
+
+TEST_P(DenseKernelsTest, EmptyReductionGivesZeros) {
+  const Tensor out =
+      RunKernel(Dense(), Attrs(), RandomTensor({3, 0}, 70), RandomTensor({4, 0}, 71), {3, 4});
+  EXPECT_EQ(out->data<float>()[0], 0.0f);
+  ExpectClose(out, std::vector<float>(12, 0.0f), 0);
+  const Tensor batched = RunKernel(BatchMatMul(), Attrs(), RandomTensor({2, 3, 0}, 72),
+                                   RandomTensor({2, 4, 0}, 73), {2, 3, 4});
+  ExpectClose(batched, std::vector<float>(24, 0.0f), 0);
+}
+
+TEST_P(DenseKernelsTest, EmptyResultsRun) {
+  EXPECT_EQ(RunKernel(Dense(), Attrs(), RandomTensor({0, 7}, 80), RandomTensor({5, 7}, 81), {0, 5})
+                ->numel(),
+            0);
+  EXPECT_EQ(RunKernel(Dense(), Attrs(), RandomTensor({3, 7}, 82), RandomTensor({0, 7}, 83), {3, 0})
+                ->numel(),
+            0);
+  EXPECT_EQ(RunKernel(BatchMatMul(), Attrs(), RandomTensor({0, 3, 7}, 84),
+                      RandomTensor({1, 5, 7}, 85), {0, 3, 5})
+                ->numel(),
+            0);
+}
+
+TEST_P(DenseKernelsTest, ShapeErrorsNameTheOpAndShapes) {
+  const std::string dense = Dense();
+  const std::string prefix = "kernel " + dense + ": nn.dense: ";
+  EXPECT_THAT(KernelError(dense, Attrs(), RandomTensor({3, 7}, 1), RandomTensor({5, 8}, 2), {3, 5}),
+              HasSubstr(prefix + "data (3, 7) and weight (5, 8) disagree on the reduction "
+                                 "dimension (7 vs 8)"));
+  EXPECT_THAT(KernelError(dense, Attrs(), RandomTensor({3, 7}, 1), RandomTensor({5, 7}, 2), {3, 6}),
+              HasSubstr(prefix + "out has shape (3, 6) but data (3, 7) and weight (5, 7) give "
+                                 "(3, 5)"));
+  EXPECT_THAT(
+      KernelError(dense, Attrs(), RandomTensor({3, 7}, 1), RandomTensor({1, 5, 7}, 2), {3, 5}),
+      HasSubstr(prefix + "weight must be 2-D, got (1, 5, 7)"));
+  const Tensor scalar = TensorNode::Scalar(DataType::Float32(), 1.0f);
+  EXPECT_THAT(KernelError(dense, Attrs(), scalar, RandomTensor({5, 1}, 2), {5}),
+              HasSubstr(prefix + "data must have rank >= 1"));
+  const Tensor ints =
+      TensorNode::FromVector<int32_t>({3, 7}, DataType::Int32(), std::vector<int32_t>(21, 1));
+  EXPECT_THAT(KernelError(dense, Attrs(), ints, RandomTensor({5, 7}, 2), {3, 5}),
+              HasSubstr(prefix + "data must be float32, got int32"));
+
+  const std::string batch_matmul = BatchMatMul();
+  const std::string batch_prefix = "kernel " + batch_matmul + ": nn.batch_matmul: ";
+  EXPECT_THAT(KernelError(batch_matmul, Attrs(), RandomTensor({2, 3, 7}, 1),
+                          RandomTensor({3, 5, 7}, 2), {3, 3, 5}),
+              HasSubstr(batch_prefix + "x (2, 3, 7) and y (3, 5, 7) (transpose_a=False, "
+                                       "transpose_b=True) have batch sizes that differ and "
+                                       "neither is 1"));
+  Attrs plain;
+  plain.Set("transpose_b", false);
+  EXPECT_THAT(KernelError(batch_matmul, plain, RandomTensor({2, 3, 7}, 1),
+                          RandomTensor({2, 5, 7}, 2), {2, 3, 7}),
+              HasSubstr(batch_prefix + "x (2, 3, 7) and y (2, 5, 7) (transpose_a=False, "
+                                       "transpose_b=False) disagree on the reduction dimension "
+                                       "(7 vs 5)"));
+  EXPECT_THAT(KernelError(batch_matmul, Attrs(), RandomTensor({3, 7}, 1),
+                          RandomTensor({1, 5, 7}, 2), {1, 3, 5}),
+              HasSubstr(batch_prefix + "x must be 3-D, got (3, 7)"));
+  EXPECT_THAT(KernelError(batch_matmul, Attrs(), RandomTensor({2, 3, 7}, 1),
+                          RandomTensor({1, 5, 7}, 2), {1, 3, 5}),
+              HasSubstr(batch_prefix + "out has shape (1, 3, 5) but"));
+}
+
+TEST_P(DenseKernelsTest, WrongArgumentCountIsAnError) {
+  const Kernel kernel = KernelRegistry::Global().Bind(Dense(), Attrs());
+  const Tensor data = RandomTensor({3, 7}, 1);
+  DLTensor tensor = AsDLTensor(data);
+  DLTensor* args[] = {&tensor, &tensor};
+  try {
+    kernel(args, 2);
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("nn.dense: expects 3 arguments"));
+  }
+}
+
+TEST_P(DenseKernelsTest, RejectsTensorsItCannotRead) {
+  const Kernel kernel = KernelRegistry::Global().Bind(Dense(), Attrs());
+  const Tensor data = RandomTensor({3, 7}, 1);
+  const Tensor weight = RandomTensor({5, 7}, 2);
+  const Tensor out = RandomTensor({3, 5}, 3);
+  const auto error = [&](const std::function<void(DLTensor&)>& spoil) -> std::string {
+    DLTensor tensors[] = {AsDLTensor(data), AsDLTensor(weight), AsDLTensor(out)};
+    spoil(tensors[1]);
+    DLTensor* args[] = {&tensors[0], &tensors[1], &tensors[2]};
+    try {
+      kernel(args, 3);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  int64_t negative_shape[] = {-5, 7};
+  EXPECT_THAT(error([&](DLTensor& t) { t.shape = negative_shape; }),
+              HasSubstr("nn.dense: weight has a negative dimension: (-5, 7)"));
+  int64_t column_major[] = {1, 5};
+  EXPECT_THAT(error([&](DLTensor& t) { t.strides = column_major; }),
+              HasSubstr("nn.dense: weight of shape (5, 7) is not dense row-major"));
+  int64_t row_major[] = {7, 1};
+  EXPECT_EQ(error([&](DLTensor& t) { t.strides = row_major; }), "(no error)");
+  EXPECT_THAT(error([&](DLTensor& t) {
+                t.device = {kDLCUDA, 0};
+              }),
+              HasSubstr("nn.dense: weight must be on the CPU"));
+  EXPECT_THAT(error([&](DLTensor& t) {
+                t.dtype = {kDLFloat, 64, 1};
+              }),
+              HasSubstr("nn.dense: weight must be float32, got float64"));
+}
+
+TEST_P(DenseKernelsTest, BindingValidatesAttributes) {
+  const auto bind_error = [](const std::string& name, const Attrs& attrs) -> std::string {
+    try {
+      KernelRegistry::Global().Bind(name, attrs);
+    } catch (const Error& error) {
+      return error.what();
+    }
+    return "(no error)";
+  };
+  Attrs half;
+  half.Set("out_dtype", DataType::Float16());
+  EXPECT_THAT(bind_error(Dense(), half),
+              HasSubstr(Dense() + ": out_dtype float16 is not supported (float32 only)"));
+  EXPECT_THAT(bind_error(BatchMatMul(), half), HasSubstr("out_dtype float16 is not supported"));
+  Attrs negative;
+  negative.Set("units", int64_t{-1});
+  EXPECT_THAT(bind_error(Dense(), negative), HasSubstr("units must be non-negative, got -1"));
+  Attrs unknown;
+  unknown.Set("axis", int64_t{1});
+  EXPECT_THAT(bind_error(Dense(), unknown), HasSubstr("unknown attribute 'axis'"));
+  Attrs transpose_on_dense;
+  transpose_on_dense.Set("transpose_b", true);
+  EXPECT_THAT(bind_error(Dense(), transpose_on_dense),
+              HasSubstr("unknown attribute 'transpose_b'"));
+  Attrs not_a_flag;
+  not_a_flag.Set("transpose_a", std::string("yes"));
+  EXPECT_THAT(bind_error(BatchMatMul(), not_a_flag), HasSubstr("transpose_a"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Implementations, DenseKernelsTest,
+                         ::testing::Values("", ".dnnl", ".openblas"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param.empty() ? std::string("builtin")
+                                                     : info.param.substr(1);
+                         });
+
+TEST(DenseKernelsRegistryTest, RegistersAllImplementations) {
+  for (const char* name : {"nn.dense", "nn.dense.dnnl", "nn.dense.openblas", "nn.batch_matmul",
+                           "nn.batch_matmul.dnnl", "nn.batch_matmul.openblas"}) {
+    EXPECT_TRUE(KernelRegistry::Global().Contains(name)) << name;
+  }
+}
+
+}  // namespace
+}  // namespace nimble::vm
