@@ -58,23 +58,18 @@ const char* OpcodeName(Opcode op);
 //   Ret                  result
 //   Invoke          dst                                  function                      args
 //   InvokeClosure   dst  closure                                                       args
-//   InvokePacked                                         kernel        num outputs     args: inputs, then outputs
-//   AllocStorage    dst  size reg|none                                 size bytes      alignment, dtype (hint), device_index
-//   AllocTensor     dst  storage        offset reg|none                offset bytes    shape, dtype
-//   AllocTensorReg  dst  storage        shape reg                      offset bytes    dtype
-//   AllocADT        dst                                  tag                           args: fields
-//   AllocClosure    dst                                  function                      args: captured values
-//   GetField        dst  object                          field
-//   GetTag          dst  object
-//   If                   test           target reg|none                target value    true_offset, false_offset
-//   Goto                                                                               true_offset (the jump)
-//   LoadConst       dst                                  constant
-//   LoadConsti      dst                                                value
-//   DeviceCopy      dst  source                                                        device_index (to), source_device_index
-//   ShapeOf         dst  tensor
-//   ReshapeTensor   dst  tensor         shape reg
-//   Fatal                                                message
-//   KillRegister    dst
+//   InvokePacked                                         kernel        num outputs     args:
+//   inputs, then outputs AllocStorage    dst  size reg|none                                 size
+//   bytes      alignment, dtype (hint), device_index AllocTensor     dst  storage        offset
+//   reg|none                offset bytes    shape, dtype AllocTensorReg  dst  storage        shape
+//   reg                      offset bytes    dtype AllocADT        dst tag args: fields
+//   AllocClosure    dst                                  function                      args:
+//   captured values GetField        dst  object                          field GetTag          dst
+//   object If                   test           target reg|none                target value
+//   true_offset, false_offset Goto true_offset (the jump) LoadConst       dst constant LoadConsti
+//   dst                                                value DeviceCopy      dst  source
+//   device_index (to), source_device_index ShapeOf         dst  tensor ReshapeTensor   dst  tensor
+//   shape reg Fatal                                                message KillRegister    dst
 //
 // Jump offsets are relative to the jumping instruction. Scalars in registers
 // (sizes, offsets, tests, shapes) are int64 or bool tensors on the CPU.
@@ -121,8 +116,8 @@ struct Instruction {
   static Instruction Goto(int32_t offset);
   static Instruction LoadConst(int64_t constant, RegName dst);
   static Instruction LoadConsti(int64_t value, RegName dst);
-  static Instruction DeviceCopy(RegName source, int32_t source_device_index,
-                                int32_t device_index, RegName dst);
+  static Instruction DeviceCopy(RegName source, int32_t source_device_index, int32_t device_index,
+                                RegName dst);
   static Instruction ShapeOf(RegName tensor, RegName dst);
   static Instruction ReshapeTensor(RegName tensor, RegName shape_reg, RegName dst);
   static Instruction Fatal(int64_t message);

@@ -54,7 +54,7 @@ struct Executable {
   std::vector<VMFunction> functions;
   std::vector<ConstantEntry> constants;
   std::vector<Primitive> primitives;
-  std::vector<std::string> messages;  // Fatal's texts
+  std::vector<std::string> messages;      // Fatal's texts
   std::vector<std::byte> kernel_library;  // a shared object for `target`, or empty
 
   // Index of the function called `name`; throws nimble::Error when absent.

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "nimble/vm/attrs.h"
 #include "nimble/compiler/ir/type.h"
+#include "nimble/vm/attrs.h"
 #include "nimble/vm/tensor.h"
 
 namespace nimble::op {
