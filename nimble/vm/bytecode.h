@@ -52,24 +52,30 @@ const char* OpcodeName(Opcode op);
 
 // One instruction. Fields not listed for an opcode stay at their defaults;
 // build instructions with the named constructors below.
-//
-//   opcode          dst  src            operand          index         immediate       other
+// clang-format off
+//   opcode          dst  src            operand          index     immediate      other fields
 //   Move            dst  from
 //   Ret                  result
-//   Invoke          dst                                  function                      args
-//   InvokeClosure   dst  closure                                                       args
-//   InvokePacked                                         kernel        num outputs     args:
-//   inputs, then outputs AllocStorage    dst  size reg|none                                 size
-//   bytes      alignment, dtype (hint), device_index AllocTensor     dst  storage        offset
-//   reg|none                offset bytes    shape, dtype AllocTensorReg  dst  storage        shape
-//   reg                      offset bytes    dtype AllocADT        dst tag args: fields
-//   AllocClosure    dst                                  function                      args:
-//   captured values GetField        dst  object                          field GetTag          dst
-//   object If                   test           target reg|none                target value
-//   true_offset, false_offset Goto true_offset (the jump) LoadConst       dst constant LoadConsti
-//   dst                                                value DeviceCopy      dst  source
-//   device_index (to), source_device_index ShapeOf         dst  tensor ReshapeTensor   dst  tensor
-//   shape reg Fatal                                                message KillRegister    dst
+//   Invoke          dst                                  function                 args
+//   InvokeClosure   dst  closure                                                  args
+//   InvokePacked                                         kernel    num outputs    args (inputs, then outputs)
+//   AllocStorage    dst  size reg|none                             size bytes     alignment, dtype, device_index
+//   AllocTensor     dst  storage        offset reg|none            offset bytes   shape, dtype
+//   AllocTensorReg  dst  storage        shape reg                  offset bytes   dtype
+//   AllocADT        dst                                  tag                      args (fields)
+//   AllocClosure    dst                                  function                 args (captured values)
+//   GetField        dst  object                          field
+//   GetTag          dst  object
+//   If                   test           target reg|none            target value   true_offset, false_offset
+//   Goto                                                                          true_offset (the jump)
+//   LoadConst       dst                                  constant
+//   LoadConsti      dst                                            value
+//   DeviceCopy      dst  source                                                   device_index, source_device_index
+//   ShapeOf         dst  tensor
+//   ReshapeTensor   dst  tensor         shape reg
+//   Fatal                                                message
+//   KillRegister    dst
+// clang-format on
 //
 // Jump offsets are relative to the jumping instruction. Scalars in registers
 // (sizes, offsets, tests, shapes) are int64 or bool tensors on the CPU.
