@@ -2,6 +2,7 @@
 //   nimble check PROG.relay [--params W.npz]
 //   nimble run PROG.relay [--params W.npz] [--input a.npy ...] [--out DIR] [--function main]
 //   nimble random -o OUT --seed N --tensor NAME:SHAPE[:DTYPE] ...
+//   nimble dump EXE.nimble [--bytecode] [--constants]   (at least one of the two)
 // Exit status: 0 on success, 1 on a user error (one line "error: ..." on
 // stderr), 2 on bad usage (CLI11's message).
 #include <CLI/CLI.hpp>
@@ -18,6 +19,7 @@
 #include "nimble/compiler/eval/evaluator.h"
 #include "nimble/compiler/text/printer.h"
 #include "nimble/vm/error.h"
+#include "nimble/vm/executable.h"
 #include "nimble/vm/npy.h"
 
 namespace nimble::cli {
@@ -46,6 +48,11 @@ struct RandomOptions {
   std::string out;
   uint64_t seed = 0;
   std::vector<std::string> tensors;
+};
+
+struct DumpOptions {
+  std::string executable;
+  bool constants = false;
 };
 
 void Check(const CheckOptions& options) {
@@ -108,6 +115,13 @@ void Random(const RandomOptions& options) {
   }
 }
 
+// The tables and the bytecode always print, since the code refers to the tables;
+// `constants` adds the constants' values.
+void Dump(const DumpOptions& options) {
+  std::cout << vm::ExecutableToString(vm::Executable::LoadFromFile(options.executable),
+                                      options.constants);
+}
+
 // Error messages are one line, so that scripts can rely on "error: " + one line.
 std::string OneLine(std::string message) {
   for (char& c : message) {
@@ -157,6 +171,20 @@ int Main(int argc, char** argv) {
                    "NAME:SHAPE[:DTYPE], e.g. w:16x8 or n:scalar:int32 (dtype float32 if omitted)")
       ->required();
 
+  DumpOptions dump;
+  CLI::App* dump_command =
+      app.add_subcommand("dump", "Print a compiled executable: its tables and bytecode");
+  dump_command->add_option("executable", dump.executable, "The executable (.nimble file)")
+      ->required();
+  CLI::Option_group* dump_contents =
+      dump_command->add_option_group("contents", "What to print (at least one)");
+  dump_contents->add_flag("--bytecode")
+      ->description(
+          "Print the devices, kernels, constant types, messages and every function's bytecode");
+  dump_contents->add_flag("--constants", dump.constants,
+                          "Print all of --bytecode, with the constants' first values");
+  dump_contents->require_option();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -167,6 +195,7 @@ int Main(int argc, char** argv) {
     if (*check_command) Check(check);
     if (*run_command) Run(run);
     if (*random_command) Random(random);
+    if (*dump_command) Dump(dump);
   } catch (const std::exception& error) {
     std::cout.flush();
     std::cerr << "error: " << OneLine(error.what()) << "\n";

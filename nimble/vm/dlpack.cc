@@ -135,13 +135,13 @@ DataType FromDLDataType(DLDataType type) {
   return dtype;
 }
 
-DLTensor AsDLTensor(const Tensor& tensor) {
+DLTensor AsDLTensor(const TensorNode& tensor) {
   DLTensor dl{};
-  dl.data = tensor->raw_data();
-  dl.device = tensor->device().ToDLDevice();
-  dl.ndim = static_cast<int>(tensor->ndim());
-  dl.dtype = ToDLDataType(tensor->dtype());
-  dl.shape = const_cast<int64_t*>(tensor->shape().data());
+  dl.data = tensor.raw_data();
+  dl.device = tensor.device().ToDLDevice();
+  dl.ndim = static_cast<int>(tensor.ndim());
+  dl.dtype = ToDLDataType(tensor.dtype());
+  dl.shape = const_cast<int64_t*>(tensor.shape().data());
   dl.strides = nullptr;
   dl.byte_offset = 0;
   return dl;

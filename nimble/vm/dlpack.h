@@ -27,7 +27,10 @@ DataType FromDLDataType(DLDataType type);
 
 // A borrowed view of `tensor`, valid while the tensor lives; `shape` points
 // into the tensor's own (immutable) shape, so consumers must not write it.
-DLTensor AsDLTensor(const Tensor& tensor);
+DLTensor AsDLTensor(const TensorNode& tensor);
+inline DLTensor AsDLTensor(const Tensor& tensor) {
+  return AsDLTensor(*tensor);
+}
 
 // An owned DLPack tensor sharing `tensor`'s memory; the memory stays alive
 // until the consumer calls the deleter.

@@ -366,7 +366,7 @@ void VirtualMachine::InvokePacked(const Instruction& in, const Ref<Object>* regs
   for (RegName reg : in.args) {
     ForEachTensor(
         regs[reg], [&] { return "argument $" + std::to_string(reg) + " of kernel " + kernel.name; },
-        [&](TensorNode* tensor) { packed_tensors_.push_back(AsDLTensor(Tensor(tensor))); });
+        [&](TensorNode* tensor) { packed_tensors_.push_back(AsDLTensor(*tensor)); });
   }
   packed_args_.clear();
   for (DLTensor& tensor : packed_tensors_) packed_args_.push_back(&tensor);

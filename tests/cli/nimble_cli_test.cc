@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "nimble/vm/bytecode.h"
+#include "nimble/vm/executable.h"
 #include "nimble/vm/npy.h"
 
 extern char** environ;
@@ -148,12 +150,15 @@ void ExpectSummaryMatches(const std::string& line, const Tensor& tensor) {
 TEST_F(NimbleCli, HelpEverywhere) {
   Outcome top = Nimble({"--help"});
   EXPECT_EQ(top.status, 0);
-  EXPECT_THAT(top.out, AllOf(HasSubstr("check"), HasSubstr("run"), HasSubstr("random")));
-  for (const char* command : {"check", "run", "random"}) {
+  EXPECT_THAT(top.out,
+              AllOf(HasSubstr("check"), HasSubstr("run"), HasSubstr("random"), HasSubstr("dump")));
+  for (const char* command : {"check", "run", "random", "dump"}) {
     Outcome help = Nimble({command, "--help"});
     EXPECT_EQ(help.status, 0) << command;
     EXPECT_THAT(help.out, HasSubstr("Usage")) << command;
   }
+  EXPECT_THAT(Nimble({"dump", "--help"}).out,
+              AllOf(HasSubstr("--bytecode"), HasSubstr("--constants")));
   EXPECT_THAT(Nimble({"run", "--help"}).out, AllOf(HasSubstr("--params"), HasSubstr("--input"),
                                                    HasSubstr("--out"), HasSubstr("--function")));
 }
@@ -459,6 +464,87 @@ TEST_F(NimbleCli, ParamsErrors) {
   ExpectUserError(wrong, "");
   EXPECT_THAT(wrong.err, AllOf(HasSubstr("b_ih"), HasSubstr("Tensor[(64,), float32]"),
                                HasSubstr("Tensor[(32,), float32]")));
+}
+
+// ---- dump ----------------------------------------------------------------------
+
+// @main($0): a branch that either runs a kernel into a fresh tensor or loads the constant.
+vm::Executable BranchingExecutable() {
+  using vm::Instruction;
+  vm::Executable exe;
+  exe.target = "intel";
+  exe.primitives.push_back({"negative", {}});
+  exe.constants.push_back(
+      {TensorNode::FromVector<float>({2, 3}, DataType::Float32(), {1, 2, 3, 4, 5, 6.5}), 0});
+  exe.functions.push_back(vm::VMFunction{
+      .name = "main",
+      .num_params = 1,
+      .register_file_size = 4,
+      .instructions = {
+          Instruction::LoadConsti(1, 1),
+          Instruction::If(1, vm::kNoRegister, 1, 1, 5),
+          Instruction::AllocStorage(vm::kNoRegister, 24, 64, DataType::Float32(), 0, 2),
+          Instruction::AllocTensor(2, vm::kNoRegister, 0, {2, 3}, DataType::Float32(), 3),
+          Instruction::InvokePacked(0, {0}, {3}),
+          Instruction::Goto(2),
+          Instruction::LoadConst(0, 3),
+          Instruction::Ret(3),
+      }});
+  return exe;
+}
+
+TEST_F(NimbleCli, DumpPrintsTablesAndBytecode) {
+  const std::string path = Temp("branch.nimble");
+  BranchingExecutable().SaveToFile(path);
+
+  Outcome bytecode = Nimble({"dump", path, "--bytecode"});
+  EXPECT_EQ(bytecode.status, 0) << bytecode.err;
+  EXPECT_EQ(bytecode.err, "");
+  EXPECT_THAT(bytecode.out, StartsWith("target \"intel\""));
+  EXPECT_THAT(
+      bytecode.out,
+      AllOf(HasSubstr("kernel[0] negative\n"),
+            HasSubstr("const[0] Tensor[(2, 3), float32] on device[0]\n"),
+            HasSubstr("def @main($0) registers 4:\n"), HasSubstr("0: $1 = load_consti 1\n"),
+            HasSubstr("1: if $1 == 1 then +1 (pc 2) else +5 (pc 6)\n"),
+            HasSubstr("$2 = alloc_storage size 24 align 64 float32 device[0]\n"),
+            HasSubstr("$3 = alloc_tensor $2 offset 0 [2, 3] float32\n"),
+            HasSubstr("invoke_packed kernel[0](in: $0; out: $3)\n"), HasSubstr("goto +2 (pc 7)\n"),
+            HasSubstr("$3 = load_const const[0]\n"), HasSubstr("7: ret $3\n")));
+  EXPECT_THAT(bytecode.out, Not(HasSubstr("6.5")));
+
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--constants"}, {"--bytecode", "--constants"}}) {
+    std::vector<std::string> args{"dump", path};
+    args.insert(args.end(), flags.begin(), flags.end());
+    Outcome with_values = Nimble(args);
+    EXPECT_EQ(with_values.status, 0) << with_values.err;
+    EXPECT_THAT(with_values.out,
+                AllOf(HasSubstr("const[0] Tensor[(2, 3), float32] on device[0] = [1.0, 2.0, 3.0, "
+                                "4.0, 5.0, 6.5]\n"),
+                      HasSubstr("def @main($0)"), HasSubstr("invoke_packed kernel[0]")));
+  }
+}
+
+TEST_F(NimbleCli, DumpRejectsBadFilesAndUsage) {
+  const std::string path = Temp("branch.nimble");
+  BranchingExecutable().SaveToFile(path);
+  const std::string bytes = ReadFile(path);
+  const std::string truncated = WriteTemp("truncated.nimble", bytes.substr(0, bytes.size() / 2));
+
+  Outcome corrupt = Nimble({"dump", truncated, "--bytecode"});
+  ExpectUserError(corrupt, "'" + truncated + "': executable: truncated");
+  EXPECT_EQ(corrupt.out, "");
+
+  Outcome missing = Nimble({"dump", Temp("missing.nimble"), "--constants"});
+  ExpectUserError(missing, "");
+  EXPECT_THAT(missing.err, HasSubstr(Temp("missing.nimble")));
+
+  Outcome no_flags = Nimble({"dump", path});
+  EXPECT_EQ(no_flags.status, 2);
+  EXPECT_EQ(no_flags.out, "");
+  EXPECT_EQ(Nimble({"dump", "--bytecode"}).status, 2);
+  EXPECT_EQ(Nimble({"dump", path, "--bytecode", "--bogus"}).status, 2);
 }
 
 }  // namespace
