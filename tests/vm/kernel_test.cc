@@ -15,6 +15,7 @@
 #include "nimble/vm/kernel.h"
 #include "nimble/vm/kernel_library.h"
 #include "nimble/vm/tensor.h"
+#include "tests/error_of.h"
 
 namespace nimble::vm {
 namespace {
@@ -34,18 +35,6 @@ std::vector<std::byte> ReadBytes(const std::string& path) {
 
 std::vector<std::byte> TestLibraryBytes() {
   return ReadBytes(NIMBLE_TEST_KERNELS);
-}
-
-// The message of the nimble::Error `fn` throws.
-template <typename Fn>
-std::string ErrorOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected a nimble::Error";
-  return "";
 }
 
 int CountOpenFds() {

@@ -18,6 +18,7 @@
 #include "nimble/vm/error.h"
 #include "nimble/vm/npy.h"
 #include "nimble/vm/vm.h"
+#include "tests/error_of.h"
 
 // Counts heap allocations while `g_count_allocations` is set, to check that
 // the interpreter's steady state allocates nothing.
@@ -186,17 +187,6 @@ std::vector<float> ValuesOf(const Ref<Object>& value) {
   EXPECT_TRUE(tensor);
   if (!tensor) return {};
   return std::vector<float>(tensor->data<float>(), tensor->data<float>() + tensor->numel());
-}
-
-template <typename Fn>
-std::string ErrorOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected a nimble::Error";
-  return "";
 }
 
 // sum_below(n) = 0 + 1 + ... + (n - 1), as a loop of If and Goto.

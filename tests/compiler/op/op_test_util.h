@@ -15,6 +15,7 @@
 #include "nimble/compiler/op/op.h"
 #include "nimble/vm/error.h"
 #include "nimble/vm/tensor.h"
+#include "tests/error_of.h"
 
 namespace nimble::op::testing {
 
@@ -67,19 +68,6 @@ inline std::vector<Shape> ShapesOf(const std::string& name, const std::vector<Sh
                                    const std::vector<Tensor>& data = {}) {
   const OpDef& def = Def(name);
   return def.shape_func(shapes, data, NormalizeAttrs(def, attrs));
-}
-
-// The message of the nimble::Error that `fn` throws; a test failure and ""
-// when it throws none.
-template <typename Fn>
-std::string ErrorOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected a nimble::Error, but none was thrown";
-  return "";
 }
 
 inline std::string InvokeError(const std::string& name, const std::vector<Tensor>& args,

@@ -7,6 +7,7 @@
 #include "nimble/compiler/op/op.h"
 #include "nimble/compiler/text/parser.h"
 #include "nimble/vm/error.h"
+#include "tests/error_of.h"
 
 namespace nimble::typing {
 namespace {
@@ -57,16 +58,6 @@ Ref<T> At(Ref<T> node, int line, int column) {
 
 std::string TypeOf(const Expr& expr) {
   return TypeToString(expr->checked_type);
-}
-
-template <typename Body>
-std::string ErrorOf(Body body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "no error";
 }
 
 // A module with `def @main(params) { body }`.
