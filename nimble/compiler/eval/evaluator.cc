@@ -300,8 +300,7 @@ class Evaluator {
     try {
       return op::InvokeOp(*op->def, args, call->attrs);
     } catch (const Error& error) {
-      const std::string message = error.what();
-      Fail(call->span, message.rfind(op->name + ":", 0) == 0 ? message : op->name + ": " + message);
+      Fail(call->span, error.what());  // InvokeOp's messages already name the op
     }
   }
 

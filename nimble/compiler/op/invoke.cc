@@ -127,9 +127,13 @@ Ref<Object> InvokeOp(const OpDef& def, const std::vector<Ref<Object>>& args,
                      const ir::Attrs& attrs) {
   std::vector<ir::Type> arg_types;
   std::vector<Tensor> inputs;
-  for (const Ref<Object>& arg : args) {
-    arg_types.push_back(TypeOfValue(arg));
-    FlattenTensors(arg, &inputs);
+  try {
+    for (const Ref<Object>& arg : args) {
+      arg_types.push_back(TypeOfValue(arg));
+      FlattenTensors(arg, &inputs);
+    }
+  } catch (const Error& error) {
+    throw Error(PrefixedWithOp(def, error.what()));
   }
   std::vector<Shape> input_shapes;
   for (const Tensor& input : inputs) input_shapes.push_back(input->shape());

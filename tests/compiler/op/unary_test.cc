@@ -219,6 +219,12 @@ TEST(UnaryOps, CastRequiresDType) {
               ::testing::ThrowsMessage<Error>(HasSubstr("attribute 'dtype' expects a")));
 }
 
+TEST(UnaryOps, NonTensorArgumentErrorNamesTheOp) {
+  const Ref<Object> storage = Make<StorageNode>(16);
+  EXPECT_EQ(ErrorOf([&] { InvokeValues("negative", {storage}); }),
+            "negative: value has no tensor or tuple type");
+}
+
 TEST(UnaryOps, RegistryDescribesEveryOp) {
   for (const std::string op : {"negative", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid",
                                "nn.relu", "erf", "gelu", "round", "copy", "logical_not", "cast"}) {
