@@ -95,10 +95,10 @@ Tensor TensorNode::CopyTo(Device device) const {
   return copy;
 }
 
-double TensorNode::GetAsDouble(int64_t index) const {
-  return DispatchDType(dtype_, [&](auto tag) -> double {
+double LoadElementAsDouble(const void* data, DataType dtype, int64_t index) {
+  return DispatchDType(dtype, [&](auto tag) -> double {
     using T = decltype(tag);
-    const T value = data<T>()[index];
+    const T value = static_cast<const T*>(data)[index];
     if constexpr (std::is_same_v<T, Half>) {
       return HalfToFloat(value);
     } else {
@@ -107,16 +107,24 @@ double TensorNode::GetAsDouble(int64_t index) const {
   });
 }
 
-int64_t TensorNode::GetAsInt64(int64_t index) const {
-  return DispatchDType(dtype_, [&](auto tag) -> int64_t {
+int64_t LoadElementAsInt64(const void* data, DataType dtype, int64_t index) {
+  return DispatchDType(dtype, [&](auto tag) -> int64_t {
     using T = decltype(tag);
-    const T value = data<T>()[index];
+    const T value = static_cast<const T*>(data)[index];
     if constexpr (std::is_same_v<T, Half>) {
       return static_cast<int64_t>(HalfToFloat(value));
     } else {
       return static_cast<int64_t>(value);
     }
   });
+}
+
+double TensorNode::GetAsDouble(int64_t index) const {
+  return LoadElementAsDouble(raw_data(), dtype_, index);
+}
+
+int64_t TensorNode::GetAsInt64(int64_t index) const {
+  return LoadElementAsInt64(raw_data(), dtype_, index);
 }
 
 void TensorNode::SetFromDouble(int64_t index, double value) const {

@@ -25,6 +25,10 @@ using Shape = std::vector<int64_t>;
 int64_t ShapeNumel(std::span<const int64_t> shape);
 std::string ShapeToString(std::span<const int64_t> shape);
 
+// Element `index` of a CPU array of `dtype` elements, converted.
+double LoadElementAsDouble(const void* data, DataType dtype, int64_t index);
+int64_t LoadElementAsInt64(const void* data, DataType dtype, int64_t index);
+
 class StorageNode;
 using Storage = Ref<StorageNode>;
 

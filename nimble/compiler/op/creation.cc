@@ -158,19 +158,14 @@ bool ArangeRelation(const std::vector<ir::Type>& types, const ir::Attrs& attrs,
   return true;
 }
 
-std::vector<Shape> AttrShapeFunc(std::span<const Shape>, std::span<const Tensor>,
-                                 const ir::Attrs& attrs) {
+std::vector<Shape> AttrShapeFunc(std::span<const Shape>, vm::TensorArgs, const ir::Attrs& attrs) {
   return {attrs.GetIntList("shape")};
 }
 
 // dyn.*: the output shape is the value of input `index`.
 ShapeFunction ShapeTensorShapeFunc(const std::string& op, size_t index) {
-  return [op, index](std::span<const Shape>, std::span<const Tensor> input_data, const ir::Attrs&) {
-    const Tensor& shape_tensor = input_data[index];
-    Shape shape(shape_tensor->numel());
-    for (size_t i = 0; i < shape.size(); ++i) {
-      shape[i] = shape_tensor->GetAsInt64(static_cast<int64_t>(i));
-    }
+  return [op, index](std::span<const Shape>, vm::TensorArgs input_data, const ir::Attrs&) {
+    const Shape shape = vm::ElementsAsInt64(*input_data[index]);
     if (std::any_of(shape.begin(), shape.end(), [](int64_t dim) { return dim < 0; })) {
       throw Error(op + ": the shape tensor holds a negative size: " + ShapeToString(shape));
     }
@@ -179,29 +174,30 @@ ShapeFunction ShapeTensorShapeFunc(const std::string& op, size_t index) {
   };
 }
 
-std::string ScalarToString(const Tensor& scalar) {
-  return scalar->dtype().is_float() ? ir::FormatFloatLiteral(scalar->GetAsDouble(0))
-                                    : std::to_string(scalar->GetAsInt64(0));
+std::string ScalarToString(const DLTensor& scalar) {
+  return vm::DTypeOf(scalar).is_float() ? ir::FormatFloatLiteral(vm::ElementAsDouble(scalar, 0))
+                                        : std::to_string(vm::ElementAsInt64(scalar, 0));
 }
 
 // The number of elements of arange(start, stop, step). Integer ranges are
 // counted exactly (no rounding through double for int64); float ranges as
 // numpy does, ceil((stop - start) / step).
-int64_t ArangeLength(const Tensor& start, const Tensor& stop, const Tensor& step) {
+int64_t ArangeLength(const DLTensor& start, const DLTensor& stop, const DLTensor& step) {
   const std::string args = "(start=" + ScalarToString(start) + ", stop=" + ScalarToString(stop) +
                            ", step=" + ScalarToString(step) + ")";
-  if (start->dtype().is_float()) {
-    const double step_value = step->GetAsDouble(0);
+  if (vm::DTypeOf(start).is_float()) {
+    const double step_value = vm::ElementAsDouble(step, 0);
     if (step_value == 0) throw Error("arange: step must not be zero " + args);
-    const double length = std::ceil((stop->GetAsDouble(0) - start->GetAsDouble(0)) / step_value);
+    const double length =
+        std::ceil((vm::ElementAsDouble(stop, 0) - vm::ElementAsDouble(start, 0)) / step_value);
     if (!(length < static_cast<double>(std::numeric_limits<int64_t>::max()))) {
       throw Error("arange: the range " + args + " has no finite length");
     }
     return std::max<int64_t>(0, static_cast<int64_t>(length));
   }
-  const int64_t first = start->GetAsInt64(0);
-  const int64_t last = stop->GetAsInt64(0);
-  const int64_t stride = step->GetAsInt64(0);
+  const int64_t first = vm::ElementAsInt64(start, 0);
+  const int64_t last = vm::ElementAsInt64(stop, 0);
+  const int64_t stride = vm::ElementAsInt64(step, 0);
   if (stride == 0) throw Error("arange: step must not be zero " + args);
   if (stride > 0 ? last <= first : last >= first) return 0;
   // Unsigned arithmetic: the distance between two int64 values may not fit int64.
@@ -216,9 +212,9 @@ int64_t ArangeLength(const Tensor& start, const Tensor& stop, const Tensor& step
   return static_cast<int64_t>(length);
 }
 
-std::vector<Shape> ArangeShapeFunc(std::span<const Shape>, std::span<const Tensor> input_data,
+std::vector<Shape> ArangeShapeFunc(std::span<const Shape>, vm::TensorArgs input_data,
                                    const ir::Attrs&) {
-  return {{ArangeLength(input_data[0], input_data[1], input_data[2])}};
+  return {{ArangeLength(*input_data[0], *input_data[1], *input_data[2])}};
 }
 
 void ArangeKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs, const ir::Attrs&) {

@@ -32,7 +32,7 @@ bool ShapeOfRelation(const std::vector<ir::Type>& types, const ir::Attrs& attrs,
   return true;
 }
 
-std::vector<Shape> ShapeOfShapeFunc(std::span<const Shape> input_shapes, std::span<const Tensor>,
+std::vector<Shape> ShapeOfShapeFunc(std::span<const Shape> input_shapes, vm::TensorArgs,
                                     const ir::Attrs&) {
   return {{static_cast<int64_t>(input_shapes[0].size())}};
 }
@@ -51,8 +51,7 @@ bool NdarraySizeRelation(const std::vector<ir::Type>& types, const ir::Attrs& at
   return true;
 }
 
-std::vector<Shape> ScalarShapeFunc(std::span<const Shape>, std::span<const Tensor>,
-                                   const ir::Attrs&) {
+std::vector<Shape> ScalarShapeFunc(std::span<const Shape>, vm::TensorArgs, const ir::Attrs&) {
   return {Shape{}};
 }
 
@@ -85,9 +84,8 @@ bool ElementLess(T lhs, T rhs) {
 
 // The distinct values of `data`, in ascending order.
 template <typename T>
-std::vector<T> SortedDistinct(const Tensor& data) {
-  const T* begin = data->data<T>();
-  std::vector<T> values(begin, begin + data->numel());
+std::vector<T> SortedDistinct(const T* begin, int64_t count) {
+  std::vector<T> values(begin, begin + count);
   std::sort(values.begin(), values.end(), ElementLess<T>);
   // In sorted order a value repeats the previous one exactly when it is not greater.
   values.erase(std::unique(values.begin(), values.end(),
@@ -108,11 +106,12 @@ bool UniqueRelation(const std::vector<ir::Type>& types, const ir::Attrs&, TypeRe
 
 // Data-dependent: the length is the number of distinct values, so this sorts
 // the data just as the kernel will.
-std::vector<Shape> UniqueShapeFunc(std::span<const Shape>, std::span<const Tensor> input_data,
+std::vector<Shape> UniqueShapeFunc(std::span<const Shape>, vm::TensorArgs input_data,
                                    const ir::Attrs&) {
-  const Tensor& data = input_data[0];
-  const auto count = DispatchDType(data->dtype(), [&](auto tag) {
-    return static_cast<int64_t>(SortedDistinct<decltype(tag)>(data).size());
+  const DLTensor& data = *input_data[0];
+  const auto count = DispatchDType(vm::DTypeOf(data), [&](auto tag) {
+    using T = decltype(tag);
+    return static_cast<int64_t>(SortedDistinct<T>(vm::DataOf<T>(data), vm::NumelOf(data)).size());
   });
   return {{count}};
 }
@@ -121,7 +120,7 @@ void UniqueKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs, con
   const Tensor& out = outputs[0];
   DispatchDType(inputs[0]->dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const std::vector<T> values = SortedDistinct<T>(inputs[0]);
+    const std::vector<T> values = SortedDistinct<T>(inputs[0]->data<T>(), inputs[0]->numel());
     if (static_cast<int64_t>(values.size()) != out->numel()) {
       throw Error("unique: output of shape " + ShapeToString(out->shape()) + " for " +
                   std::to_string(values.size()) + " distinct values of input shape " +
@@ -142,7 +141,7 @@ bool ArgWhereRelation(const std::vector<ir::Type>& types, const ir::Attrs&,
 }
 
 // Upper bound: every element may be non-zero, so (numel, ndim).
-std::vector<Shape> ArgWhereShapeFunc(std::span<const Shape> input_shapes, std::span<const Tensor>,
+std::vector<Shape> ArgWhereShapeFunc(std::span<const Shape> input_shapes, vm::TensorArgs,
                                      const ir::Attrs&) {
   const Shape& shape = input_shapes[0];
   for (int64_t dim : shape) {

@@ -59,8 +59,4 @@ TypeRelation RequireDTypeClass(DTypeClass accepted, TypeRelation base, bool chec
   };
 }
 
-void ThrowUnsupportedDType(DataType dtype) {
-  throw Error("the kernel does not support dtype " + dtype.name());
-}
-
 }  // namespace nimble::op

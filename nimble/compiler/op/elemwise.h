@@ -18,93 +18,15 @@
 
 #include "nimble/compiler/op/op.h"
 #include "nimble/vm/dtype.h"
+#include "nimble/vm/kernels/element.h"
 #include "nimble/vm/tensor.h"
 
 namespace nimble::op {
-
-// The element types an op accepts. Relations reject the others by name, and
-// kernels instantiate their loops only for the accepted ones.
-enum class DTypeClass { kAny, kNumeric, kFloat, kBool };
-
-template <typename T>
-constexpr bool ElementInClass(DTypeClass accepted) {
-  switch (accepted) {
-    case DTypeClass::kAny:
-      return true;
-    case DTypeClass::kNumeric:
-      return !std::is_same_v<T, bool>;
-    case DTypeClass::kFloat:
-      return std::is_floating_point_v<T> || std::is_same_v<T, Half>;
-    case DTypeClass::kBool:
-      return std::is_same_v<T, bool>;
-  }
-  return false;
-}
 
 // `base`, after checking that every tensor among the arguments (and the
 // output too when `check_output`) has a dtype of `accepted`; the error names
 // the argument and its type.
 TypeRelation RequireDTypeClass(DTypeClass accepted, TypeRelation base, bool check_output);
-
-// The kernel's guard for a dtype its relation rejects (a direct kernel call).
-[[noreturn]] void ThrowUnsupportedDType(DataType dtype);
-
-// Integer arithmetic that wraps modulo 2^bits, as numpy does, where C++
-// signed overflow is undefined; other types compute `fn(a, b)` unchanged.
-template <typename T, typename Fn>
-inline T Wrapping(const Fn& fn, T a, T b) {
-  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
-    using Unsigned = std::make_unsigned_t<T>;
-    return static_cast<T>(fn(static_cast<Unsigned>(a), static_cast<Unsigned>(b)));
-  } else {
-    return static_cast<T>(fn(a, b));
-  }
-}
-
-// The type arithmetic on an element of type T is done in.
-template <typename T>
-struct ComputeTypeOf {
-  using type = T;
-};
-template <>
-struct ComputeTypeOf<Half> {
-  using type = float;
-};
-template <typename T>
-using ComputeType = typename ComputeTypeOf<T>::type;
-
-template <typename T>
-inline ComputeType<T> LoadElement(T value) {
-  if constexpr (std::is_same_v<T, Half>) {
-    return HalfToFloat(value);
-  } else {
-    return value;
-  }
-}
-
-// Converts a computed value to the element type `To` without undefined
-// behaviour: float to integer truncates toward zero, saturates at the integer
-// range and maps NaN to 0; anything to bool is `value != 0`; integers narrow
-// modulo 2^bits.
-template <typename To, typename From>
-inline To ConvertElement(From value) {
-  if constexpr (std::is_same_v<To, Half>) {
-    return FloatToHalf(static_cast<float>(value));
-  } else if constexpr (std::is_same_v<From, Half>) {
-    return ConvertElement<To>(HalfToFloat(value));
-  } else if constexpr (std::is_same_v<To, bool>) {
-    return value != From(0);
-  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
-    constexpr To kMin = std::numeric_limits<To>::min();
-    constexpr To kMax = std::numeric_limits<To>::max();
-    if (std::isnan(value)) return 0;
-    if (value <= static_cast<From>(kMin)) return kMin;
-    if (value >= static_cast<From>(kMax)) return kMax;
-    return static_cast<To>(value);
-  } else {
-    return static_cast<To>(value);
-  }
-}
 
 // out[i] = fn(in[i]) over two tensors of the same element count.
 template <typename In, typename Out, typename Fn>

@@ -149,11 +149,11 @@ Ref<Object> InvokeOp(const OpDef& def, const std::vector<Ref<Object>>& args,
   FlattenTensorTypes(out_type, &out_types);
   std::vector<Shape> out_shapes;
   try {
-    out_shapes = def.shape_func(input_shapes,
-                                def.shape_mode == ShapeFuncMode::kDataDependent
-                                    ? std::span<const Tensor>(inputs)
-                                    : std::span<const Tensor>(),
-                                attrs);
+    const vm::TensorArgViews input_views(inputs);
+    out_shapes = def.shape_func(
+        input_shapes,
+        def.shape_mode == ShapeFuncMode::kDataDependent ? input_views.args() : vm::TensorArgs(),
+        attrs);
   } catch (const Error& error) {
     throw Error(PrefixedWithOp(def, error.what()));
   }

@@ -175,7 +175,7 @@ bool DenseRelation(const std::vector<ir::Type>& types, const ir::Attrs& attrs,
   return true;
 }
 
-std::vector<Shape> DenseShapeFunc(std::span<const Shape> input_shapes, std::span<const Tensor>,
+std::vector<Shape> DenseShapeFunc(std::span<const Shape> input_shapes, vm::TensorArgs,
                                   const ir::Attrs& attrs) {
   const Shape& data = input_shapes[0];
   const Shape& weight = input_shapes[1];
@@ -249,8 +249,8 @@ bool BatchMatMulRelation(const std::vector<ir::Type>& types, const ir::Attrs& at
   return true;
 }
 
-std::vector<Shape> BatchMatMulShapeFunc(std::span<const Shape> input_shapes,
-                                        std::span<const Tensor>, const ir::Attrs& attrs) {
+std::vector<Shape> BatchMatMulShapeFunc(std::span<const Shape> input_shapes, vm::TensorArgs,
+                                        const ir::Attrs& attrs) {
   const Shape& x = input_shapes[0];
   const Shape& y = input_shapes[1];
   const MatMulDims dims = BatchMatMulDims(std::vector<Dim>(x.begin(), x.end()),
@@ -347,7 +347,7 @@ bool BiasAddRelation(const std::vector<ir::Type>& types, const ir::Attrs& attrs,
   return true;
 }
 
-std::vector<Shape> BiasAddShapeFunc(std::span<const Shape> input_shapes, std::span<const Tensor>,
+std::vector<Shape> BiasAddShapeFunc(std::span<const Shape> input_shapes, vm::TensorArgs,
                                     const ir::Attrs& attrs) {
   const Shape& data = input_shapes[0];
   const int64_t axis = AxisAttr(attrs, static_cast<int64_t>(data.size()), "nn.bias_add");
@@ -458,7 +458,7 @@ bool LayerNormRelation(const std::vector<ir::Type>& types, const ir::Attrs& attr
   return true;
 }
 
-std::vector<Shape> LayerNormShapeFunc(std::span<const Shape> input_shapes, std::span<const Tensor>,
+std::vector<Shape> LayerNormShapeFunc(std::span<const Shape> input_shapes, vm::TensorArgs,
                                       const ir::Attrs& attrs) {
   const Shape& data = input_shapes[0];
   const int64_t axis = AxisAttr(attrs, static_cast<int64_t>(data.size()), "nn.layer_norm");

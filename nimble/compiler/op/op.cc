@@ -7,18 +7,6 @@
 
 namespace nimble::op {
 
-std::string ShapeFuncModeName(ShapeFuncMode mode) {
-  switch (mode) {
-    case ShapeFuncMode::kDataIndependent:
-      return "data-independent";
-    case ShapeFuncMode::kDataDependent:
-      return "data-dependent";
-    case ShapeFuncMode::kUpperBound:
-      return "upper-bound";
-  }
-  return "?";
-}
-
 std::string OpPatternName(OpPattern pattern) {
   switch (pattern) {
     case OpPattern::kElemWise:
@@ -39,6 +27,22 @@ std::string OpPatternName(OpPattern pattern) {
   return "?";
 }
 
+namespace {
+
+// Takes each op's shape function from its runtime definition, the one the VM
+// runs, so the compiler and the runtime cannot disagree on output shapes.
+void LinkRuntimeHalves(OpRegistry& registry) {
+  for (const std::string& name : registry.Names()) {
+    const vm::OpKernelDef* runtime = vm::OpKernelRegistry::Global().Find(name);
+    if (!runtime) continue;
+    OpDef& def = *registry.FindMutable(name);
+    def.shape_func = runtime->shape_func;
+    def.shape_mode = runtime->shape_mode;
+  }
+}
+
+}  // namespace
+
 const OpRegistry& OpRegistry::Global() {
   static const OpRegistry registry = [] {
     OpRegistry built;
@@ -49,6 +53,7 @@ const OpRegistry& OpRegistry::Global() {
     RegisterTransformOps(built);
     RegisterCreationOps(built);
     RegisterDynamicOps(built);
+    LinkRuntimeHalves(built);
     return built;
   }();
   return registry;
@@ -62,6 +67,11 @@ OpDef& OpRegistry::Register(const std::string& name) {
 }
 
 const OpDef* OpRegistry::Find(const std::string& name) const {
+  auto it = ops_.find(name);
+  return it == ops_.end() ? nullptr : it->second.get();
+}
+
+OpDef* OpRegistry::FindMutable(const std::string& name) {
   auto it = ops_.find(name);
   return it == ops_.end() ? nullptr : it->second.get();
 }

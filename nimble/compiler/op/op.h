@@ -3,7 +3,8 @@
 // under op/, e.g. op/unary.cc):
 //   - arity and attribute schema (names, kinds, defaults);
 //   - its type relation, used by type inference [paper 4.1];
-//   - its shape function and the function's mode [paper 4.2];
+//   - its shape function and the function's mode [paper 4.2], which live in
+//     the runtime (nimble/vm/kernels/op_kernel.h) and are linked in here;
 //   - its op pattern, used by operator fusion;
 //   - a reference kernel, used by the reference evaluator.
 //
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "nimble/compiler/ir/expr.h"
+#include "nimble/vm/kernels/op_kernel.h"
 #include "nimble/vm/tensor.h"
 
 namespace nimble::op {
@@ -37,14 +39,10 @@ enum class OpPattern : int {
   kOpaque = 8,
 };
 
-// What a shape function needs from its inputs [paper 4.2].
-enum class ShapeFuncMode {
-  kDataIndependent,  // input shapes only
-  kDataDependent,    // input values (arange, unique, full with a shape tensor)
-  kUpperBound,       // a bound; the kernel then trims the output to the true shape
-};
+using vm::ShapeFuncMode;
+using vm::ShapeFuncModeName;
+using vm::ShapeFunction;
 
-std::string ShapeFuncModeName(ShapeFuncMode mode);
 std::string OpPatternName(OpPattern pattern);
 
 // What a type relation reports back to the solver.
@@ -63,14 +61,6 @@ class TypeReporter {
 // hold, with a message that names the dimension and both sizes.
 using TypeRelation = std::function<bool(const std::vector<ir::Type>& types, const ir::Attrs& attrs,
                                         TypeReporter& reporter)>;
-
-// Output shapes from input shapes (and, for data-dependent ops, input values:
-// `input_data` is empty for data-independent ones). Also the run-time half of
-// gradual typing: a check the type relation deferred (broadcast of `?`
-// against 3) fails here with an error naming the op and the shapes.
-using ShapeFunction =
-    std::function<std::vector<Shape>(std::span<const Shape> input_shapes,
-                                     std::span<const Tensor> input_data, const ir::Attrs& attrs)>;
 
 // Destination passing: `outputs` come allocated with the shape function's
 // shapes and the call's output dtypes. An upper-bound op replaces an output by
@@ -109,6 +99,7 @@ class OpRegistry {
   OpDef& Register(const std::string& name);
   // Null when there is no such operator.
   const OpDef* Find(const std::string& name) const;
+  OpDef* FindMutable(const std::string& name);
   std::vector<std::string> Names() const;
 
  private:

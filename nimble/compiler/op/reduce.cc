@@ -81,8 +81,7 @@ TypeRelation ReduceRelation(const std::string& op, ReduceSignature signature) {
 }
 
 ShapeFunction ReduceShapeFunc(const std::string& op) {
-  return [op](std::span<const Shape> input_shapes, std::span<const Tensor>,
-              const ir::Attrs& attrs) {
+  return [op](std::span<const Shape> input_shapes, vm::TensorArgs, const ir::Attrs& attrs) {
     const Shape& shape = input_shapes[0];
     const std::vector<bool> reduced = ReducedAxes(static_cast<int64_t>(shape.size()), attrs, op);
     return std::vector<Shape>{ReducedShape(shape, reduced, attrs.GetBool("keepdims"))};

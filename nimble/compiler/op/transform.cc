@@ -573,20 +573,12 @@ SliceSpec SliceSpecFromAttrs(const ir::Attrs& attrs) {
   return spec;
 }
 
-std::vector<int64_t> ReadInts(const Tensor& tensor) {
-  std::vector<int64_t> values(static_cast<size_t>(tensor->numel()));
-  for (size_t i = 0; i < values.size(); ++i) {
-    values[i] = tensor->GetAsInt64(static_cast<int64_t>(i));
-  }
-  return values;
-}
-
 // dyn.strided_slice's inputs are data, begin, end, strides.
-SliceSpec SliceSpecFromTensors(std::span<const Tensor> inputs, const ir::Attrs& attrs) {
+SliceSpec SliceSpecFromTensors(vm::TensorArgs inputs, const ir::Attrs& attrs) {
   SliceSpec spec;
-  spec.begin = ReadInts(inputs[1]);
-  spec.end = ReadInts(inputs[2]);
-  spec.strides = ReadInts(inputs[3]);
+  spec.begin = vm::ElementsAsInt64(*inputs[1]);
+  spec.end = vm::ElementsAsInt64(*inputs[2]);
+  spec.strides = vm::ElementsAsInt64(*inputs[3]);
   spec.size_mode = ParseSliceMode(attrs, "dyn.strided_slice");
   return spec;
 }
@@ -658,14 +650,13 @@ TypeRelation DimsRelation(std::string op, DimsRule rule, TupleUse tuples, DTypeC
 }
 
 ShapeFunction DimsShapeFunc(DimsRule rule) {
-  return
-      [rule](std::span<const Shape> input_shapes, std::span<const Tensor>, const ir::Attrs& attrs) {
-        std::vector<Dims> inputs;
-        for (const Shape& shape : input_shapes) inputs.push_back(ToDims(shape));
-        std::vector<Shape> outputs;
-        for (const Dims& dims : rule(inputs, attrs)) outputs.push_back(ToShape(dims));
-        return outputs;
-      };
+  return [rule](std::span<const Shape> input_shapes, vm::TensorArgs, const ir::Attrs& attrs) {
+    std::vector<Dims> inputs;
+    for (const Shape& shape : input_shapes) inputs.push_back(ToDims(shape));
+    std::vector<Shape> outputs;
+    for (const Dims& dims : rule(inputs, attrs)) outputs.push_back(ToShape(dims));
+    return outputs;
+  };
 }
 
 void CheckSameDTypes(const std::vector<ir::TensorType>& inputs, const std::string& op) {
@@ -788,7 +779,8 @@ void StridedSliceKernel(std::span<const Tensor> inputs, std::span<Tensor> output
 
 void DynStridedSliceKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs,
                            const ir::Attrs& attrs) {
-  CopySlice(inputs[0], outputs[0], SliceSpecFromTensors(inputs, attrs), "dyn.strided_slice");
+  const vm::TensorArgViews views(inputs);
+  CopySlice(inputs[0], outputs[0], SliceSpecFromTensors(views.args(), attrs), "dyn.strided_slice");
 }
 
 // For each of `outer` rows, the sources' next blocks (block_bytes[i] bytes of
@@ -932,8 +924,8 @@ bool DynReshapeRelation(const std::vector<ir::Type>& types, const ir::Attrs&,
 
 // Every value is one output dim, so only 0 and -1 keep the rank the type gave.
 std::vector<Shape> DynReshapeShapeFunc(std::span<const Shape> input_shapes,
-                                       std::span<const Tensor> input_data, const ir::Attrs& attrs) {
-  const std::vector<int64_t> newshape = ReadInts(input_data[1]);
+                                       vm::TensorArgs input_data, const ir::Attrs& attrs) {
+  const std::vector<int64_t> newshape = vm::ElementsAsInt64(*input_data[1]);
   for (int64_t value : newshape) {
     if (value < -1) {
       throw Error("dyn.reshape: newshape " + ShapeToString(newshape) + " holds " +
@@ -960,8 +952,7 @@ bool DynStridedSliceRelation(const std::vector<ir::Type>& types, const ir::Attrs
 }
 
 std::vector<Shape> DynStridedSliceShapeFunc(std::span<const Shape> input_shapes,
-                                            std::span<const Tensor> input_data,
-                                            const ir::Attrs& attrs) {
+                                            vm::TensorArgs input_data, const ir::Attrs& attrs) {
   const SliceSpec spec = SliceSpecFromTensors(input_data, attrs);
   return {ToShape(PlanSlice(ToDims(input_shapes[0]), spec, "dyn.strided_slice").out)};
 }

@@ -107,13 +107,13 @@ bool BroadcastCompareRelation(const std::vector<ir::Type>& types, const ir::Attr
   return BroadcastRelationWithDType(types, reporter, true);
 }
 
-std::vector<Shape> IdentityShapeFunc(std::span<const Shape> input_shapes, std::span<const Tensor>,
+std::vector<Shape> IdentityShapeFunc(std::span<const Shape> input_shapes, vm::TensorArgs,
                                      const ir::Attrs&) {
   return {input_shapes[0]};
 }
 
 ShapeFunction BroadcastShapeFunc(const std::string& op) {
-  return [op](std::span<const Shape> input_shapes, std::span<const Tensor>, const ir::Attrs&) {
+  return [op](std::span<const Shape> input_shapes, vm::TensorArgs, const ir::Attrs&) {
     Shape shape = input_shapes[0];
     for (size_t i = 1; i < input_shapes.size(); ++i) {
       shape = BroadcastShapes(shape, input_shapes[i], op);

@@ -37,8 +37,8 @@ bool BroadcastCompareRelation(const std::vector<ir::Type>& types, const ir::Attr
                               TypeReporter& reporter);
 
 // Shape functions: output shape = input 0's shape, and the broadcast of all inputs.
-std::vector<Shape> IdentityShapeFunc(std::span<const Shape> input_shapes,
-                                     std::span<const Tensor> input_data, const ir::Attrs& attrs);
+std::vector<Shape> IdentityShapeFunc(std::span<const Shape> input_shapes, vm::TensorArgs input_data,
+                                     const ir::Attrs& attrs);
 ShapeFunction BroadcastShapeFunc(const std::string& op);
 
 // Normalises a possibly negative axis against `ndim`; the error names the op.

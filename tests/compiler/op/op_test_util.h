@@ -67,7 +67,8 @@ inline std::vector<Shape> ShapesOf(const std::string& name, const std::vector<Sh
                                    const ir::Attrs& attrs = {},
                                    const std::vector<Tensor>& data = {}) {
   const OpDef& def = Def(name);
-  return def.shape_func(shapes, data, NormalizeAttrs(def, attrs));
+  const vm::TensorArgViews data_views(data);
+  return def.shape_func(shapes, data_views.args(), NormalizeAttrs(def, attrs));
 }
 
 inline std::string InvokeError(const std::string& name, const std::vector<Tensor>& args,

@@ -1,0 +1,7 @@
+#include "nimble/vm/kernels/op_kernel.h"
+
+namespace nimble::vm {
+
+void RegisterElemwiseOpKernels(OpKernelRegistry&) {}
+
+}  // namespace nimble::vm

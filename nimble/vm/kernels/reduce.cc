@@ -1,0 +1,7 @@
+#include "nimble/vm/kernels/op_kernel.h"
+
+namespace nimble::vm {
+
+void RegisterReduceOpKernels(OpKernelRegistry&) {}
+
+}  // namespace nimble::vm

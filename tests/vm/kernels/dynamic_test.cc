@@ -1,0 +1,1 @@
+#include "tests/vm/kernels/kernel_test_util.h"

@@ -1,0 +1,180 @@
+// The differential check of the built-in kernel library: each built-in
+// kernel, called the way the VM calls it (through the KernelRegistry's C ABI,
+// with outputs allocated from the runtime's shape function, itself run
+// through its C ABI), must compute what the compiler's reference kernel
+// computes (op::InvokeOp, the evaluator's path) on the same inputs.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nimble/compiler/op/invoke.h"
+#include "nimble/compiler/op/op.h"
+#include "nimble/vm/adt.h"
+#include "nimble/vm/dlpack.h"
+#include "nimble/vm/error.h"
+#include "nimble/vm/kernel.h"
+#include "nimble/vm/kernels/op_kernel.h"
+#include "nimble/vm/tensor.h"
+
+namespace nimble::vm::testing {
+
+// Values drawn uniformly from [low, high): floats as they are, integers
+// rounded down, bools true with probability one half whatever the range.
+inline Tensor RandomTensor(const Shape& shape, DataType dtype, std::mt19937& rng, double low = -2.0,
+                           double high = 2.0) {
+  Tensor tensor = TensorNode::Empty(shape, dtype);
+  std::uniform_real_distribution<double> uniform(low, high);
+  std::bernoulli_distribution coin(0.5);
+  for (int64_t i = 0; i < tensor->numel(); ++i) {
+    const double value =
+        dtype.is_bool() ? coin(rng) : (dtype.is_float() ? uniform(rng) : std::floor(uniform(rng)));
+    tensor->SetFromDouble(i, value);
+  }
+  return tensor;
+}
+
+inline void FlattenInto(const Ref<Object>& value, std::vector<Tensor>* tensors) {
+  if (Tensor tensor = value.as<TensorNode>()) {
+    tensors->push_back(tensor);
+    return;
+  }
+  for (const Ref<Object>& field : value.as<ADTNode>()->fields()) FlattenInto(field, tensors);
+}
+
+inline std::vector<Tensor> Flatten(const std::vector<Ref<Object>>& values) {
+  std::vector<Tensor> tensors;
+  for (const Ref<Object>& value : values) FlattenInto(value, &tensors);
+  return tensors;
+}
+
+// Calls the registry's kernel `name`, bound to `attrs`, on inputs then outputs.
+inline void CallKernel(const std::string& name, const Attrs& attrs,
+                       const std::vector<Tensor>& arguments) {
+  const Kernel kernel = KernelRegistry::Global().Bind(name, attrs);
+  std::vector<DLTensor> views;
+  views.reserve(arguments.size());
+  for (const Tensor& argument : arguments) views.push_back(AsDLTensor(argument));
+  std::vector<DLTensor*> pointers;
+  for (DLTensor& view : views) pointers.push_back(&view);
+  kernel(pointers.data(), static_cast<int32_t>(pointers.size()));
+}
+
+// The output shapes given by "shape_func.OP" through the kernel ABI, for
+// outputs of these ranks.
+inline std::vector<Shape> RunShapeFunc(const OpKernelDef& def, const Attrs& attrs,
+                                       const std::vector<Tensor>& inputs,
+                                       const std::vector<size_t>& out_ranks) {
+  std::vector<Tensor> arguments;
+  for (const Tensor& input : inputs) {
+    if (def.shape_mode == ShapeFuncMode::kDataDependent) {
+      arguments.push_back(input);
+    } else {
+      arguments.push_back(
+          TensorNode::FromVector<int64_t>({input->ndim()}, DataType::Int64(), input->shape()));
+    }
+  }
+  std::vector<Tensor> shape_outputs;
+  for (size_t rank : out_ranks) {
+    shape_outputs.push_back(TensorNode::Empty({static_cast<int64_t>(rank)}, DataType::Int64()));
+  }
+  arguments.insert(arguments.end(), shape_outputs.begin(), shape_outputs.end());
+  CallKernel(ShapeFuncKernelName(def.name), attrs, arguments);
+  std::vector<Shape> shapes;
+  for (const Tensor& out : shape_outputs) {
+    shapes.emplace_back(out->data<int64_t>(), out->data<int64_t>() + out->numel());
+  }
+  return shapes;
+}
+
+// Runs the built-in kernel of `op` as the VM does; `like` gives the outputs'
+// dtypes and ranks. Upper-bound outputs come back as views of their valid part.
+inline std::vector<Tensor> RunBuiltin(const std::string& op, const Attrs& attrs,
+                                      const std::vector<Tensor>& inputs,
+                                      const std::vector<Tensor>& like) {
+  const OpKernelDef* def = OpKernelRegistry::Global().Find(op);
+  if (!def) throw Error("no runtime definition of " + op);
+  std::vector<size_t> ranks;
+  for (const Tensor& tensor : like) ranks.push_back(tensor->shape().size());
+  const std::vector<Shape> shapes = RunShapeFunc(*def, attrs, inputs, ranks);
+  std::vector<Tensor> outputs;
+  for (size_t i = 0; i < like.size(); ++i) {
+    outputs.push_back(TensorNode::Empty(shapes[i], like[i]->dtype()));
+  }
+  const bool upper_bound = def->shape_mode == ShapeFuncMode::kUpperBound;
+  std::vector<Tensor> true_shapes;
+  for (size_t i = 0; upper_bound && i < like.size(); ++i) {
+    true_shapes.push_back(TensorNode::Empty({static_cast<int64_t>(ranks[i])}, DataType::Int64()));
+  }
+  std::vector<Tensor> arguments = inputs;
+  arguments.insert(arguments.end(), outputs.begin(), outputs.end());
+  arguments.insert(arguments.end(), true_shapes.begin(), true_shapes.end());
+  CallKernel(op, attrs, arguments);
+  for (size_t i = 0; i < true_shapes.size(); ++i) {
+    const Tensor& shape = true_shapes[i];
+    outputs[i] =
+        Make<TensorNode>(outputs[i]->storage(), outputs[i]->byte_offset(),
+                         Shape(shape->data<int64_t>(), shape->data<int64_t>() + shape->numel()),
+                         outputs[i]->dtype());
+  }
+  return outputs;
+}
+
+// Empty when `actual` equals `expected` (same shape and dtype; integers and
+// bools exactly, floats within atol + rtol * |expected|, NaN equal to NaN);
+// otherwise what differs, with the first differing element.
+inline std::string Difference(const Tensor& actual, const Tensor& expected, double rtol) {
+  if (actual->dtype() != expected->dtype() || actual->shape() != expected->shape()) {
+    return "got " + actual->TypeString() + ", expected " + expected->TypeString();
+  }
+  int64_t mismatches = 0;
+  std::ostringstream first;
+  for (int64_t i = 0; i < expected->numel(); ++i) {
+    const double a = actual->GetAsDouble(i);
+    const double e = expected->GetAsDouble(i);
+    const bool equal = expected->dtype().is_float()
+                           ? (std::isnan(a) && std::isnan(e)) || a == e ||
+                                 std::abs(a - e) <= rtol + rtol * std::abs(e)
+                           : actual->GetAsInt64(i) == expected->GetAsInt64(i);
+    if (equal) continue;
+    if (mismatches++ == 0) first << "element " << i << " is " << a << ", expected " << e;
+  }
+  if (mismatches == 0) return "";
+  return std::to_string(mismatches) + " of " + std::to_string(expected->numel()) +
+         " elements differ; " + first.str();
+}
+
+// Runs `op` on `args` (tensors, or tuples of tensors for ops that take
+// tuples) with the reference kernel and with the built-in one, and expects
+// equal outputs. `rtol` bounds float differences from another summation order.
+inline void ExpectBuiltinMatchesReference(const std::string& op,
+                                          const std::vector<Ref<Object>>& args,
+                                          const Attrs& attrs = {}, double rtol = 1e-5) {
+  SCOPED_TRACE(op);
+  const nimble::op::OpDef* def = nimble::op::OpRegistry::Global().Find(op);
+  ASSERT_NE(def, nullptr) << "no operator " << op;
+  const Attrs normalized = nimble::op::NormalizeAttrs(*def, attrs);
+  const std::vector<Tensor> expected = Flatten({nimble::op::InvokeOp(*def, args, normalized)});
+  std::vector<Tensor> actual;
+  try {
+    actual = RunBuiltin(op, normalized, Flatten(args), expected);
+  } catch (const Error& error) {
+    FAIL() << "the built-in kernel failed: " << error.what();
+  }
+  ASSERT_EQ(actual.size(), expected.size());
+  std::string inputs;
+  for (const Tensor& input : Flatten(args)) inputs += " " + input->TypeString();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(Difference(actual[i], expected[i], rtol), "")
+        << "output " << i << " for inputs" << inputs;
+  }
+}
+
+}  // namespace nimble::vm::testing
