@@ -42,22 +42,6 @@ std::vector<ir::Dim> BroadcastDims(const std::vector<ir::Dim>& lhs, const std::v
   return out;
 }
 
-Shape BroadcastShapes(const Shape& lhs, const Shape& rhs, const std::string& op) {
-  const size_t ndim = std::max(lhs.size(), rhs.size());
-  Shape out(ndim);
-  for (size_t i = 0; i < ndim; ++i) {
-    const int64_t a = i < ndim - lhs.size() ? 1 : lhs[i - (ndim - lhs.size())];
-    const int64_t b = i < ndim - rhs.size() ? 1 : rhs[i - (ndim - rhs.size())];
-    if (a != b && a != 1 && b != 1) {
-      throw Error(op + ": cannot broadcast shapes " + ShapeToString(lhs) + " and " +
-                  ShapeToString(rhs) + " (dimension " + std::to_string(i) + ": " +
-                  std::to_string(a) + " vs " + std::to_string(b) + ")");
-    }
-    out[i] = a == 1 ? b : a;
-  }
-  return out;
-}
-
 bool IdentityRelation(const std::vector<ir::Type>& types, const ir::Attrs&,
                       TypeReporter& reporter) {
   if (types[0] && types[0]->kind == ir::TypeKind::kTensor) {
@@ -105,30 +89,6 @@ bool BroadcastRelation(const std::vector<ir::Type>& types, const ir::Attrs&,
 bool BroadcastCompareRelation(const std::vector<ir::Type>& types, const ir::Attrs&,
                               TypeReporter& reporter) {
   return BroadcastRelationWithDType(types, reporter, true);
-}
-
-std::vector<Shape> IdentityShapeFunc(std::span<const Shape> input_shapes, vm::TensorArgs,
-                                     const ir::Attrs&) {
-  return {input_shapes[0]};
-}
-
-ShapeFunction BroadcastShapeFunc(const std::string& op) {
-  return [op](std::span<const Shape> input_shapes, vm::TensorArgs, const ir::Attrs&) {
-    Shape shape = input_shapes[0];
-    for (size_t i = 1; i < input_shapes.size(); ++i) {
-      shape = BroadcastShapes(shape, input_shapes[i], op);
-    }
-    return std::vector<Shape>{shape};
-  };
-}
-
-int64_t NormalizeAxis(int64_t axis, int64_t ndim, const std::string& op) {
-  const int64_t normalized = axis < 0 ? axis + ndim : axis;
-  if (normalized < 0 || normalized >= ndim) {
-    throw Error(op + ": axis " + std::to_string(axis) + " is out of range for rank " +
-                std::to_string(ndim));
-  }
-  return normalized;
 }
 
 }  // namespace nimble::op

@@ -6,8 +6,14 @@
 #include <vector>
 
 #include "nimble/compiler/op/op.h"
+#include "nimble/vm/kernels/shape_util.h"
 
 namespace nimble::op {
+
+using vm::BroadcastShapeFunc;
+using vm::BroadcastShapes;
+using vm::IdentityShapeFunc;
+using vm::NormalizeAxis;
 
 // The tensor type behind `type`; null while it is still incomplete. Throws
 // nimble::Error naming `op` (unless empty) and `what` ("argument 0") when it
@@ -18,13 +24,10 @@ ir::TensorType AsTensorType(const ir::Type& type, const std::string& op, const s
 //   (d, d) = d, (1, d) = (d, 1) = d, (Any, 1) = Any, (Any, d != 1) = d,
 //   (Any, Any) = Any; any other pair of static sizes is an error "op: dimension
 //   k conflicts: 2 does not match 3" (no "op: " when `op` is empty). Cases with Any are re-checked
-//   at run time by BroadcastShapes in the shape function (gradual typing).
+//   at run time by BroadcastShapes (vm/kernels/shape_util.h) in the shape
+//   function (gradual typing).
 std::vector<ir::Dim> BroadcastDims(const std::vector<ir::Dim>& lhs, const std::vector<ir::Dim>& rhs,
                                    const std::string& op);
-
-// The run-time broadcast of two concrete shapes; the error names the op and
-// both shapes ("add: cannot broadcast (4, 3) with (3, 3)").
-Shape BroadcastShapes(const Shape& lhs, const Shape& rhs, const std::string& op);
 
 // Output = input type (unary elementwise ops).
 bool IdentityRelation(const std::vector<ir::Type>& types, const ir::Attrs& attrs,
@@ -35,13 +38,5 @@ bool BroadcastRelation(const std::vector<ir::Type>& types, const ir::Attrs& attr
 // As BroadcastRelation, with a bool output (comparisons).
 bool BroadcastCompareRelation(const std::vector<ir::Type>& types, const ir::Attrs& attrs,
                               TypeReporter& reporter);
-
-// Shape functions: output shape = input 0's shape, and the broadcast of all inputs.
-std::vector<Shape> IdentityShapeFunc(std::span<const Shape> input_shapes, vm::TensorArgs input_data,
-                                     const ir::Attrs& attrs);
-ShapeFunction BroadcastShapeFunc(const std::string& op);
-
-// Normalises a possibly negative axis against `ndim`; the error names the op.
-int64_t NormalizeAxis(int64_t axis, int64_t ndim, const std::string& op);
 
 }  // namespace nimble::op
