@@ -77,6 +77,10 @@ const char* OpcodeName(Opcode op);
 //   KillRegister    dst
 // clang-format on
 //
+// AllocStorage's size register holds the size in bytes (a scalar) or the
+// shape of the tensor to be stored (a 1-D int64 tensor; bytes = elements x
+// the size of dtype).
+//
 // Jump offsets are relative to the jumping instruction. Scalars in registers
 // (sizes, offsets, tests, shapes) are int64 or bool tensors on the CPU.
 struct Instruction {

@@ -126,13 +126,26 @@ DataType FromDLDataType(DLDataType type) {
                 " lanes (only 1 is supported)");
   }
   if (SameType(type, kDLBoolType) || SameType(type, kTvmBoolType)) return DataType::Bool();
-  const std::string name = DLTypeName(type);
-  DataType dtype;
-  if (!DataType::TryParse(name, &dtype)) {
-    throw Error("unsupported DLPack dtype " + name +
-                " (expected bool, int8, uint8, int32, int64, float16, float32 or float64)");
+  // Kernels convert every argument on every call: no strings on this path.
+  switch (type.code) {
+    case kDLInt:
+      if (type.bits == 8) return DataType::Int8();
+      if (type.bits == 32) return DataType::Int32();
+      if (type.bits == 64) return DataType::Int64();
+      break;
+    case kDLUInt:
+      if (type.bits == 8) return DataType::UInt8();
+      break;
+    case kDLFloat:
+      if (type.bits == 16) return DataType::Float16();
+      if (type.bits == 32) return DataType::Float32();
+      if (type.bits == 64) return DataType::Float64();
+      break;
+    default:
+      break;
   }
-  return dtype;
+  throw Error("unsupported DLPack dtype " + DLTypeName(type) +
+              " (expected bool, int8, uint8, int32, int64, float16, float32 or float64)");
 }
 
 DLTensor AsDLTensor(const TensorNode& tensor) {

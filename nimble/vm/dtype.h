@@ -17,6 +17,7 @@ class DataType {
 
   static constexpr DataType Bool() { return {Code::kBool, 8}; }
   static constexpr DataType Int8() { return {Code::kInt, 8}; }
+  static constexpr DataType UInt8() { return {Code::kUInt, 8}; }
   static constexpr DataType Int32() { return {Code::kInt, 32}; }
   static constexpr DataType Int64() { return {Code::kInt, 64}; }
   static constexpr DataType Float16() { return {Code::kFloat, 16}; }

@@ -323,8 +323,23 @@ const Ref<Object>& VirtualMachine::LoadConstant(int64_t index) {
 }
 
 Storage VirtualMachine::AllocStorage(const Instruction& in, const Ref<Object>* regs) const {
-  const int64_t size =
-      in.src == kNoRegister ? in.immediate : ReadScalar(regs[in.src], "the storage size");
+  int64_t size = in.immediate;
+  if (in.src != kNoRegister) {
+    // A rank-1 size register is the shape of the tensor the storage is for,
+    // which spares a program the size arithmetic of every dynamic allocation.
+    const TensorNode* tensor = As<TensorNode>(regs[in.src]);
+    if (tensor && tensor->ndim() == 1) {
+      const Shape shape = ReadShape(regs[in.src], "the storage size");
+      const int64_t element_bytes = static_cast<int64_t>(in.dtype.bytes());
+      const int64_t numel = ShapeNumel(shape);
+      if (numel > std::numeric_limits<int64_t>::max() / element_bytes) {
+        throw Error("storage for shape " + ShapeToString(shape) + " overflows");
+      }
+      size = numel * element_bytes;
+    } else {
+      size = ReadScalar(regs[in.src], "the storage size");
+    }
+  }
   if (size < 0) throw Error("negative storage size " + std::to_string(size));
   return StorageNode::Allocate(devices_[in.device_index], static_cast<size_t>(size),
                                static_cast<size_t>(in.alignment));

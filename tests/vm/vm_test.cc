@@ -528,9 +528,18 @@ TEST(VirtualMachineTest, AllocTensorViewsStorageAtOffsets) {
               }),
               HasSubstr("negative storage size -1"));
   EXPECT_THAT(ErrorOf([&] {
-                vm.Invoke("views", {F32({1}, {16}), I64(0)});
+                vm.Invoke("views", {F32({}, {16}), I64(0)});
               }),
               HasSubstr("the storage size must be an integer or bool scalar on the CPU"));
+  // A rank-1 size is a shape: the storage holds a float32 tensor of it.
+  const ADT from_shape =
+      vm.Invoke("views", {TensorNode::FromVector<int64_t>({2}, DataType::Int64(), {2, 3}), I64(8)})
+          .as<ADTNode>();
+  EXPECT_EQ(from_shape->field(0).as<TensorNode>()->storage()->size(), 24u);
+  EXPECT_THAT(ErrorOf([&] {
+                vm.Invoke("views", {F32({1}, {16}), I64(0)});
+              }),
+              HasSubstr("the storage size must be a 1-D int64 tensor on the CPU"));
 }
 
 TEST(VirtualMachineTest, ShapeOfAndAllocTensorReg) {

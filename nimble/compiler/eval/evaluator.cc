@@ -65,6 +65,8 @@ bool ValueFits(const ir::Type& type, const Ref<Object>& value) {
     case ir::TypeKind::kGlobalTypeVar:
     case ir::TypeKind::kTypeCall:
       return value.is<ADTNode>();
+    case ir::TypeKind::kStorage:
+      return value.is<StorageNode>();
     case ir::TypeKind::kTypeVar:
     case ir::TypeKind::kIncomplete:
       return true;

@@ -77,6 +77,7 @@ class TypeVarCollector {
       case TypeKind::kTensor:
       case TypeKind::kGlobalTypeVar:
       case TypeKind::kIncomplete:
+      case TypeKind::kStorage:
         return;
       case TypeKind::kTuple:
         VisitAll(static_cast<const TupleTypeNode*>(type.get())->fields);

@@ -115,6 +115,7 @@ class EqualityChecker {
         return a->func->name == b->func->name && AllEqual(a->args, b->args);
       }
       case TypeKind::kIncomplete:
+      case TypeKind::kStorage:
         return true;
     }
     return false;

@@ -186,6 +186,8 @@ class Hasher {
       }
       case TypeKind::kIncomplete:
         return 0;
+      case TypeKind::kStorage:
+        return 1;
     }
     return 0;
   }

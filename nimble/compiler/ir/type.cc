@@ -17,6 +17,10 @@ TupleType MakeTupleType(std::vector<Type> fields) {
   return Make<TupleTypeNode>(std::move(fields));
 }
 
+StorageType MakeStorageType() {
+  return Make<StorageTypeNode>();
+}
+
 namespace {
 
 std::string JoinTypes(const std::vector<Type>& types) {
@@ -72,6 +76,8 @@ std::string TypeToString(const Type& type) {
     }
     case TypeKind::kIncomplete:
       return "_";
+    case TypeKind::kStorage:
+      return "Storage";
   }
   return "_";
 }

@@ -19,6 +19,7 @@ enum class TypeKind : uint8_t {
   kGlobalTypeVar,
   kTypeCall,
   kIncomplete,
+  kStorage,
 };
 
 class TypeNode : public Object {
@@ -117,8 +118,17 @@ class IncompleteTypeNode : public TypeNode {
 };
 using IncompleteType = Ref<IncompleteTypeNode>;
 
+// The type of a device allocation in the memory dialect (`memory.alloc_storage`
+// returns one; `memory.alloc_tensor` views it). Printed `Storage`.
+class StorageTypeNode : public TypeNode {
+ public:
+  StorageTypeNode() : TypeNode(TypeKind::kStorage) {}
+};
+using StorageType = Ref<StorageTypeNode>;
+
 TensorType MakeTensorType(std::vector<Dim> shape, DataType dtype);
 TupleType MakeTupleType(std::vector<Type> fields);
+StorageType MakeStorageType();
 
 // The type in Relay text syntax: "Tensor[(?, 2), float32]", "(A, B)",
 // "fn (A) -> B", "List[A]"; incomplete types print as "_".

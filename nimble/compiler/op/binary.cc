@@ -1,88 +1,66 @@
 // Broadcasting binary operators (arithmetic, comparisons, logical) and
 // `where`: output shape = numpy broadcast of the inputs with the Any rules of
-// BroadcastDims, checked again at run time by the shape function; kernel = one
-// BroadcastLoop over a scalar function.
-#include <cmath>
-#include <functional>
+// BroadcastDims, checked again at run time by the shape function. Their
+// scalar functions, shape functions and built-in kernels live in the runtime
+// (vm/kernels/elemwise_functions.h, elemwise.cc); the reference kernel here
+// applies the same scalar function one output element at a time.
+#include <cstdint>
+#include <span>
+#include <string>
 
-#include "nimble/compiler/op/elemwise.h"
+#include "nimble/compiler/op/dtype_class.h"
 #include "nimble/compiler/op/op.h"
+#include "nimble/compiler/op/reference_loops.h"
 #include "nimble/compiler/op/type_relations.h"
 #include "nimble/vm/error.h"
+#include "nimble/vm/kernels/elemwise_functions.h"
 
 namespace nimble::op {
 
 namespace {
 
-// Registers a two-input broadcast op computing `fn` on inputs of one dtype in
-// `kAccepted`; the output has that dtype, or bool for a comparison.
-template <DTypeClass kAccepted, bool kCompare, typename Fn>
+// The element of `input` (of element type T) that output multi-index `index`
+// reads under broadcasting, in the compute type.
+template <typename T>
+ComputeType<T> ElementAt(const Tensor& input, std::span<const int64_t> index) {
+  return LoadElement(input->data<T>()[BroadcastOffset(input->shape(), index)]);
+}
+
+// The reference kernel: each output element, by its multi-index, is
+// value(index) converted to Out.
+template <typename Out, typename Value>
+void ReferenceBroadcast(const Tensor& output, const Value& value) {
+  Out* out = output->data<Out>();
+  int64_t flat = 0;
+  ForEachIndex(output->shape(), [&](std::span<const int64_t> index) {
+    out[flat++] = ConvertElement<Out>(value(index));
+  });
+}
+
+// Registers a two-input broadcast op computing `fn` on inputs of one dtype
+// that `fn` accepts; the output has that dtype, or bool for a comparison.
+template <typename Fn>
 void RegisterBroadcastOp(OpRegistry& registry, const std::string& name,
                          const std::string& description, Fn fn) {
   OpDef& def = registry.Register(name);
   def.description = description;
   def.min_inputs = def.max_inputs = 2;
-  def.relation = RequireDTypeClass(
-      kAccepted, kCompare ? BroadcastCompareRelation : BroadcastRelation, /*check_output=*/false);
-  def.shape_func = BroadcastShapeFunc(name);
-  def.shape_mode = ShapeFuncMode::kDataIndependent;
+  def.relation = RequireDTypeClass(Fn::kAccepts,
+                                   Fn::kReturnsBool ? BroadcastCompareRelation : BroadcastRelation,
+                                   /*check_output=*/false);
   def.pattern = OpPattern::kBroadcast;
   def.kernel = [fn](std::span<const Tensor> inputs, std::span<Tensor> outputs, const ir::Attrs&) {
     DispatchDType(inputs[0]->dtype(), [&](auto tag) {
       using T = decltype(tag);
-      if constexpr (ElementInClass<T>(kAccepted)) {
-        using Out = std::conditional_t<kCompare, bool, T>;
-        BroadcastLoop<Out, T, T>(outputs[0], {inputs[0], inputs[1]}, fn);
+      if constexpr (ElementInClass<T>(Fn::kAccepts)) {
+        ReferenceBroadcast<elemwise::ResultOf<Fn, T>>(outputs[0], [&](auto index) {
+          return fn(ElementAt<T>(inputs[0], index), ElementAt<T>(inputs[1], index));
+        });
       } else {
         ThrowUnsupportedDType(inputs[0]->dtype());
       }
     });
   };
-}
-
-template <typename T>
-bool IsNaN(T x) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return std::isnan(x);
-  } else {
-    return false;
-  }
-}
-
-// C semantics for integers (truncation toward zero; INT_MIN / -1 wraps to
-// INT_MIN), IEEE for floats.
-template <typename T>
-T Divide(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    if (b == T(0)) throw Error("divide: division by zero");
-    if constexpr (std::is_signed_v<T>) {
-      if (b == T(-1)) return Wrapping(std::minus<>(), T(0), a);
-    }
-    return static_cast<T>(a / b);
-  } else {
-    return a / b;
-  }
-}
-
-// Exponentiation by squaring for integers (wrapping like multiply), std::pow
-// for floats.
-template <typename T>
-T Power(T base, T exponent) {
-  if constexpr (std::is_integral_v<T>) {
-    if constexpr (std::is_signed_v<T>) {
-      if (exponent < T(0)) {
-        throw Error("power: integers to negative integer powers are not allowed");
-      }
-    }
-    T result = 1;
-    for (; exponent != T(0); exponent = static_cast<T>(exponent >> 1)) {
-      if (exponent & 1) result = Wrapping(std::multiplies<>(), result, base);
-      base = Wrapping(std::multiplies<>(), base, base);
-    }
-    return result;
-  } else {
-    return std::pow(base, exponent);
-  }
 }
 
 bool WhereRelation(const std::vector<ir::Type>& types, const ir::Attrs&, TypeReporter& reporter) {
@@ -109,15 +87,14 @@ void RegisterWhere(OpRegistry& registry) {
       "together.";
   def.min_inputs = def.max_inputs = 3;
   def.relation = WhereRelation;
-  def.shape_func = BroadcastShapeFunc("where");
-  def.shape_mode = ShapeFuncMode::kDataIndependent;
   def.pattern = OpPattern::kBroadcast;
   def.kernel = [](std::span<const Tensor> inputs, std::span<Tensor> outputs, const ir::Attrs&) {
     DispatchDType(inputs[1]->dtype(), [&](auto tag) {
       using T = decltype(tag);
-      BroadcastLoop<T, bool, T, T>(
-          outputs[0], {inputs[0], inputs[1], inputs[2]},
-          [](bool condition, auto x, auto y) { return condition ? x : y; });
+      ReferenceBroadcast<T>(outputs[0], [&](auto index) {
+        return elemwise::Select()(ElementAt<bool>(inputs[0], index), ElementAt<T>(inputs[1], index),
+                                  ElementAt<T>(inputs[2], index));
+      });
     });
   };
 }
@@ -125,49 +102,9 @@ void RegisterWhere(OpRegistry& registry) {
 }  // namespace
 
 void RegisterBinaryOps(OpRegistry& registry) {
-  using enum DTypeClass;
-  constexpr bool kArith = false;
-  constexpr bool kCompare = true;
-  RegisterBroadcastOp<kNumeric, kArith>(
-      registry, "add", "Elementwise a + b (integers wrap).",
-      [](auto a, auto b) { return Wrapping(std::plus<>(), a, b); });
-  RegisterBroadcastOp<kNumeric, kArith>(
-      registry, "subtract", "Elementwise a - b (integers wrap).",
-      [](auto a, auto b) { return Wrapping(std::minus<>(), a, b); });
-  RegisterBroadcastOp<kNumeric, kArith>(
-      registry, "multiply", "Elementwise a * b (integers wrap).",
-      [](auto a, auto b) { return Wrapping(std::multiplies<>(), a, b); });
-  RegisterBroadcastOp<kNumeric, kArith>(
-      registry, "divide",
-      "Elementwise a / b. Integers truncate toward zero (C semantics, not numpy's floor) and a "
-      "zero divisor is an error.",
-      [](auto a, auto b) { return Divide(a, b); });
-  RegisterBroadcastOp<kNumeric, kArith>(
-      registry, "power",
-      "Elementwise a ** b. Integers wrap; a negative integer exponent is an error.",
-      [](auto a, auto b) { return Power(a, b); });
-  RegisterBroadcastOp<kNumeric, kArith>(registry, "maximum",
-                                        "Elementwise max(a, b); NaN propagates.",
-                                        [](auto a, auto b) { return IsNaN(a) || a > b ? a : b; });
-  RegisterBroadcastOp<kNumeric, kArith>(registry, "minimum",
-                                        "Elementwise min(a, b); NaN propagates.",
-                                        [](auto a, auto b) { return IsNaN(a) || a < b ? a : b; });
-  RegisterBroadcastOp<kAny, kCompare>(registry, "equal", "Elementwise a == b.",
-                                      [](auto a, auto b) { return a == b; });
-  RegisterBroadcastOp<kAny, kCompare>(registry, "not_equal", "Elementwise a != b.",
-                                      [](auto a, auto b) { return a != b; });
-  RegisterBroadcastOp<kAny, kCompare>(registry, "less", "Elementwise a < b.",
-                                      [](auto a, auto b) { return a < b; });
-  RegisterBroadcastOp<kAny, kCompare>(registry, "less_equal", "Elementwise a <= b.",
-                                      [](auto a, auto b) { return a <= b; });
-  RegisterBroadcastOp<kAny, kCompare>(registry, "greater", "Elementwise a > b.",
-                                      [](auto a, auto b) { return a > b; });
-  RegisterBroadcastOp<kAny, kCompare>(registry, "greater_equal", "Elementwise a >= b.",
-                                      [](auto a, auto b) { return a >= b; });
-  RegisterBroadcastOp<kBool, kArith>(registry, "logical_and", "Elementwise boolean and.",
-                                     [](bool a, bool b) { return a && b; });
-  RegisterBroadcastOp<kBool, kArith>(registry, "logical_or", "Elementwise boolean or.",
-                                     [](bool a, bool b) { return a || b; });
+  elemwise::ForEachBinaryFunction([&](const char* name, const char* description, auto fn) {
+    RegisterBroadcastOp(registry, name, description, fn);
+  });
   RegisterWhere(registry);
 }
 

@@ -5,40 +5,32 @@
 //                                        only at run time (data-dependent);
 //   arange                       a range whose length depends on its inputs'
 //                                values (data-dependent).
+// Here: their type relations and plain reference kernels; their shape
+// functions and fast kernels are in nimble/vm/kernels/creation.cc.
 #include <algorithm>
-#include <cmath>
-#include <limits>
+#include <cstdint>
+#include <functional>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "nimble/compiler/op/op.h"
 #include "nimble/compiler/op/type_relations.h"
-#include "nimble/vm/attrs.h"
 #include "nimble/vm/error.h"
+#include "nimble/vm/kernels/element.h"
 
 namespace nimble::op {
 
 namespace {
 
-// `value` converted as a C++ cast (TVM's `cast`) converts it; float16 goes
-// through float.
-template <typename To, typename From>
-To CastElement(From value) {
-  if constexpr (std::is_same_v<From, Half>) {
-    return CastElement<To>(HalfToFloat(value));
-  } else if constexpr (std::is_same_v<To, Half>) {
-    return FloatToHalf(static_cast<float>(value));
-  } else {
-    return static_cast<To>(value);
-  }
-}
-
-// Fills `out` with `value` converted to out's dtype.
+// The reference kernels: every element of the output is the fill value
+// converted to the output's dtype.
 template <typename From>
 void FillWith(const Tensor& out, From value) {
   DispatchDType(out->dtype(), [&](auto tag) {
     using To = decltype(tag);
-    To* data = out->data<To>();
-    std::fill(data, data + out->numel(), CastElement<To>(value));
+    const int64_t numel = out->numel();
+    for (int64_t i = 0; i < numel; ++i) out->data<To>()[i] = ConvertElement<To>(value);
   });
 }
 
@@ -46,7 +38,7 @@ void FillWith(const Tensor& out, From value) {
 void FillWithScalar(const Tensor& out, const Tensor& fill_value) {
   DispatchDType(fill_value->dtype(), [&](auto tag) {
     using From = decltype(tag);
-    FillWith(out, fill_value->data<From>()[0]);
+    FillWith(out, LoadElement(fill_value->data<From>()[0]));
   });
 }
 
@@ -158,80 +150,20 @@ bool ArangeRelation(const std::vector<ir::Type>& types, const ir::Attrs& attrs,
   return true;
 }
 
-std::vector<Shape> AttrShapeFunc(std::span<const Shape>, vm::TensorArgs, const ir::Attrs& attrs) {
-  return {attrs.GetIntList("shape")};
-}
-
-// dyn.*: the output shape is the value of input `index`.
-ShapeFunction ShapeTensorShapeFunc(const std::string& op, size_t index) {
-  return [op, index](std::span<const Shape>, vm::TensorArgs input_data, const ir::Attrs&) {
-    const Shape shape = vm::ElementsAsInt64(*input_data[index]);
-    if (std::any_of(shape.begin(), shape.end(), [](int64_t dim) { return dim < 0; })) {
-      throw Error(op + ": the shape tensor holds a negative size: " + ShapeToString(shape));
-    }
-    ShapeNumel(shape);  // rejects an overflowing element count before anything allocates
-    return std::vector<Shape>{shape};
-  };
-}
-
-std::string ScalarToString(const DLTensor& scalar) {
-  return vm::DTypeOf(scalar).is_float() ? ir::FormatFloatLiteral(vm::ElementAsDouble(scalar, 0))
-                                        : std::to_string(vm::ElementAsInt64(scalar, 0));
-}
-
-// The number of elements of arange(start, stop, step). Integer ranges are
-// counted exactly (no rounding through double for int64); float ranges as
-// numpy does, ceil((stop - start) / step).
-int64_t ArangeLength(const DLTensor& start, const DLTensor& stop, const DLTensor& step) {
-  const std::string args = "(start=" + ScalarToString(start) + ", stop=" + ScalarToString(stop) +
-                           ", step=" + ScalarToString(step) + ")";
-  if (vm::DTypeOf(start).is_float()) {
-    const double step_value = vm::ElementAsDouble(step, 0);
-    if (step_value == 0) throw Error("arange: step must not be zero " + args);
-    const double length =
-        std::ceil((vm::ElementAsDouble(stop, 0) - vm::ElementAsDouble(start, 0)) / step_value);
-    if (!(length < static_cast<double>(std::numeric_limits<int64_t>::max()))) {
-      throw Error("arange: the range " + args + " has no finite length");
-    }
-    return std::max<int64_t>(0, static_cast<int64_t>(length));
-  }
-  const int64_t first = vm::ElementAsInt64(start, 0);
-  const int64_t last = vm::ElementAsInt64(stop, 0);
-  const int64_t stride = vm::ElementAsInt64(step, 0);
-  if (stride == 0) throw Error("arange: step must not be zero " + args);
-  if (stride > 0 ? last <= first : last >= first) return 0;
-  // Unsigned arithmetic: the distance between two int64 values may not fit int64.
-  const uint64_t distance = stride > 0 ? static_cast<uint64_t>(last) - static_cast<uint64_t>(first)
-                                       : static_cast<uint64_t>(first) - static_cast<uint64_t>(last);
-  const uint64_t magnitude =
-      stride > 0 ? static_cast<uint64_t>(stride) : 0 - static_cast<uint64_t>(stride);
-  const uint64_t length = distance / magnitude + (distance % magnitude != 0);
-  if (length > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    throw Error("arange: the range " + args + " is too long");
-  }
-  return static_cast<int64_t>(length);
-}
-
-std::vector<Shape> ArangeShapeFunc(std::span<const Shape>, vm::TensorArgs input_data,
-                                   const ir::Attrs&) {
-  return {{ArangeLength(*input_data[0], *input_data[1], *input_data[2])}};
-}
-
+// out[i] = start + i * step, in int64 arithmetic (wrapping, like the runtime's
+// kernel, where i * step alone overflows) or in double.
 void ArangeKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs, const ir::Attrs&) {
   const Tensor& out = outputs[0];
   DispatchDType(out->dtype(), [&](auto tag) {
     using T = decltype(tag);
-    T* data = out->data<T>();
-    const int64_t length = out->numel();
-    if constexpr (std::is_integral_v<T>) {
-      const int64_t start = inputs[0]->GetAsInt64(0);
-      const int64_t step = inputs[2]->GetAsInt64(0);
-      for (int64_t i = 0; i < length; ++i) data[i] = static_cast<T>(start + i * step);
-    } else {
-      const double start = inputs[0]->GetAsDouble(0);
-      const double step = inputs[2]->GetAsDouble(0);
-      for (int64_t i = 0; i < length; ++i) {
-        data[i] = CastElement<T>(start + static_cast<double>(i) * step);
+    for (int64_t i = 0; i < out->numel(); ++i) {
+      if constexpr (std::is_integral_v<T>) {
+        const int64_t offset = Wrapping(std::multiplies<>(), i, inputs[2]->GetAsInt64(0));
+        const int64_t value = Wrapping(std::plus<>(), inputs[0]->GetAsInt64(0), offset);
+        out->data<T>()[i] = static_cast<T>(value);
+      } else {
+        const double step = inputs[2]->GetAsDouble(0);
+        out->data<T>()[i] = ConvertElement<T>(inputs[0]->GetAsDouble(0) + i * step);
       }
     }
   });
@@ -257,7 +189,6 @@ void RegisterConstantFill(OpRegistry& registry, const std::string& name, int64_t
   init.min_inputs = init.max_inputs = 0;
   init.attrs = {ShapeAttr(), DTypeAttr(DataType::Float32())};
   init.relation = InitRelation;
-  init.shape_func = AttrShapeFunc;
   init.pattern = OpPattern::kElemWise;
   init.kernel = kernel;
 
@@ -265,7 +196,6 @@ void RegisterConstantFill(OpRegistry& registry, const std::string& name, int64_t
   like.description =
       "A tensor of data's shape and dtype filled with " + std::to_string(value) + "s.";
   like.relation = IdentityRelation;
-  like.shape_func = IdentityShapeFunc;
   like.pattern = OpPattern::kElemWise;
   like.kernel = kernel;
 
@@ -276,8 +206,6 @@ void RegisterConstantFill(OpRegistry& registry, const std::string& name, int64_t
                         "s whose shape is the value of a 1-D integer tensor, known at run time.";
   dynamic.attrs = {DTypeAttr(DataType::Float32())};
   dynamic.relation = DynamicInitRelation(dynamic.name);
-  dynamic.shape_func = ShapeTensorShapeFunc(dynamic.name, 0);
-  dynamic.shape_mode = ShapeFuncMode::kDataDependent;
   dynamic.pattern = OpPattern::kOpaque;
   dynamic.kernel = kernel;
 }
@@ -294,7 +222,6 @@ void RegisterCreationOps(OpRegistry& registry) {
       "(fill_value's dtype when dtype is None).";
   full.attrs = {ShapeAttr(), DTypeAttr({})};
   full.relation = FullRelation;
-  full.shape_func = AttrShapeFunc;
   full.pattern = OpPattern::kElemWise;
   full.kernel = FullKernel;
 
@@ -302,7 +229,6 @@ void RegisterCreationOps(OpRegistry& registry) {
   full_like.description = "A tensor of data's shape and dtype filled with the scalar fill_value.";
   full_like.min_inputs = full_like.max_inputs = 2;
   full_like.relation = FullLikeRelation;
-  full_like.shape_func = IdentityShapeFunc;
   full_like.pattern = OpPattern::kElemWise;
   full_like.kernel = FullLikeKernel;
 
@@ -312,8 +238,6 @@ void RegisterCreationOps(OpRegistry& registry) {
   dynamic_full.min_inputs = dynamic_full.max_inputs = 2;
   dynamic_full.attrs = {DTypeAttr({})};
   dynamic_full.relation = DynamicFullRelation;
-  dynamic_full.shape_func = ShapeTensorShapeFunc(dynamic_full.name, 1);
-  dynamic_full.shape_mode = ShapeFuncMode::kDataDependent;
   dynamic_full.pattern = OpPattern::kOpaque;
   dynamic_full.kernel = FullKernel;
 
@@ -324,8 +248,6 @@ void RegisterCreationOps(OpRegistry& registry) {
   arange.min_inputs = arange.max_inputs = 3;
   arange.attrs = {DTypeAttr(DataType::Float32())};
   arange.relation = ArangeRelation;
-  arange.shape_func = ArangeShapeFunc;
-  arange.shape_mode = ShapeFuncMode::kDataDependent;
   arange.pattern = OpPattern::kOpaque;
   arange.kernel = ArangeKernel;
 }

@@ -5,15 +5,20 @@
 //                            the shape function counts (data-dependent);
 //   argwhere                 its shape function returns a bound and the kernel
 //                            trims the output to the true rows (upper-bound).
+// Here: their type relations and plain reference kernels; their shape
+// functions and fast kernels are in nimble/vm/kernels/dynamic.cc.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "nimble/compiler/op/op.h"
+#include "nimble/compiler/op/reference_loops.h"
 #include "nimble/compiler/op/type_relations.h"
 #include "nimble/vm/error.h"
+#include "nimble/vm/kernels/element.h"
 
 namespace nimble::op {
 
@@ -32,16 +37,16 @@ bool ShapeOfRelation(const std::vector<ir::Type>& types, const ir::Attrs& attrs,
   return true;
 }
 
-std::vector<Shape> ShapeOfShapeFunc(std::span<const Shape> input_shapes, vm::TensorArgs,
-                                    const ir::Attrs&) {
-  return {{static_cast<int64_t>(input_shapes[0].size())}};
+// out[i] = values[i] converted to out's dtype.
+void WriteInt64s(const Tensor& out, const Shape& values) {
+  DispatchDType(out->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    for (size_t i = 0; i < values.size(); ++i) out->data<T>()[i] = ConvertElement<T>(values[i]);
+  });
 }
 
 void ShapeOfKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs, const ir::Attrs&) {
-  const Shape& shape = inputs[0]->shape();
-  for (size_t i = 0; i < shape.size(); ++i) {
-    outputs[0]->SetFromDouble(static_cast<int64_t>(i), static_cast<double>(shape[i]));
-  }
+  WriteInt64s(outputs[0], inputs[0]->shape());
 }
 
 bool NdarraySizeRelation(const std::vector<ir::Type>& types, const ir::Attrs& attrs,
@@ -51,32 +56,19 @@ bool NdarraySizeRelation(const std::vector<ir::Type>& types, const ir::Attrs& at
   return true;
 }
 
-std::vector<Shape> ScalarShapeFunc(std::span<const Shape>, vm::TensorArgs, const ir::Attrs&) {
-  return {Shape{}};
-}
-
 void NdarraySizeKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs,
                        const ir::Attrs&) {
-  outputs[0]->SetFromDouble(0, static_cast<double>(inputs[0]->numel()));
-}
-
-// Elements compare by value; float16 compares as float.
-template <typename T>
-auto CompareKey(T value) {
-  if constexpr (std::is_same_v<T, Half>) {
-    return HalfToFloat(value);
-  } else {
-    return value;
-  }
+  WriteInt64s(outputs[0], {inputs[0]->numel()});
 }
 
 // A strict weak order on elements. NaNs go last and count as equal to each
 // other (numpy's order), so sorting float data with NaNs is well defined.
+// float16 compares as float.
 template <typename T>
 bool ElementLess(T lhs, T rhs) {
-  const auto a = CompareKey(lhs);
-  const auto b = CompareKey(rhs);
-  if constexpr (std::is_floating_point_v<decltype(a)>) {
+  const ComputeType<T> a = LoadElement(lhs);
+  const ComputeType<T> b = LoadElement(rhs);
+  if constexpr (std::is_floating_point_v<ComputeType<T>>) {
     if (std::isnan(b)) return !std::isnan(a);
   }
   return a < b;
@@ -104,18 +96,6 @@ bool UniqueRelation(const std::vector<ir::Type>& types, const ir::Attrs&, TypeRe
   return true;
 }
 
-// Data-dependent: the length is the number of distinct values, so this sorts
-// the data just as the kernel will.
-std::vector<Shape> UniqueShapeFunc(std::span<const Shape>, vm::TensorArgs input_data,
-                                   const ir::Attrs&) {
-  const DLTensor& data = *input_data[0];
-  const auto count = DispatchDType(vm::DTypeOf(data), [&](auto tag) {
-    using T = decltype(tag);
-    return static_cast<int64_t>(SortedDistinct<T>(vm::DataOf<T>(data), vm::NumelOf(data)).size());
-  });
-  return {{count}};
-}
-
 void UniqueKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs, const ir::Attrs&) {
   const Tensor& out = outputs[0];
   DispatchDType(inputs[0]->dtype(), [&](auto tag) {
@@ -140,28 +120,6 @@ bool ArgWhereRelation(const std::vector<ir::Type>& types, const ir::Attrs&,
   return true;
 }
 
-// Upper bound: every element may be non-zero, so (numel, ndim).
-std::vector<Shape> ArgWhereShapeFunc(std::span<const Shape> input_shapes, vm::TensorArgs,
-                                     const ir::Attrs&) {
-  const Shape& shape = input_shapes[0];
-  for (int64_t dim : shape) {
-    if (dim > std::numeric_limits<int32_t>::max()) {
-      throw Error("argwhere: condition of shape " + ShapeToString(shape) +
-                  " has a dimension too large for int32 coordinates");
-    }
-  }
-  return {{ShapeNumel(shape), static_cast<int64_t>(shape.size())}};
-}
-
-template <typename T>
-bool IsNonZero(T value) {
-  if constexpr (std::is_same_v<T, Half>) {
-    return (value.bits & 0x7fff) != 0;  // all but the sign bit: -0 is zero, NaN is not
-  } else {
-    return value != T{};
-  }
-}
-
 // Writes the coordinates of the non-zero elements into the bound-sized output
 // in row-major order, then replaces the output by a view of the rows written.
 void ArgWhereKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs, const ir::Attrs&) {
@@ -175,22 +133,19 @@ void ArgWhereKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs, c
                 " is smaller than the bound (" + std::to_string(numel) + ", " +
                 std::to_string(ndim) + ") for condition of shape " + ShapeToString(shape));
   }
-  int32_t* rows = out->data<int32_t>();
-  std::vector<int32_t> coordinate(ndim, 0);
   int64_t count = 0;
   DispatchDType(condition->dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T* values = condition->data<T>();
-    for (int64_t i = 0; i < numel; ++i) {
-      if (IsNonZero(values[i])) {
-        std::copy(coordinate.begin(), coordinate.end(), rows + count * ndim);
+    int64_t flat = 0;
+    ForEachIndex(shape, [&](std::span<const int64_t> index) {
+      // Compared after LoadElement, so float16's -0 is zero and its NaN is not.
+      if (LoadElement(condition->data<T>()[flat++]) != ComputeType<T>(0)) {
+        for (int64_t d = 0; d < ndim; ++d) {
+          out->data<int32_t>()[count * ndim + d] = static_cast<int32_t>(index[d]);
+        }
         ++count;
       }
-      for (int64_t d = ndim - 1; d >= 0; --d) {
-        if (++coordinate[d] < shape[d]) break;
-        coordinate[d] = 0;
-      }
-    }
+    });
   });
   out = out->SliceRows(0, count);
 }
@@ -203,7 +158,6 @@ void RegisterDynamicOps(OpRegistry& registry) {
       "The shape of data as a 1-D tensor of dtype; it reads only the shape, never the values.";
   shape_of.attrs = {IndexDTypeAttr()};
   shape_of.relation = ShapeOfRelation;
-  shape_of.shape_func = ShapeOfShapeFunc;
   shape_of.pattern = OpPattern::kOpaque;
   shape_of.kernel = ShapeOfKernel;
 
@@ -213,7 +167,6 @@ void RegisterDynamicOps(OpRegistry& registry) {
   ndarray_size.description = "The number of elements of data as a scalar of dtype.";
   ndarray_size.attrs = {IndexDTypeAttr()};
   ndarray_size.relation = NdarraySizeRelation;
-  ndarray_size.shape_func = ScalarShapeFunc;
   ndarray_size.pattern = OpPattern::kOpaque;
   ndarray_size.kernel = NdarraySizeKernel;
 
@@ -222,8 +175,6 @@ void RegisterDynamicOps(OpRegistry& registry) {
       "The distinct values of the 1-D tensor data in ascending order; the length is known only "
       "once the values are.";
   unique.relation = UniqueRelation;
-  unique.shape_func = UniqueShapeFunc;
-  unique.shape_mode = ShapeFuncMode::kDataDependent;
   unique.pattern = OpPattern::kOpaque;
   unique.kernel = UniqueKernel;
 
@@ -232,8 +183,6 @@ void RegisterDynamicOps(OpRegistry& registry) {
       "The int32 coordinates of the non-zero elements of condition, one row each in row-major "
       "order; the output is allocated at the bound (numel, ndim) and trimmed by the kernel.";
   argwhere.relation = ArgWhereRelation;
-  argwhere.shape_func = ArgWhereShapeFunc;
-  argwhere.shape_mode = ShapeFuncMode::kUpperBound;
   argwhere.pattern = OpPattern::kOpaque;
   argwhere.kernel = ArgWhereKernel;
 }

@@ -125,6 +125,9 @@ ir::Type TypeOfValue(const Ref<Object>& value) {
 
 Ref<Object> InvokeOp(const OpDef& def, const std::vector<Ref<Object>>& args,
                      const ir::Attrs& attrs) {
+  if (def.dialect) {
+    throw Error(def.name + ": a memory-dialect op runs only in compiled programs (the VM)");
+  }
   std::vector<ir::Type> arg_types;
   std::vector<Tensor> inputs;
   try {

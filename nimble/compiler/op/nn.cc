@@ -1,15 +1,20 @@
 // Neural-network operators with Relay's names, arguments and attributes:
-// nn.dense, nn.batch_matmul, nn.bias_add, nn.softmax and nn.layer_norm.
+// nn.dense, nn.batch_matmul, nn.bias_add, nn.softmax and nn.layer_norm: their
+// type relations and reference kernels. The shape functions and the fast
+// kernels are the runtime's (nimble/vm/kernels/nn.cc, dense.cc).
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
-#include <type_traits>
+#include <span>
 #include <vector>
 
-#include "nimble/compiler/op/elemwise.h"
 #include "nimble/compiler/op/op.h"
+#include "nimble/compiler/op/reference_loops.h"
 #include "nimble/compiler/op/type_relations.h"
 #include "nimble/vm/error.h"
+#include "nimble/vm/kernels/element.h"
 
 namespace nimble::op {
 
@@ -27,15 +32,21 @@ void CheckFloatDType(DataType dtype, const std::string& what) {
 // DispatchDType restricted to the float dtypes, so that the float kernels are
 // only instantiated for them; the type relations reject the others first.
 template <typename Fn>
-void DispatchFloat(DataType dtype, const std::string& op, const Fn& fn) {
+void DispatchFloat(DataType dtype, const Fn& fn) {
   DispatchDType(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_same_v<T, Half> || std::is_floating_point_v<T>) {
+    if constexpr (ElementInClass<decltype(tag)>(DTypeClass::kFloat)) {
       fn(tag);
     } else {
-      throw Error(op + ": unsupported dtype " + dtype.name());
+      ThrowUnsupportedDType(dtype);
     }
   });
+}
+
+// Element `index` of a tensor of element type T, as a double; a size-1
+// dimension broadcasts (batch_matmul's batch of 1).
+template <typename T>
+double ElementAt(const Tensor& tensor, std::span<const int64_t> index) {
+  return LoadElement(tensor->data<T>()[BroadcastOffset(tensor->shape(), index)]);
 }
 
 // The result dtype of dense and batch_matmul: `out_dtype`, or the input's when None.
@@ -65,76 +76,8 @@ void CheckReductionDims(Dim lhs, const std::string& lhs_what, Dim rhs, const std
   }
 }
 
-void CheckRuntimeReduction(int64_t lhs, int64_t rhs, const std::string& op, const Shape& lhs_shape,
-                           const Shape& rhs_shape) {
-  if (lhs != rhs) {
-    throw Error(op + ": reduction dimensions differ at run time: " + std::to_string(lhs) + " vs " +
-                std::to_string(rhs) + " for shapes " + ShapeToString(lhs_shape) + " and " +
-                ShapeToString(rhs_shape));
-  }
-}
-
 // ---------------------------------------------------------------------------
 // Matrix products
-
-constexpr int64_t kLanes = 8;     // independent partial sums per dot product
-constexpr int64_t kRowBlock = 4;  // rows of b that share one pass over a row of a
-
-// out[r] = dot(x, w + r * k) for kRows consecutive rows of w. kLanes partial
-// sums per row let the lane loop vectorise without reassociating
-// floating-point additions, and the kRows rows reuse each load of x.
-template <int64_t kRows, typename T, typename Out>
-void DotRows(const T* x, const T* w, int64_t k, Out* out) {
-  using A = ComputeType<T>;
-  A partial[kRows][kLanes] = {};
-  int64_t l = 0;
-  for (; l + kLanes <= k; l += kLanes) {
-    for (int64_t r = 0; r < kRows; ++r) {
-      for (int64_t lane = 0; lane < kLanes; ++lane) {
-        partial[r][lane] += LoadElement(x[l + lane]) * LoadElement(w[r * k + l + lane]);
-      }
-    }
-  }
-  for (int64_t r = 0; r < kRows; ++r) {
-    A sum = 0;
-    for (int64_t lane = 0; lane < kLanes; ++lane) sum += partial[r][lane];
-    for (int64_t tail = l; tail < k; ++tail) {
-      sum += LoadElement(x[tail]) * LoadElement(w[r * k + tail]);
-    }
-    out[r] = ConvertElement<Out>(sum);
-  }
-}
-
-// c[i, j] = sum_l a[i, l] * b[j, l] for row-major a (m x k), b (n x k) and
-// c (m x n): both operands are read along contiguous rows of k. The rows of b
-// are taken in panels small enough to stay in cache while every row of a
-// passes over them, so b is read from memory once rather than m times.
-template <typename T, typename Out>
-void MatMulTransposedB(const T* a, const T* b, Out* c, int64_t m, int64_t n, int64_t k) {
-  constexpr int64_t kPanelBytes = 128 * 1024;
-  const int64_t row_bytes = std::max<int64_t>(1, k * static_cast<int64_t>(sizeof(T)));
-  const int64_t panel = std::max<int64_t>(1, kPanelBytes / row_bytes / kRowBlock) * kRowBlock;
-  for (int64_t j0 = 0; j0 < n; j0 += panel) {
-    const int64_t j1 = std::min(n, j0 + panel);
-    for (int64_t i = 0; i < m; ++i) {
-      const T* a_row = a + i * k;
-      Out* c_row = c + i * n;
-      int64_t j = j0;
-      for (; j + kRowBlock <= j1; j += kRowBlock) {
-        DotRows<kRowBlock>(a_row, b + j * k, k, c_row + j);
-      }
-      for (; j < j1; ++j) DotRows<1>(a_row, b + j * k, k, c_row + j);
-    }
-  }
-}
-
-// dst (cols x rows) = the transpose of src (rows x cols).
-template <typename T>
-void Transpose(const T* src, int64_t rows, int64_t cols, T* dst) {
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = 0; j < cols; ++j) dst[j * rows + i] = src[i * cols + j];
-  }
-}
 
 // nn.dense: data [d1..dn, k] x weight [units, k] -> [d1..dn, units].
 bool DenseRelation(const std::vector<ir::Type>& types, const ir::Attrs& attrs,
@@ -175,32 +118,26 @@ bool DenseRelation(const std::vector<ir::Type>& types, const ir::Attrs& attrs,
   return true;
 }
 
-std::vector<Shape> DenseShapeFunc(std::span<const Shape> input_shapes, vm::TensorArgs,
-                                  const ir::Attrs& attrs) {
-  const Shape& data = input_shapes[0];
-  const Shape& weight = input_shapes[1];
-  CheckRuntimeReduction(data.back(), weight[1], "nn.dense", data, weight);
-  if (!attrs.IsNone("units") && attrs.GetInt("units") != weight[0]) {
-    throw Error("nn.dense: units=" + std::to_string(attrs.GetInt("units")) +
-                " does not match weight shape " + ShapeToString(weight));
-  }
-  Shape out(data.begin(), data.end() - 1);
-  out.push_back(weight[0]);
-  return {out};
-}
-
+// out[..., u] = sum_l data[..., l] * weight[u, l], summed in double.
 void DenseKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs, const ir::Attrs&) {
   const Tensor& data = inputs[0];
   const Tensor& weight = inputs[1];
   const Tensor& out = outputs[0];
-  const int64_t units = weight->shape()[0];
   const int64_t k = weight->shape()[1];
-  const int64_t rows = ShapeNumel(std::span(data->shape()).first(data->shape().size() - 1));
-  DispatchFloat(data->dtype(), "nn.dense", [&](auto in_tag) {
+  DispatchFloat(data->dtype(), [&](auto in_tag) {
     using T = decltype(in_tag);
-    DispatchFloat(out->dtype(), "nn.dense", [&](auto out_tag) {
+    DispatchFloat(out->dtype(), [&](auto out_tag) {
       using Out = decltype(out_tag);
-      MatMulTransposedB(data->data<T>(), weight->data<T>(), out->data<Out>(), rows, units, k);
+      ForEachIndex(out->shape(), [&](std::span<const int64_t> index) {
+        std::vector<int64_t> data_index(index.begin(), index.end());
+        double sum = 0;
+        for (int64_t l = 0; l < k; ++l) {
+          data_index.back() = l;
+          sum += ElementAt<T>(data, data_index) *
+                 ElementAt<T>(weight, std::array<int64_t, 2>{index.back(), l});
+        }
+        out->data<Out>()[BroadcastOffset(out->shape(), index)] = ConvertElement<Out>(sum);
+      });
     });
   });
 }
@@ -249,20 +186,8 @@ bool BatchMatMulRelation(const std::vector<ir::Type>& types, const ir::Attrs& at
   return true;
 }
 
-std::vector<Shape> BatchMatMulShapeFunc(std::span<const Shape> input_shapes, vm::TensorArgs,
-                                        const ir::Attrs& attrs) {
-  const Shape& x = input_shapes[0];
-  const Shape& y = input_shapes[1];
-  const MatMulDims dims = BatchMatMulDims(std::vector<Dim>(x.begin(), x.end()),
-                                          std::vector<Dim>(y.begin(), y.end()), attrs);
-  CheckRuntimeReduction(dims.k_of_x.value(), dims.k_of_y.value(), "nn.batch_matmul", x, y);
-  if (x[0] != y[0] && x[0] != 1 && y[0] != 1) {
-    throw Error("nn.batch_matmul: batch dimensions differ at run time for shapes " +
-                ShapeToString(x) + " and " + ShapeToString(y));
-  }
-  return {Shape{x[0] == 1 ? y[0] : x[0], dims.m.value(), dims.n.value()}};
-}
-
+// out[b, i, j] = sum_l x[b, i, l] * y[b, j, l], summed in double, with x
+// read as [b, k, m] under transpose_a and y as [b, k, n] without transpose_b.
 void BatchMatMulKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs,
                        const ir::Attrs& attrs) {
   const Tensor& x = inputs[0];
@@ -270,33 +195,23 @@ void BatchMatMulKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs
   const Tensor& out = outputs[0];
   const bool transpose_a = attrs.GetBool("transpose_a");
   const bool transpose_b = attrs.GetBool("transpose_b");
-  const int64_t batch = out->shape()[0];
-  const int64_t m = out->shape()[1];
-  const int64_t n = out->shape()[2];
   const int64_t k = transpose_a ? x->shape()[1] : x->shape()[2];
-  // A batch of size 1 is broadcast: every output batch reads its only matrix.
-  const int64_t x_step = x->shape()[0] == 1 ? 0 : m * k;
-  const int64_t y_step = y->shape()[0] == 1 ? 0 : n * k;
-  DispatchFloat(x->dtype(), "nn.batch_matmul", [&](auto in_tag) {
+  DispatchFloat(x->dtype(), [&](auto in_tag) {
     using T = decltype(in_tag);
-    DispatchFloat(out->dtype(), "nn.batch_matmul", [&](auto out_tag) {
+    DispatchFloat(out->dtype(), [&](auto out_tag) {
       using Out = decltype(out_tag);
-      // Operands not already in the (m x k) / (n x k) layout are packed.
-      std::vector<T> a_packed(transpose_a ? m * k : 0);
-      std::vector<T> b_packed(transpose_b ? 0 : n * k);
-      for (int64_t b = 0; b < batch; ++b) {
-        const T* a = x->data<T>() + b * x_step;
-        const T* bt = y->data<T>() + b * y_step;
-        if (transpose_a) {
-          Transpose(a, k, m, a_packed.data());
-          a = a_packed.data();
+      ForEachIndex(out->shape(), [&](std::span<const int64_t> index) {
+        const int64_t b = index[0], i = index[1], j = index[2];
+        double sum = 0;
+        for (int64_t l = 0; l < k; ++l) {
+          const std::array<int64_t, 3> x_index =
+              transpose_a ? std::array{b, l, i} : std::array{b, i, l};
+          const std::array<int64_t, 3> y_index =
+              transpose_b ? std::array{b, j, l} : std::array{b, l, j};
+          sum += ElementAt<T>(x, x_index) * ElementAt<T>(y, y_index);
         }
-        if (!transpose_b) {
-          Transpose(bt, k, n, b_packed.data());
-          bt = b_packed.data();
-        }
-        MatMulTransposedB(a, bt, out->data<Out>() + b * m * n, m, n, k);
-      }
+        out->data<Out>()[BroadcastOffset(out->shape(), index)] = ConvertElement<Out>(sum);
+      });
     });
   });
 }
@@ -324,15 +239,6 @@ void RelateAxisParameter(const std::vector<ir::Type>& types, size_t index,
   }
 }
 
-// The run-time half of RelateAxisParameter.
-void CheckAxisParameter(const Shape& data, const Shape& param, int64_t axis, const std::string& op,
-                        const std::string& what) {
-  if (param[0] != data[axis]) {
-    throw Error(op + ": " + what + " shape " + ShapeToString(param) + " does not match axis " +
-                std::to_string(axis) + " of data shape " + ShapeToString(data));
-  }
-}
-
 int64_t AxisAttr(const ir::Attrs& attrs, int64_t ndim, const std::string& op) {
   return NormalizeAxis(attrs.GetInt("axis"), ndim, op);
 }
@@ -347,50 +253,37 @@ bool BiasAddRelation(const std::vector<ir::Type>& types, const ir::Attrs& attrs,
   return true;
 }
 
-std::vector<Shape> BiasAddShapeFunc(std::span<const Shape> input_shapes, vm::TensorArgs,
-                                    const ir::Attrs& attrs) {
-  const Shape& data = input_shapes[0];
-  const int64_t axis = AxisAttr(attrs, static_cast<int64_t>(data.size()), "nn.bias_add");
-  CheckAxisParameter(data, input_shapes[1], axis, "nn.bias_add", "bias");
-  return {data};
-}
-
+// out[..., c, ...] = data[..., c, ...] + bias[c], with c the index along axis.
 void BiasAddKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs,
                    const ir::Attrs& attrs) {
   const Tensor& data = inputs[0];
+  const Tensor& bias = inputs[1];
   const int64_t axis = AxisAttr(attrs, data->ndim(), "nn.bias_add");
-  // bias viewed as (C, 1, ..., 1) broadcasts along the axes after `axis`.
-  Shape bias_shape(data->ndim() - axis, 1);
-  bias_shape[0] = inputs[1]->shape()[0];
-  const Tensor bias = inputs[1]->View(bias_shape);
   DispatchDType(data->dtype(), [&](auto tag) {
     using T = decltype(tag);
-    BroadcastLoop<T, T, T>(outputs[0], {data, bias}, [](auto a, auto b) { return a + b; });
+    ForEachIndex(data->shape(), [&](std::span<const int64_t> index) {
+      const int64_t offset = BroadcastOffset(data->shape(), index);
+      const auto sum = Wrapping(std::plus<>(), LoadElement(data->data<T>()[offset]),
+                                LoadElement(bias->data<T>()[index[axis]]));
+      outputs[0]->data<T>()[offset] = ConvertElement<T>(sum);
+    });
   });
 }
 
-// A tensor seen around `axis` as (outer, extent, inner): the line of elements
-// along the axis for (o, i) starts at o * extent * inner + i, with stride inner.
-struct AxisLines {
-  int64_t outer = 1;
-  int64_t extent = 1;
-  int64_t inner = 1;
-};
-
-AxisLines SplitAtAxis(const Shape& shape, int64_t axis) {
-  AxisLines lines;
-  for (int64_t d = 0; d < axis; ++d) lines.outer *= shape[d];
-  lines.extent = shape[axis];
-  for (size_t d = axis + 1; d < shape.size(); ++d) lines.inner *= shape[d];
-  return lines;
-}
-
-// Calls fn(start) for the start offset of every line along the axis.
+// Calls fn(at) for every line of `shape` along `axis`, where at(j) is the
+// flat offset of the line's element j.
 template <typename Fn>
-void ForEachLine(const AxisLines& lines, const Fn& fn) {
-  for (int64_t o = 0; o < lines.outer; ++o) {
-    for (int64_t i = 0; i < lines.inner; ++i) fn(o * lines.extent * lines.inner + i);
-  }
+void ForEachLine(const Shape& shape, int64_t axis, const Fn& fn) {
+  if (shape[axis] == 0) return;
+  Shape starts = shape;
+  starts[axis] = 1;
+  ForEachIndex(starts, [&](std::span<const int64_t> start) {
+    std::vector<int64_t> index(start.begin(), start.end());
+    fn([&](int64_t j) {
+      index[axis] = j;
+      return BroadcastOffset(shape, index);
+    });
+  });
 }
 
 // ---------------------------------------------------------------------------
@@ -406,39 +299,23 @@ bool SoftmaxRelation(const std::vector<ir::Type>& types, const ir::Attrs& attrs,
   return true;
 }
 
-// One pass keeps the running maximum and the sum of exp(x - max), rescaling
-// the sum whenever the maximum grows (online softmax), so no exp overflows;
-// a second pass normalises.
-template <typename T>
-void SoftmaxLine(const T* in, T* out, int64_t n, int64_t stride) {
-  using A = ComputeType<T>;
-  A max = -std::numeric_limits<A>::infinity();
-  A sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const A x = LoadElement(in[i * stride]);
-    if (x > max) {
-      sum = sum * std::exp(max - x) + 1;
-      max = x;
-    } else {
-      sum += std::exp(x - max);
-    }
-  }
-  const A scale = 1 / sum;
-  for (int64_t i = 0; i < n; ++i) {
-    out[i * stride] = ConvertElement<T>(std::exp(LoadElement(in[i * stride]) - max) * scale);
-  }
-}
-
+// Along each line: exp(x - max) / sum_j exp(x_j - max), in double.
 void SoftmaxKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs,
                    const ir::Attrs& attrs) {
   const Tensor& data = inputs[0];
-  const AxisLines lines = SplitAtAxis(data->shape(), AxisAttr(attrs, data->ndim(), "nn.softmax"));
-  DispatchFloat(data->dtype(), "nn.softmax", [&](auto tag) {
+  const int64_t axis = AxisAttr(attrs, data->ndim(), "nn.softmax");
+  const int64_t n = data->shape()[axis];
+  DispatchFloat(data->dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T* in = data->data<T>();
-    T* out = outputs[0]->data<T>();
-    ForEachLine(lines, [&](int64_t start) {
-      SoftmaxLine(in + start, out + start, lines.extent, lines.inner);
+    const auto x = [&](int64_t offset) -> double { return LoadElement(data->data<T>()[offset]); };
+    ForEachLine(data->shape(), axis, [&](const auto& at) {
+      double max = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < n; ++j) max = std::max(max, x(at(j)));
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j) sum += std::exp(x(at(j)) - max);
+      for (int64_t j = 0; j < n; ++j) {
+        outputs[0]->data<T>()[at(j)] = ConvertElement<T>(std::exp(x(at(j)) - max) / sum);
+      }
     });
   });
 }
@@ -458,65 +335,35 @@ bool LayerNormRelation(const std::vector<ir::Type>& types, const ir::Attrs& attr
   return true;
 }
 
-std::vector<Shape> LayerNormShapeFunc(std::span<const Shape> input_shapes, vm::TensorArgs,
-                                      const ir::Attrs& attrs) {
-  const Shape& data = input_shapes[0];
-  const int64_t axis = AxisAttr(attrs, static_cast<int64_t>(data.size()), "nn.layer_norm");
-  CheckAxisParameter(data, input_shapes[1], axis, "nn.layer_norm", "gamma");
-  CheckAxisParameter(data, input_shapes[2], axis, "nn.layer_norm", "beta");
-  return {data};
-}
-
-struct LayerNormParams {
-  double epsilon;
-  bool center;
-  bool scale;
-};
-
-// One pass gathers the statistics, a second normalises. The sums are taken
-// in double about a shift (the first element), so that E[x^2] - E[x]^2 does
-// not cancel when the mean is large against the spread.
-template <typename T>
-void LayerNormLine(const T* in, const T* gamma, const T* beta, T* out, int64_t n, int64_t stride,
-                   const LayerNormParams& params) {
-  using A = ComputeType<T>;
-  if (n == 0) return;
-  const double shift = LoadElement(in[0]);
-  double sum = 0;
-  double sum_squares = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double centered = static_cast<double>(LoadElement(in[i * stride])) - shift;
-    sum += centered;
-    sum_squares += centered * centered;
-  }
-  const double mean_offset = sum / static_cast<double>(n);
-  const double variance =
-      std::max(0.0, sum_squares / static_cast<double>(n) - mean_offset * mean_offset);
-  const A mean = static_cast<A>(shift + mean_offset);
-  const A inv_std = static_cast<A>(1 / std::sqrt(variance + params.epsilon));
-  for (int64_t i = 0; i < n; ++i) {
-    A y = (LoadElement(in[i * stride]) - mean) * inv_std;
-    if (params.scale) y *= LoadElement(gamma[i]);
-    if (params.center) y += LoadElement(beta[i]);
-    out[i * stride] = ConvertElement<T>(y);
-  }
-}
-
+// Along each line: (x - mean) / sqrt(variance + epsilon), times gamma[j]
+// when scale, plus beta[j] when center, in double.
 void LayerNormKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs,
                      const ir::Attrs& attrs) {
   const Tensor& data = inputs[0];
-  const AxisLines lines =
-      SplitAtAxis(data->shape(), AxisAttr(attrs, data->ndim(), "nn.layer_norm"));
-  const LayerNormParams params{attrs.GetFloat("epsilon"), attrs.GetBool("center"),
-                               attrs.GetBool("scale")};
-  DispatchFloat(data->dtype(), "nn.layer_norm", [&](auto tag) {
+  const int64_t axis = AxisAttr(attrs, data->ndim(), "nn.layer_norm");
+  const int64_t n = data->shape()[axis];
+  const double epsilon = attrs.GetFloat("epsilon");
+  const bool center = attrs.GetBool("center");
+  const bool scale = attrs.GetBool("scale");
+  DispatchFloat(data->dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T* in = data->data<T>();
-    const T* gamma = inputs[1]->data<T>();
-    const T* beta = inputs[2]->data<T>();
-    T* out = outputs[0]->data<T>();
-    ForEachLine(lines, [&](int64_t start) {
-      LayerNormLine(in + start, gamma, beta, out + start, lines.extent, lines.inner, params);
+    const auto x = [&](int64_t offset) -> double { return LoadElement(data->data<T>()[offset]); };
+    const auto param = [&](int input, int64_t j) -> double {
+      return LoadElement(inputs[input]->data<T>()[j]);
+    };
+    ForEachLine(data->shape(), axis, [&](const auto& at) {
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j) sum += x(at(j));
+      const double mean = sum / static_cast<double>(n);
+      double squares = 0;
+      for (int64_t j = 0; j < n; ++j) squares += (x(at(j)) - mean) * (x(at(j)) - mean);
+      const double variance = squares / static_cast<double>(n);
+      for (int64_t j = 0; j < n; ++j) {
+        double y = (x(at(j)) - mean) / std::sqrt(variance + epsilon);
+        if (scale) y *= param(1, j);
+        if (center) y += param(2, j);
+        outputs[0]->data<T>()[at(j)] = ConvertElement<T>(y);
+      }
     });
   });
 }
@@ -528,7 +375,6 @@ OpDef& RegisterNnOp(OpRegistry& registry, const std::string& name, std::string d
   def.min_inputs = num_inputs;
   def.max_inputs = num_inputs;
   def.attrs = std::move(attrs);
-  def.shape_mode = ShapeFuncMode::kDataIndependent;
   def.pattern = pattern;
   return def;
 }
@@ -547,7 +393,6 @@ void RegisterNnOps(OpRegistry& registry) {
        {"out_dtype", AttrKind::kDType, std::monostate{}}},
       OpPattern::kOutEWiseFusable);
   dense.relation = DenseRelation;
-  dense.shape_func = DenseShapeFunc;
   dense.kernel = DenseKernel;
 
   OpDef& batch_matmul = RegisterNnOp(
@@ -560,7 +405,6 @@ void RegisterNnOps(OpRegistry& registry) {
        {"transpose_b", AttrKind::kBool, true}},
       OpPattern::kOutEWiseFusable);
   batch_matmul.relation = BatchMatMulRelation;
-  batch_matmul.shape_func = BatchMatMulShapeFunc;
   batch_matmul.kernel = BatchMatMulKernel;
 
   OpDef& bias_add =
@@ -568,14 +412,12 @@ void RegisterNnOps(OpRegistry& registry) {
                    "Adds a 1-D bias along `axis` of data (broadcast over the other axes).", 2,
                    {{"axis", AttrKind::kInt, int64_t{1}}}, OpPattern::kBroadcast);
   bias_add.relation = BiasAddRelation;
-  bias_add.shape_func = BiasAddShapeFunc;
   bias_add.kernel = BiasAddKernel;
 
   OpDef& softmax = RegisterNnOp(registry, "nn.softmax",
                                 "Softmax along `axis`: exp(x - max) / sum(exp(x - max)).", 1,
                                 {{"axis", AttrKind::kInt, int64_t{-1}}}, OpPattern::kOpaque);
   softmax.relation = SoftmaxRelation;
-  softmax.shape_func = IdentityShapeFunc;
   softmax.kernel = SoftmaxKernel;
 
   OpDef& layer_norm = RegisterNnOp(
@@ -589,7 +431,6 @@ void RegisterNnOps(OpRegistry& registry) {
        {"scale", AttrKind::kBool, true}},
       OpPattern::kOpaque);
   layer_norm.relation = LayerNormRelation;
-  layer_norm.shape_func = LayerNormShapeFunc;
   layer_norm.kernel = LayerNormKernel;
 }
 

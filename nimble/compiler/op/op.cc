@@ -33,9 +33,10 @@ namespace {
 // runs, so the compiler and the runtime cannot disagree on output shapes.
 void LinkRuntimeHalves(OpRegistry& registry) {
   for (const std::string& name : registry.Names()) {
-    const vm::OpKernelDef* runtime = vm::OpKernelRegistry::Global().Find(name);
-    if (!runtime) continue;
     OpDef& def = *registry.FindMutable(name);
+    if (def.dialect) continue;
+    const vm::OpKernelDef* runtime = vm::OpKernelRegistry::Global().Find(name);
+    if (!runtime) throw Error("operator '" + name + "' has no runtime definition");
     def.shape_func = runtime->shape_func;
     def.shape_mode = runtime->shape_mode;
   }
@@ -53,6 +54,7 @@ const OpRegistry& OpRegistry::Global() {
     RegisterTransformOps(built);
     RegisterCreationOps(built);
     RegisterDynamicOps(built);
+    RegisterMemoryOps(built);
     LinkRuntimeHalves(built);
     return built;
   }();

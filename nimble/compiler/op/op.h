@@ -88,6 +88,9 @@ struct OpDef {
   ShapeFuncMode shape_mode = ShapeFuncMode::kDataIndependent;
   OpPattern pattern = OpPattern::kOpaque;
   ReferenceKernel kernel;
+  // An op of the memory dialect (op/memory.cc): written by memory
+  // manifestation, compiled to VM instructions; no shape function or kernel.
+  bool dialect = false;
 };
 
 class OpRegistry {
@@ -126,5 +129,6 @@ void RegisterReduceOps(OpRegistry& registry);
 void RegisterTransformOps(OpRegistry& registry);
 void RegisterCreationOps(OpRegistry& registry);
 void RegisterDynamicOps(OpRegistry& registry);
+void RegisterMemoryOps(OpRegistry& registry);
 
 }  // namespace nimble::op

@@ -2,54 +2,27 @@
 // all, any (axis, keepdims, exclude) and argmax, argmin (also
 // select_last_index; int32 indices).
 #include <cstdint>
+#include <functional>
 #include <limits>
-#include <memory>
+#include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
-#include "nimble/compiler/op/elemwise.h"
 #include "nimble/compiler/op/op.h"
+#include "nimble/compiler/op/reference_loops.h"
 #include "nimble/compiler/op/type_relations.h"
+#include "nimble/vm/dtype.h"
 #include "nimble/vm/error.h"
+#include "nimble/vm/kernels/element.h"
+#include "nimble/vm/kernels/reduce.h"
 
 namespace nimble::op {
 
 namespace {
 
-// Which axes of a rank-`ndim` input are reduced, under Relay's rules: `axis`
-// None or empty means every axis; `exclude` reduces the axes not listed.
-std::vector<bool> ReducedAxes(int64_t ndim, const ir::Attrs& attrs, const std::string& op) {
-  std::vector<bool> reduced(ndim, true);
-  if (attrs.IsNone("axis") || attrs.GetIntList("axis").empty()) return reduced;
-  std::vector<bool> listed(ndim, false);
-  for (int64_t axis : attrs.GetIntList("axis")) {
-    const int64_t normalized = NormalizeAxis(axis, ndim, op);
-    if (listed[normalized]) {
-      throw Error(op + ": axis " + std::to_string(axis) +
-                  " is listed twice in axis=" + ir::AttrValueToString(attrs.GetIntList("axis")));
-    }
-    listed[normalized] = true;
-  }
-  const bool exclude = attrs.GetBool("exclude");
-  for (int64_t d = 0; d < ndim; ++d) reduced[d] = listed[d] != exclude;
-  return reduced;
-}
-
-// The result shape: reduced axes dropped, or kept as 1 with keepdims. Serves
-// both static types (ir::Dim) and run-time shapes (int64_t).
-template <typename D>
-std::vector<D> ReducedShape(const std::vector<D>& shape, const std::vector<bool>& reduced,
-                            bool keepdims) {
-  std::vector<D> out;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (!reduced[d]) {
-      out.push_back(shape[d]);
-    } else if (keepdims) {
-      out.push_back(D(1));
-    }
-  }
-  return out;
-}
+using vm::ReducedAxes;
+using vm::ReducedShape;
 
 // What a reduction accepts and returns.
 struct ReduceSignature {
@@ -80,347 +53,143 @@ TypeRelation ReduceRelation(const std::string& op, ReduceSignature signature) {
   };
 }
 
-ShapeFunction ReduceShapeFunc(const std::string& op) {
-  return [op](std::span<const Shape> input_shapes, vm::TensorArgs, const ir::Attrs& attrs) {
-    const Shape& shape = input_shapes[0];
-    const std::vector<bool> reduced = ReducedAxes(static_cast<int64_t>(shape.size()), attrs, op);
-    return std::vector<Shape>{ReducedShape(shape, reduced, attrs.GetBool("keepdims"))};
-  };
-}
-
 // ---------------------------------------------------------------------------
-// Kernels
+// Reference kernels: each output element on its own, folding the input
+// elements it covers in row-major order of the reduced axes. Integers
+// accumulate in int64 (wrapping, narrowed at the end), floats in double.
 
-// The reduction as an iteration space over the input in memory order: runs
-// of adjacent axes that are all reduced or all kept, merged into one dim
-// (size-1 axes dropped). Each dim has its stride in the output (0 when
-// reduced) and in the row-major index over the reduced axes that argmax and
-// argmin return (0 when kept).
-struct ReduceSpace {
-  std::vector<int64_t> dims;
-  std::vector<bool> reduced;
-  std::vector<int64_t> out_strides;
-  std::vector<int64_t> index_strides;
-};
+enum class Reduction { kSum, kMean, kMax, kMin, kProd, kAll, kAny };
 
-ReduceSpace MakeReduceSpace(const Shape& shape, const std::vector<bool>& reduced) {
-  ReduceSpace space;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    if (!space.dims.empty() && space.reduced.back() == reduced[d]) {
-      space.dims.back() *= shape[d];
-    } else {
-      space.dims.push_back(shape[d]);
-      space.reduced.push_back(reduced[d]);
-    }
-  }
-  if (space.dims.empty()) {  // a single element
-    space.dims.push_back(1);
-    space.reduced.push_back(false);
-  }
-  const size_t rank = space.dims.size();
-  space.out_strides.resize(rank);
-  space.index_strides.resize(rank);
-  int64_t out_stride = 1;
-  int64_t index_stride = 1;
-  for (size_t d = rank; d-- > 0;) {
-    space.out_strides[d] = space.reduced[d] ? 0 : out_stride;
-    space.index_strides[d] = space.reduced[d] ? index_stride : 0;
-    (space.reduced[d] ? index_stride : out_stride) *= space.dims[d];
-  }
-  return space;
-}
-
-// Calls row_fn(in_offset, out_offset, index_offset) for each row of the
-// innermost dim, in memory order; an odometer walks the outer dims.
-template <typename RowFn>
-void ForEachRow(const ReduceSpace& space, int64_t numel, const RowFn& row_fn) {
-  const size_t outer = space.dims.size() - 1;
-  const int64_t row = space.dims.back();
-  std::vector<int64_t> index(outer, 0);
-  int64_t out_offset = 0;
-  int64_t index_offset = 0;
-  for (int64_t in_offset = 0; in_offset < numel; in_offset += row) {
-    row_fn(in_offset, out_offset, index_offset);
-    for (size_t d = outer; d-- > 0;) {
-      out_offset += space.out_strides[d];
-      index_offset += space.index_strides[d];
-      if (++index[d] < space.dims[d]) break;
-      out_offset -= space.out_strides[d] * space.dims[d];
-      index_offset -= space.index_strides[d] * space.dims[d];
-      index[d] = 0;
-    }
-  }
-}
-
-// The number of input elements folded into each output element.
-int64_t ReducedCount(const Shape& shape, const std::vector<bool>& reduced) {
-  int64_t count = 1;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (reduced[d]) count *= shape[d];
-  }
-  return count;
-}
-
-void CheckNonEmpty(const Tensor& input, const Tensor& output, int64_t count,
-                   const std::string& op) {
-  if (count == 0 && output->numel() > 0) {
-    throw Error(op + ": cannot reduce an empty axis of shape " + ShapeToString(input->shape()) +
-                " (the reduction has no identity)");
-  }
-}
-
-// Integers accumulate in int64 (narrowed to the output type at the end, as a
-// wrapping accumulator of that type would be); float16 in float.
 template <typename T>
-using Accumulator =
-    std::conditional_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int64_t, ComputeType<T>>;
+using Accumulator = std::conditional_t<std::is_same_v<T, bool>, bool,
+                                       std::conditional_t<std::is_integral_v<T>, int64_t, double>>;
 
 template <typename A>
 A Lowest() {
-  if constexpr (std::numeric_limits<A>::has_infinity) {
-    return -std::numeric_limits<A>::infinity();
-  } else {
-    return std::numeric_limits<A>::lowest();
-  }
+  if constexpr (std::is_floating_point_v<A>) return -std::numeric_limits<A>::infinity();
+  return std::numeric_limits<A>::lowest();
 }
 template <typename A>
 A Highest() {
-  if constexpr (std::numeric_limits<A>::has_infinity) {
-    return std::numeric_limits<A>::infinity();
-  } else {
-    return std::numeric_limits<A>::max();
-  }
+  if constexpr (std::is_floating_point_v<A>) return std::numeric_limits<A>::infinity();
+  return std::numeric_limits<A>::max();
 }
 
-// Integer sums and products wrap modulo 2^64 instead of overflowing int64.
 template <typename A>
-A WrappingAdd(A a, A b) {
-  if constexpr (std::is_integral_v<A>) {
-    return static_cast<A>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-  } else {
-    return a + b;
+A Identity(Reduction kind) {
+  switch (kind) {
+    case Reduction::kMax:
+      return Lowest<A>();
+    case Reduction::kMin:
+      return Highest<A>();
+    case Reduction::kProd:
+    case Reduction::kAll:
+      return A(1);
+    default:
+      return A(0);
   }
 }
+
+// A NaN never replaces the max or min so far: NaNs are skipped.
 template <typename A>
-A WrappingMultiply(A a, A b) {
-  if constexpr (std::is_integral_v<A>) {
-    return static_cast<A>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-  } else {
-    return a * b;
+A Combine(Reduction kind, A acc, A x) {
+  switch (kind) {
+    case Reduction::kSum:
+    case Reduction::kMean:
+      return Wrapping(std::plus<>(), acc, x);
+    case Reduction::kProd:
+      return Wrapping(std::multiplies<>(), acc, x);
+    case Reduction::kMax:
+      return x > acc ? x : acc;
+    case Reduction::kMin:
+      return x < acc ? x : acc;
+    case Reduction::kAll:
+      return acc && x;
+    case Reduction::kAny:
+      return acc || x;
   }
-}
-
-// A reducer: Identity, Combine (associative and commutative) and Finalize
-// (from the combined value and the element count to the result). kLogical
-// reducers take bool; kNeedsElement ones fail on an empty reduction.
-struct SumReducer {
-  static constexpr bool kLogical = false;
-  static constexpr bool kNeedsElement = false;
-  template <typename A>
-  static A Identity() {
-    return A(0);
-  }
-  template <typename A>
-  static A Combine(A acc, A x) {
-    return WrappingAdd(acc, x);
-  }
-  template <typename A>
-  static A Finalize(A acc, int64_t) {
-    return acc;
-  }
-};
-
-struct MeanReducer : SumReducer {
-  static constexpr bool kNeedsElement = true;
-  template <typename A>
-  static A Finalize(A acc, int64_t count) {
-    return acc / static_cast<A>(count);
-  }
-};
-
-struct ProdReducer : SumReducer {
-  template <typename A>
-  static A Identity() {
-    return A(1);
-  }
-  template <typename A>
-  static A Combine(A acc, A x) {
-    return WrappingMultiply(acc, x);
-  }
-};
-
-struct MaxReducer : SumReducer {
-  static constexpr bool kNeedsElement = true;
-  template <typename A>
-  static A Identity() {
-    return Lowest<A>();
-  }
-  template <typename A>
-  static A Combine(A acc, A x) {
-    return x > acc ? x : acc;
-  }
-};
-
-struct MinReducer : SumReducer {
-  static constexpr bool kNeedsElement = true;
-  template <typename A>
-  static A Identity() {
-    return Highest<A>();
-  }
-  template <typename A>
-  static A Combine(A acc, A x) {
-    return x < acc ? x : acc;
-  }
-};
-
-struct AllReducer : SumReducer {
-  static constexpr bool kLogical = true;
-  template <typename A>
-  static A Identity() {
-    return true;
-  }
-  template <typename A>
-  static A Combine(A acc, A x) {
-    return acc && x;
-  }
-};
-
-struct AnyReducer : SumReducer {
-  static constexpr bool kLogical = true;
-  template <typename A>
-  static A Identity() {
-    return false;
-  }
-  template <typename A>
-  static A Combine(A acc, A x) {
-    return acc || x;
-  }
-};
-
-constexpr int64_t kLanes = 8;
-
-// Reduces a contiguous row. kLanes independent accumulators let the lane
-// loop vectorise without reassociating floating-point operations.
-template <typename Reducer, typename A, typename T>
-A ReduceRow(const T* row, int64_t n) {
-  A lanes[kLanes];
-  for (A& lane : lanes) lane = Reducer::template Identity<A>();
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int64_t lane = 0; lane < kLanes; ++lane) {
-      lanes[lane] = Reducer::Combine(lanes[lane], static_cast<A>(LoadElement(row[i + lane])));
-    }
-  }
-  A acc = Reducer::template Identity<A>();
-  for (const A& lane : lanes) acc = Reducer::Combine(acc, lane);
-  for (; i < n; ++i) acc = Reducer::Combine(acc, static_cast<A>(LoadElement(row[i])));
   return acc;
 }
 
-template <typename Reducer, typename T>
-void ReduceValues(const Tensor& input, const Tensor& output, const std::vector<bool>& reduced,
-                  const std::string& op) {
-  using A = Accumulator<T>;
-  const int64_t out_numel = output->numel();
-  const int64_t count = ReducedCount(input->shape(), reduced);
-  if (Reducer::kNeedsElement) CheckNonEmpty(input, output, count, op);
-  // Not std::vector: vector<bool> (all, any) has no addressable elements.
-  std::unique_ptr<A[]> acc(new A[out_numel]);
-  for (int64_t i = 0; i < out_numel; ++i) acc[i] = Reducer::template Identity<A>();
-
-  const ReduceSpace space = MakeReduceSpace(input->shape(), reduced);
-  const T* in = input->data<T>();
-  const int64_t row = space.dims.back();
-  if (space.reduced.back()) {
-    // Innermost axes reduced: each contiguous row folds into one output.
-    ForEachRow(space, input->numel(), [&](int64_t in_offset, int64_t out_offset, int64_t) {
-      acc[out_offset] =
-          Reducer::Combine(acc[out_offset], ReduceRow<Reducer, A>(in + in_offset, row));
-    });
-  } else {
-    // Innermost axes kept: each contiguous row folds elementwise into a row of outputs.
-    ForEachRow(space, input->numel(), [&](int64_t in_offset, int64_t out_offset, int64_t) {
-      A* dst = acc.get() + out_offset;
-      const T* src = in + in_offset;
-      for (int64_t j = 0; j < row; ++j) {
-        dst[j] = Reducer::Combine(dst[j], static_cast<A>(LoadElement(src[j])));
+// Calls fn(out, offsets) for each output element (its flat index) with the
+// flat input offsets of the elements it covers, in row-major order of the
+// reduced axes; first checks that a reduction without identity has elements.
+template <typename Fn>
+void ForEachOutput(const Tensor& input, const std::vector<bool>& reduced, bool needs_element,
+                   const std::string& op, const Fn& fn) {
+  const Shape& shape = input->shape();
+  Shape extent = shape;  // the reduced axes' sizes, 1 elsewhere
+  for (size_t d = 0; d < shape.size(); ++d) extent[d] = reduced[d] ? shape[d] : 1;
+  const Shape kept = ReducedShape(shape, reduced, /*keepdims=*/true);
+  if (needs_element && ShapeNumel(extent) == 0 && ShapeNumel(kept) > 0) {
+    throw Error(op + ": cannot reduce an empty axis of shape " + ShapeToString(shape) +
+                " (the reduction has no identity)");
+  }
+  int64_t out = 0;
+  ForEachIndex(kept, [&](std::span<const int64_t> out_index) {
+    std::vector<int64_t> offsets;
+    ForEachIndex(extent, [&](std::span<const int64_t> reduced_index) {
+      int64_t offset = 0;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        offset = offset * shape[d] + (reduced[d] ? reduced_index[d] : out_index[d]);
       }
+      offsets.push_back(offset);
     });
-  }
-  T* out = output->data<T>();
-  for (int64_t i = 0; i < out_numel; ++i) {
-    out[i] = ConvertElement<T>(Reducer::Finalize(acc[i], count));
-  }
+    fn(out++, offsets);
+  });
 }
 
-template <typename Reducer>
-ReferenceKernel ValueReduceKernel(const std::string& op) {
-  return [op](std::span<const Tensor> inputs, std::span<Tensor> outputs, const ir::Attrs& attrs) {
+ReferenceKernel ValueReduceKernel(const std::string& op, Reduction kind) {
+  return [op, kind](std::span<const Tensor> inputs, std::span<Tensor> outputs,
+                    const ir::Attrs& attrs) {
     const Tensor& input = inputs[0];
     const std::vector<bool> reduced = ReducedAxes(input->ndim(), attrs, op);
+    const bool needs_element =
+        kind == Reduction::kMean || kind == Reduction::kMax || kind == Reduction::kMin;
     DispatchDType(input->dtype(), [&](auto tag) {
       using T = decltype(tag);
-      if constexpr (std::is_same_v<T, bool> == Reducer::kLogical) {
-        ReduceValues<Reducer, T>(input, outputs[0], reduced, op);
-      } else {
-        throw Error(op + ": unsupported dtype " + input->dtype().name());
-      }
+      using A = Accumulator<T>;
+      const T* in = input->data<T>();
+      T* out = outputs[0]->data<T>();
+      ForEachOutput(input, reduced, needs_element, op, [&](int64_t i, std::span<const int64_t> at) {
+        A acc = Identity<A>(kind);
+        for (int64_t offset : at) acc = Combine(kind, acc, static_cast<A>(LoadElement(in[offset])));
+        if (kind == Reduction::kMean) acc = acc / static_cast<A>(at.size());
+        out[i] = ConvertElement<T>(acc);
+      });
     });
   };
 }
 
-// argmax / argmin. Elements are visited in increasing reduced index for each
-// output, so a strictly better value wins ties for the first index and, with
-// select_last_index, a better-or-equal one for the last.
-template <bool kMax, typename T>
-void ReduceIndices(const Tensor& input, const Tensor& output, const std::vector<bool>& reduced,
-                   bool select_last_index, const std::string& op) {
-  using A = ComputeType<T>;
-  const int64_t count = ReducedCount(input->shape(), reduced);
-  CheckNonEmpty(input, output, count, op);
-  if (count > std::numeric_limits<int32_t>::max()) {
-    throw Error(op + ": reducing " + std::to_string(count) +
-                " elements per output overflows the int32 index");
-  }
-  std::vector<A> best(output->numel(), kMax ? Lowest<A>() : Highest<A>());
-  int32_t* indices = output->data<int32_t>();  // zero-filled: index 0 until beaten
-  const auto replaces = [select_last_index](A x, A current) {
-    if (select_last_index) return kMax ? x >= current : x <= current;
-    return kMax ? x > current : x < current;
-  };
-
-  const ReduceSpace space = MakeReduceSpace(input->shape(), reduced);
-  const T* in = input->data<T>();
-  const int64_t row = space.dims.back();
-  const bool row_reduced = space.reduced.back();
-  ForEachRow(
-      space, input->numel(), [&](int64_t in_offset, int64_t out_offset, int64_t index_offset) {
-        for (int64_t j = 0; j < row; ++j) {
-          const A x = LoadElement(in[in_offset + j]);
-          // Along a reduced row the index advances; along a kept row the output does.
-          const int64_t out = row_reduced ? out_offset : out_offset + j;
-          if (replaces(x, best[out])) {
-            best[out] = x;
-            indices[out] = static_cast<int32_t>(row_reduced ? index_offset + j : index_offset);
+// argmax / argmin: the position among the covered elements of the first
+// strictly better one, or with select_last_index the last better-or-equal.
+ReferenceKernel IndexReduceKernel(const std::string& op, bool is_max) {
+  return [op, is_max](std::span<const Tensor> inputs, std::span<Tensor> outputs,
+                      const ir::Attrs& attrs) {
+    const Tensor& input = inputs[0];
+    const std::vector<bool> reduced = ReducedAxes(input->ndim(), attrs, op);
+    const bool last = attrs.GetBool("select_last_index");
+    DispatchDType(input->dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      using A = Accumulator<T>;
+      const T* in = input->data<T>();
+      int32_t* out = outputs[0]->data<int32_t>();
+      ForEachOutput(input, reduced, true, op, [&](int64_t i, std::span<const int64_t> at) {
+        if (at.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+          throw Error(op + ": reducing " + std::to_string(at.size()) +
+                      " elements per output overflows the int32 index");
+        }
+        A best = is_max ? Lowest<A>() : Highest<A>();
+        out[i] = 0;
+        for (size_t k = 0; k < at.size(); ++k) {
+          const A x = static_cast<A>(LoadElement(in[at[k]]));
+          const bool better = is_max ? x > best : x < best;
+          if (better || (last && x == best)) {
+            best = x;
+            out[i] = static_cast<int32_t>(k);
           }
         }
       });
-}
-
-template <bool kMax>
-ReferenceKernel IndexReduceKernel(const std::string& op) {
-  return [op](std::span<const Tensor> inputs, std::span<Tensor> outputs, const ir::Attrs& attrs) {
-    const Tensor& input = inputs[0];
-    const std::vector<bool> reduced = ReducedAxes(input->ndim(), attrs, op);
-    const bool select_last_index = attrs.GetBool("select_last_index");
-    DispatchDType(input->dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      if constexpr (!std::is_same_v<T, bool>) {
-        ReduceIndices<kMax, T>(input, outputs[0], reduced, select_last_index, op);
-      } else {
-        throw Error(op + ": unsupported dtype bool");
-      }
     });
   };
 }
@@ -443,8 +212,6 @@ void RegisterReduce(OpRegistry& registry, const std::string& name, const std::st
                  {"exclude", AttrKind::kBool, false}};
   }
   def.relation = ReduceRelation(name, signature);
-  def.shape_func = ReduceShapeFunc(name);
-  def.shape_mode = ShapeFuncMode::kDataIndependent;
   def.pattern = OpPattern::kCommReduce;
   def.kernel = std::move(kernel);
 }
@@ -456,28 +223,28 @@ void RegisterReduceOps(OpRegistry& registry) {
   const ReduceSignature logical{.logical = true};
   const ReduceSignature index{.index_output = true};
   RegisterReduce(registry, "sum", "Sum of the elements over the given axes.", numeric,
-                 ValueReduceKernel<SumReducer>("sum"));
+                 ValueReduceKernel("sum", Reduction::kSum));
   RegisterReduce(registry, "mean",
                  "Mean of the elements over the given axes (integer division for integers).",
-                 numeric, ValueReduceKernel<MeanReducer>("mean"));
+                 numeric, ValueReduceKernel("mean", Reduction::kMean));
   RegisterReduce(registry, "max", "Maximum of the elements over the given axes.", numeric,
-                 ValueReduceKernel<MaxReducer>("max"));
+                 ValueReduceKernel("max", Reduction::kMax));
   RegisterReduce(registry, "min", "Minimum of the elements over the given axes.", numeric,
-                 ValueReduceKernel<MinReducer>("min"));
+                 ValueReduceKernel("min", Reduction::kMin));
   RegisterReduce(registry, "prod", "Product of the elements over the given axes.", numeric,
-                 ValueReduceKernel<ProdReducer>("prod"));
+                 ValueReduceKernel("prod", Reduction::kProd));
   RegisterReduce(registry, "all", "Logical AND of bool elements over the given axes.", logical,
-                 ValueReduceKernel<AllReducer>("all"));
+                 ValueReduceKernel("all", Reduction::kAll));
   RegisterReduce(registry, "any", "Logical OR of bool elements over the given axes.", logical,
-                 ValueReduceKernel<AnyReducer>("any"));
+                 ValueReduceKernel("any", Reduction::kAny));
   RegisterReduce(registry, "argmax",
                  "Index (int32, row-major over the reduced axes) of the maximum over the given "
                  "axes; ties give the first index, or the last with select_last_index.",
-                 index, IndexReduceKernel<true>("argmax"));
+                 index, IndexReduceKernel("argmax", true));
   RegisterReduce(registry, "argmin",
                  "Index (int32, row-major over the reduced axes) of the minimum over the given "
                  "axes; ties give the first index, or the last with select_last_index.",
-                 index, IndexReduceKernel<false>("argmin"));
+                 index, IndexReduceKernel("argmin", false));
 }
 
 }  // namespace nimble::op

@@ -1,44 +1,51 @@
-// Unary elementwise operators: output type = input type (except cast), shape
-// function = identity, kernel = one UnaryLoop over a scalar function.
-#include <algorithm>
-#include <cmath>
-#include <functional>
+// Unary elementwise operators and cast: output type = input type (cast: the
+// `dtype` attribute), pattern elementwise. Their scalar functions, shape
+// functions and built-in kernels live in the runtime
+// (vm/kernels/elemwise_functions.h, elemwise.cc); the reference kernel here
+// applies the same scalar function one element at a time.
+#include <cstdint>
+#include <string>
 
-#include "nimble/compiler/op/elemwise.h"
+#include "nimble/compiler/op/dtype_class.h"
 #include "nimble/compiler/op/op.h"
 #include "nimble/compiler/op/type_relations.h"
-#include "nimble/vm/error.h"
+#include "nimble/vm/kernels/elemwise_functions.h"
 
 namespace nimble::op {
 
 namespace {
 
-// Registers an op computing `fn` on each element of an input whose dtype is
-// in `kAccepted`; the output has the input's type.
-template <DTypeClass kAccepted, typename Fn>
+// The reference kernel: out[i] = fn(in[i]), element by element in the compute
+// type. Input and output have one shape, so flat index i is the same element
+// of both.
+template <typename In, typename Out, typename Fn>
+void ReferenceUnary(const Tensor& input, const Tensor& output, const Fn& fn) {
+  const In* in = input->data<In>();
+  Out* out = output->data<Out>();
+  for (int64_t i = 0; i < output->numel(); ++i) {
+    out[i] = ConvertElement<Out>(fn(LoadElement(in[i])));
+  }
+}
+
+// Registers an op computing `fn` on each element; the output has the input's
+// type, whose dtype must be one `fn` accepts.
+template <typename Fn>
 void RegisterUnaryOp(OpRegistry& registry, const std::string& name, const std::string& description,
                      Fn fn) {
   OpDef& def = registry.Register(name);
   def.description = description;
-  def.relation = RequireDTypeClass(kAccepted, IdentityRelation, /*check_output=*/true);
-  def.shape_func = IdentityShapeFunc;
-  def.shape_mode = ShapeFuncMode::kDataIndependent;
+  def.relation = RequireDTypeClass(Fn::kAccepts, IdentityRelation, /*check_output=*/true);
   def.pattern = OpPattern::kElemWise;
   def.kernel = [fn](std::span<const Tensor> inputs, std::span<Tensor> outputs, const ir::Attrs&) {
     DispatchDType(inputs[0]->dtype(), [&](auto tag) {
       using T = decltype(tag);
-      if constexpr (ElementInClass<T>(kAccepted)) {
-        UnaryLoop<T, T>(inputs[0], outputs[0], fn);
+      if constexpr (ElementInClass<T>(Fn::kAccepts)) {
+        ReferenceUnary<T, T>(inputs[0], outputs[0], fn);
       } else {
         ThrowUnsupportedDType(inputs[0]->dtype());
       }
     });
   };
-}
-
-template <typename T>
-T Negate(T x) {
-  return Wrapping(std::minus<>(), T(0), x);
 }
 
 bool CastRelation(const std::vector<ir::Type>& types, const ir::Attrs& attrs,
@@ -57,14 +64,12 @@ void RegisterCast(OpRegistry& registry) {
   def.attrs = {
       {.name = "dtype", .kind = ir::AttrKind::kDType, .default_value = {}, .required = true}};
   def.relation = CastRelation;
-  def.shape_func = IdentityShapeFunc;
-  def.shape_mode = ShapeFuncMode::kDataIndependent;
   def.pattern = OpPattern::kElemWise;
   def.kernel = [](std::span<const Tensor> inputs, std::span<Tensor> outputs, const ir::Attrs&) {
     DispatchDType(inputs[0]->dtype(), [&](auto in_tag) {
       DispatchDType(outputs[0]->dtype(), [&](auto out_tag) {
-        UnaryLoop<decltype(in_tag), decltype(out_tag)>(inputs[0], outputs[0],
-                                                       [](auto x) { return x; });
+        ReferenceUnary<decltype(in_tag), decltype(out_tag)>(inputs[0], outputs[0],
+                                                            elemwise::Identity());
       });
     });
   };
@@ -73,62 +78,9 @@ void RegisterCast(OpRegistry& registry) {
 }  // namespace
 
 void RegisterUnaryOps(OpRegistry& registry) {
-  using enum DTypeClass;
-  RegisterUnaryOp<kNumeric>(registry, "negative",
-                            "Elementwise -x (integers wrap: -INT_MIN = INT_MIN).",
-                            [](auto x) { return Negate(x); });
-  RegisterUnaryOp<kNumeric>(registry, "abs",
-                            "Elementwise |x| (integers wrap: |INT_MIN| = INT_MIN).", [](auto x) {
-                              using C = decltype(x);
-                              if constexpr (std::is_floating_point_v<C>) {
-                                return std::abs(x);
-                              } else if constexpr (std::is_unsigned_v<C>) {
-                                return x;
-                              } else {
-                                return x < C(0) ? Negate(x) : x;
-                              }
-                            });
-  RegisterUnaryOp<kFloat>(registry, "exp", "Elementwise e^x.", [](auto x) { return std::exp(x); });
-  RegisterUnaryOp<kFloat>(registry, "log", "Elementwise natural logarithm.",
-                          [](auto x) { return std::log(x); });
-  RegisterUnaryOp<kFloat>(registry, "sqrt", "Elementwise square root.",
-                          [](auto x) { return std::sqrt(x); });
-  RegisterUnaryOp<kFloat>(registry, "rsqrt", "Elementwise 1 / sqrt(x).", [](auto x) {
-    using C = decltype(x);
-    return C(1) / std::sqrt(x);
+  elemwise::ForEachUnaryFunction([&](const char* name, const char* description, auto fn) {
+    RegisterUnaryOp(registry, name, description, fn);
   });
-  RegisterUnaryOp<kFloat>(registry, "tanh", "Elementwise hyperbolic tangent.",
-                          [](auto x) { return std::tanh(x); });
-  RegisterUnaryOp<kFloat>(registry, "sigmoid", "Elementwise 1 / (1 + e^-x).", [](auto x) {
-    using C = decltype(x);
-    return C(1) / (C(1) + std::exp(-x));
-  });
-  RegisterUnaryOp<kNumeric>(registry, "nn.relu", "Elementwise max(x, 0); NaN stays NaN.",
-                            [](auto x) {
-                              using C = decltype(x);
-                              return std::max(x, C(0));
-                            });
-  RegisterUnaryOp<kFloat>(registry, "erf", "Elementwise Gauss error function.",
-                          [](auto x) { return std::erf(x); });
-  RegisterUnaryOp<kFloat>(registry, "gelu", "Elementwise 0.5 * x * (1 + erf(x / sqrt(2))).",
-                          [](auto x) {
-                            using C = decltype(x);
-                            return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440)));
-                          });
-  RegisterUnaryOp<kNumeric>(
-      registry, "round",
-      "Elementwise round to the nearest integer, halves to even (numpy's rint: 2.5 -> 2, "
-      "-0.5 -> -0); integers are unchanged.",
-      [](auto x) {
-        if constexpr (std::is_floating_point_v<decltype(x)>) {
-          return std::nearbyint(x);
-        } else {
-          return x;
-        }
-      });
-  RegisterUnaryOp<kAny>(registry, "copy", "A copy of the input.", [](auto x) { return x; });
-  RegisterUnaryOp<kBool>(registry, "logical_not", "Elementwise boolean not.",
-                         [](bool x) { return !x; });
   RegisterCast(registry);
 }
 

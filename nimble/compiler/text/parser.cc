@@ -670,6 +670,7 @@ class Parser {
     }
     if (ir::TypeData data = module_->LookupTypeDef(word)) return ParseTypeCall(token, data);
     if (word == "Tensor") return ParseTensorType();
+    if (word == "Storage") return ir::MakeStorageType();
     DataType dtype;
     if (DataType::TryParse(word, &dtype)) return ir::MakeTensorType({}, dtype);
     Fail(token, "unknown type '" + word + "'");

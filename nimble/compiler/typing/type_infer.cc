@@ -1043,6 +1043,8 @@ bool IsSubtype(const ir::Type& sub, const ir::Type& super) {
     case ir::TypeKind::kGlobalTypeVar:
       return static_cast<const ir::GlobalTypeVarNode*>(sub.get())->name ==
              static_cast<const ir::GlobalTypeVarNode*>(super.get())->name;
+    case ir::TypeKind::kStorage:
+      return true;
     case ir::TypeKind::kTypeVar:
     case ir::TypeKind::kIncomplete:
       return false;

@@ -239,6 +239,8 @@ ir::Type Unifier::Unify(const ir::Type& a, const ir::Type& b) {
       if (!MapTypes(ca->args, unify, &parts)) return a;
       return Make<ir::TypeCallNode>(ca->func, std::move(parts));
     }
+    case ir::TypeKind::kStorage:
+      return a;
     case ir::TypeKind::kGlobalTypeVar:
       if (static_cast<const ir::GlobalTypeVarNode*>(a.get())->name !=
           static_cast<const ir::GlobalTypeVarNode*>(b.get())->name) {

@@ -1,4 +1,4 @@
-#include "nimble/compiler/op/elemwise.h"
+#include "nimble/compiler/op/dtype_class.h"
 
 #include "nimble/vm/error.h"
 

@@ -1,0 +1,304 @@
+// The scalar function of every elementwise operator (unary, binary, where,
+// cast), defined once here and used by both of its kernels: the runtime's
+// built-in one (elemwise.cc) and the compiler's reference one
+// (compiler/op/unary.cc, binary.cc). The two differ in their loops only, so
+// the differential tests compare loops, never two copies of a formula.
+//
+// Each function is a functor over the *compute type* (float for float16, the
+// element type otherwise; element.h), so a loop instantiates it per dtype and
+// inlines it. Its base ScalarOp says which dtypes the op accepts and whether
+// the result is bool (comparisons) rather than the input's dtype.
+// ForEachUnaryFunction / ForEachBinaryFunction list the ops with their names
+// and descriptions, so both registries register the same set.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <type_traits>
+
+#include "nimble/vm/error.h"
+#include "nimble/vm/kernels/element.h"
+
+namespace nimble::elemwise {
+
+template <DTypeClass kClass, bool kBoolResult = false>
+struct ScalarOp {
+  static constexpr DTypeClass kAccepts = kClass;
+  static constexpr bool kReturnsBool = kBoolResult;
+};
+
+// The element type an op `Fn` writes for inputs of element type T.
+template <typename Fn, typename T>
+using ResultOf = std::conditional_t<Fn::kReturnsBool, bool, T>;
+
+template <typename C>
+bool IsNaN(C x) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return std::isnan(x);
+  } else {
+    return false;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Unary.
+
+struct Negative : ScalarOp<DTypeClass::kNumeric> {
+  template <typename C>
+  C operator()(C x) const {
+    return Wrapping(std::minus<>(), C(0), x);
+  }
+};
+
+struct Abs : ScalarOp<DTypeClass::kNumeric> {
+  template <typename C>
+  C operator()(C x) const {
+    if constexpr (std::is_floating_point_v<C>) {
+      return std::abs(x);
+    } else if constexpr (std::is_unsigned_v<C>) {
+      return x;
+    } else {
+      return x < C(0) ? Negative()(x) : x;
+    }
+  }
+};
+
+struct Exp : ScalarOp<DTypeClass::kFloat> {
+  template <typename C>
+  C operator()(C x) const {
+    return std::exp(x);
+  }
+};
+
+struct Log : ScalarOp<DTypeClass::kFloat> {
+  template <typename C>
+  C operator()(C x) const {
+    return std::log(x);
+  }
+};
+
+struct Sqrt : ScalarOp<DTypeClass::kFloat> {
+  template <typename C>
+  C operator()(C x) const {
+    return std::sqrt(x);
+  }
+};
+
+struct Rsqrt : ScalarOp<DTypeClass::kFloat> {
+  template <typename C>
+  C operator()(C x) const {
+    return C(1) / std::sqrt(x);
+  }
+};
+
+struct Tanh : ScalarOp<DTypeClass::kFloat> {
+  template <typename C>
+  C operator()(C x) const {
+    return std::tanh(x);
+  }
+};
+
+struct Sigmoid : ScalarOp<DTypeClass::kFloat> {
+  template <typename C>
+  C operator()(C x) const {
+    return C(1) / (C(1) + std::exp(-x));
+  }
+};
+
+struct Relu : ScalarOp<DTypeClass::kNumeric> {
+  template <typename C>
+  C operator()(C x) const {
+    return std::max(x, C(0));  // max(NaN, 0) is its first argument: NaN
+  }
+};
+
+struct Erf : ScalarOp<DTypeClass::kFloat> {
+  template <typename C>
+  C operator()(C x) const {
+    return std::erf(x);
+  }
+};
+
+struct Gelu : ScalarOp<DTypeClass::kFloat> {
+  template <typename C>
+  C operator()(C x) const {
+    return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440)));
+  }
+};
+
+struct Round : ScalarOp<DTypeClass::kNumeric> {
+  template <typename C>
+  C operator()(C x) const {
+    if constexpr (std::is_floating_point_v<C>) {
+      return std::nearbyint(x);
+    } else {
+      return x;
+    }
+  }
+};
+
+// copy, and cast's conversion: the loops' store (ConvertElement) does the work.
+struct Identity : ScalarOp<DTypeClass::kAny> {
+  template <typename C>
+  C operator()(C x) const {
+    return x;
+  }
+};
+
+struct LogicalNot : ScalarOp<DTypeClass::kBool> {
+  bool operator()(bool x) const { return !x; }
+};
+
+// Calls visit(name, description, function) for every unary op but cast.
+template <typename Visit>
+void ForEachUnaryFunction(const Visit& visit) {
+  visit("negative", "Elementwise -x (integers wrap: -INT_MIN = INT_MIN).", Negative());
+  visit("abs", "Elementwise |x| (integers wrap: |INT_MIN| = INT_MIN).", Abs());
+  visit("exp", "Elementwise e^x.", Exp());
+  visit("log", "Elementwise natural logarithm.", Log());
+  visit("sqrt", "Elementwise square root.", Sqrt());
+  visit("rsqrt", "Elementwise 1 / sqrt(x).", Rsqrt());
+  visit("tanh", "Elementwise hyperbolic tangent.", Tanh());
+  visit("sigmoid", "Elementwise 1 / (1 + e^-x).", Sigmoid());
+  visit("nn.relu", "Elementwise max(x, 0); NaN stays NaN.", Relu());
+  visit("erf", "Elementwise Gauss error function.", Erf());
+  visit("gelu", "Elementwise 0.5 * x * (1 + erf(x / sqrt(2))).", Gelu());
+  visit("round",
+        "Elementwise round to the nearest integer, halves to even (numpy's rint: 2.5 -> 2, "
+        "-0.5 -> -0); integers are unchanged.",
+        Round());
+  visit("copy", "A copy of the input.", Identity());
+  visit("logical_not", "Elementwise boolean not.", LogicalNot());
+}
+
+// ---------------------------------------------------------------------------
+// Binary.
+
+struct Add : ScalarOp<DTypeClass::kNumeric> {
+  template <typename C>
+  C operator()(C a, C b) const {
+    return Wrapping(std::plus<>(), a, b);
+  }
+};
+
+struct Subtract : ScalarOp<DTypeClass::kNumeric> {
+  template <typename C>
+  C operator()(C a, C b) const {
+    return Wrapping(std::minus<>(), a, b);
+  }
+};
+
+struct Multiply : ScalarOp<DTypeClass::kNumeric> {
+  template <typename C>
+  C operator()(C a, C b) const {
+    return Wrapping(std::multiplies<>(), a, b);
+  }
+};
+
+// C semantics for integers (truncation toward zero; INT_MIN / -1 wraps to
+// INT_MIN; a zero divisor throws), IEEE for floats.
+struct Divide : ScalarOp<DTypeClass::kNumeric> {
+  template <typename C>
+  C operator()(C a, C b) const {
+    if constexpr (std::is_integral_v<C>) {
+      if (b == C(0)) throw Error("divide: division by zero");
+      if constexpr (std::is_signed_v<C>) {
+        if (b == C(-1)) return Negative()(a);
+      }
+      return static_cast<C>(a / b);
+    } else {
+      return a / b;
+    }
+  }
+};
+
+// Exponentiation by squaring for integers (wrapping like multiply; a negative
+// exponent throws), std::pow for floats.
+struct Power : ScalarOp<DTypeClass::kNumeric> {
+  template <typename C>
+  C operator()(C base, C exponent) const {
+    if constexpr (std::is_integral_v<C>) {
+      if constexpr (std::is_signed_v<C>) {
+        if (exponent < C(0)) {
+          throw Error("power: integers to negative integer powers are not allowed");
+        }
+      }
+      C result = 1;
+      for (; exponent != C(0); exponent = static_cast<C>(exponent >> 1)) {
+        if (exponent & 1) result = Multiply()(result, base);
+        base = Multiply()(base, base);
+      }
+      return result;
+    } else {
+      return std::pow(base, exponent);
+    }
+  }
+};
+
+struct Maximum : ScalarOp<DTypeClass::kNumeric> {
+  template <typename C>
+  C operator()(C a, C b) const {
+    return IsNaN(a) || a > b ? a : b;
+  }
+};
+
+struct Minimum : ScalarOp<DTypeClass::kNumeric> {
+  template <typename C>
+  C operator()(C a, C b) const {
+    return IsNaN(a) || a < b ? a : b;
+  }
+};
+
+// A comparison: any dtype in, bool out.
+template <typename Compare>
+struct Comparison : ScalarOp<DTypeClass::kAny, /*kBoolResult=*/true> {
+  template <typename C>
+  bool operator()(C a, C b) const {
+    return Compare()(a, b);
+  }
+};
+
+struct LogicalAnd : ScalarOp<DTypeClass::kBool> {
+  bool operator()(bool a, bool b) const { return a && b; }
+};
+
+struct LogicalOr : ScalarOp<DTypeClass::kBool> {
+  bool operator()(bool a, bool b) const { return a || b; }
+};
+
+// Calls visit(name, description, function) for every two-input broadcast op.
+template <typename Visit>
+void ForEachBinaryFunction(const Visit& visit) {
+  visit("add", "Elementwise a + b (integers wrap).", Add());
+  visit("subtract", "Elementwise a - b (integers wrap).", Subtract());
+  visit("multiply", "Elementwise a * b (integers wrap).", Multiply());
+  visit("divide",
+        "Elementwise a / b. Integers truncate toward zero (C semantics, not numpy's floor) and a "
+        "zero divisor is an error.",
+        Divide());
+  visit("power", "Elementwise a ** b. Integers wrap; a negative integer exponent is an error.",
+        Power());
+  visit("maximum", "Elementwise max(a, b); NaN propagates.", Maximum());
+  visit("minimum", "Elementwise min(a, b); NaN propagates.", Minimum());
+  visit("equal", "Elementwise a == b.", Comparison<std::equal_to<>>());
+  visit("not_equal", "Elementwise a != b.", Comparison<std::not_equal_to<>>());
+  visit("less", "Elementwise a < b.", Comparison<std::less<>>());
+  visit("less_equal", "Elementwise a <= b.", Comparison<std::less_equal<>>());
+  visit("greater", "Elementwise a > b.", Comparison<std::greater<>>());
+  visit("greater_equal", "Elementwise a >= b.", Comparison<std::greater_equal<>>());
+  visit("logical_and", "Elementwise boolean and.", LogicalAnd());
+  visit("logical_or", "Elementwise boolean or.", LogicalOr());
+}
+
+// ---------------------------------------------------------------------------
+// where(condition, x, y).
+
+struct Select {
+  template <typename C>
+  C operator()(bool condition, C x, C y) const {
+    return condition ? x : y;
+  }
+};
+
+}  // namespace nimble::elemwise
