@@ -1,6 +1,8 @@
-// The dense kernels at the paper's model shapes, each implementation through
-// the kernel registry as the VM calls it: built-in vs oneDNN vs OpenBLAS.
-// Counters: FLOPS (2*m*n*k per call, per second of wall time).
+// The kernels at the paper's model shapes, through the kernel registry as the
+// VM calls them: the dense kernels in each implementation (built-in vs oneDNN
+// vs OpenBLAS; counter FLOPS = 2*m*n*k per call per second of wall time), and
+// the built-in kernels of the other ops the models run most (counter
+// bytes_per_second: inputs and outputs moved per second).
 //
 //   NIMBLE_NUM_THREADS=2 build/bench/nimble_bench_kernels --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
@@ -11,6 +13,7 @@
 
 #include "nimble/vm/dlpack.h"
 #include "nimble/vm/kernel.h"
+#include "nimble/vm/kernels/op_kernel.h"
 #include "nimble/vm/tensor.h"
 #include "nimble/vm/thread_pool.h"
 
@@ -74,6 +77,39 @@ void AttentionShapes(benchmark::internal::Benchmark* benchmark) {
   benchmark->UseRealTime();
 }
 
+// One op's built-in kernel on random inputs of `shapes`, outputs shaped by
+// its shape function: what InvokePacked costs for that primitive.
+void BM_OpKernel(benchmark::State& state, const std::string& op, const std::vector<Shape>& shapes,
+                 const Attrs& attrs) {
+  std::vector<Tensor> tensors;
+  for (const Shape& shape : shapes) tensors.push_back(RandomTensor(shape));
+  const OpKernelDef* def = OpKernelRegistry::Global().Find(op);
+  for (const Shape& shape : def->shape_func(shapes, {}, attrs)) {
+    tensors.push_back(TensorNode::Empty(shape, DataType::Float32()));
+  }
+  std::vector<DLTensor> views;
+  for (const Tensor& tensor : tensors) views.push_back(AsDLTensor(tensor));
+  std::vector<DLTensor*> args;
+  size_t bytes = 0;
+  for (size_t i = 0; i < views.size(); ++i) {
+    args.push_back(&views[i]);
+    bytes += tensors[i]->nbytes();
+  }
+  const Kernel kernel = KernelRegistry::Global().Bind(op, attrs);
+  for (auto _ : state) {
+    kernel(args.data(), static_cast<int32_t>(args.size()));
+    benchmark::ClobberMemory();
+  }
+  state.counters["bytes_per_second"] =
+      benchmark::Counter(static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+Attrs AttrsOf(std::vector<std::pair<std::string, AttrValue>> entries) {
+  Attrs attrs;
+  for (auto& [name, value] : entries) attrs.Set(name, std::move(value));
+  return attrs;
+}
+
 // The cost of one ParallelFor that hands each thread a trivial chunk: the
 // thread pool's dispatch overhead per kernel.
 void BM_ParallelForOverhead(benchmark::State& state) {
@@ -96,6 +132,36 @@ BENCHMARK_CAPTURE(BM_BatchMatMul, dnnl, std::string("nn.batch_matmul.dnnl"))
     ->Apply(AttentionShapes);
 BENCHMARK_CAPTURE(BM_BatchMatMul, openblas, std::string("nn.batch_matmul.openblas"))
     ->Apply(AttentionShapes);
+
+// LSTM (hidden 512): gate arithmetic on one token.
+BENCHMARK_CAPTURE(BM_OpKernel, lstm_add, std::string("add"),
+                  std::vector<Shape>{{1, 2048}, {1, 2048}}, Attrs())
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_OpKernel, lstm_sigmoid, std::string("sigmoid"), std::vector<Shape>{{1, 2048}},
+                  Attrs())
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_OpKernel, lstm_tanh, std::string("tanh"), std::vector<Shape>{{1, 512}},
+                  Attrs())
+    ->UseRealTime();
+// BERT-base at sequence length 128.
+BENCHMARK_CAPTURE(BM_OpKernel, bert_bias_add, std::string("add"),
+                  std::vector<Shape>{{128, 768}, {768}}, Attrs())
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_OpKernel, bert_gelu, std::string("gelu"), std::vector<Shape>{{128, 3072}},
+                  Attrs())
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_OpKernel, bert_softmax, std::string("nn.softmax"),
+                  std::vector<Shape>{{12, 128, 128}}, AttrsOf({{"axis", int64_t{-1}}}))
+    ->UseRealTime();
+BENCHMARK_CAPTURE(
+    BM_OpKernel, bert_layer_norm, std::string("nn.layer_norm"),
+    std::vector<Shape>{{128, 768}, {768}, {768}},
+    AttrsOf({{"axis", int64_t{-1}}, {"epsilon", 1e-12}, {"center", true}, {"scale", true}}))
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_OpKernel, bert_heads_transpose, std::string("transpose"),
+                  std::vector<Shape>{{128, 12, 64}},
+                  AttrsOf({{"axes", std::vector<int64_t>{1, 0, 2}}}))
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace nimble::vm

@@ -102,6 +102,14 @@ bool IsTailCall(const Instruction* code, int64_t pc) {
   return next.op == Opcode::kRet && next.src == code[pc].dst;
 }
 
+// A view of `tensor` with `shape`: all its elements, or fewer, its leading
+// ones, which is how an upper-bound op's output (whose kernel writes the valid
+// part first, kernels/op_kernel.h) is trimmed to its true shape.
+Tensor LeadingView(const TensorNode& tensor, Shape shape) {
+  if (ShapeNumel(shape) >= tensor.numel()) return tensor.View(shape);
+  return Make<TensorNode>(tensor.storage(), tensor.byte_offset(), std::move(shape), tensor.dtype());
+}
+
 std::vector<Device> UniqueDevices(const std::vector<Device>& devices) {
   std::vector<Device> unique;
   for (const Device& device : devices) {
@@ -543,8 +551,9 @@ Ref<Object> VirtualMachine::RunLoop() {
           break;
         }
         case Opcode::kReshapeTensor:
-          regs[in.dst] = Expect<TensorNode>(regs[in.src], "a tensor", "the reshaped value")
-                             .View(ReadShape(regs[in.operand], "the new shape"));
+          regs[in.dst] =
+              LeadingView(Expect<TensorNode>(regs[in.src], "a tensor", "the reshaped value"),
+                          ReadShape(regs[in.operand], "the new shape"));
           ++pc;
           break;
         case Opcode::kFatal:

@@ -582,6 +582,10 @@ TEST(VirtualMachineTest, ReshapeTensorIsAZeroCopyView) {
                 vm.Invoke("reshape", {x, Shape1D({4, 2})});
               }),
               HasSubstr("cannot view a tensor of shape (2, 3) as shape (4, 2)"));
+  // Fewer elements: the leading ones, as an upper-bound op's output is trimmed.
+  const Tensor leading = vm.Invoke("reshape", {x, Shape1D({2, 2})}).as<TensorNode>();
+  EXPECT_EQ(leading->shape(), Shape({2, 2}));
+  EXPECT_EQ(leading->raw_data(), x->raw_data());
   EXPECT_THAT(ErrorOf([&] {
                 vm.Invoke("reshape", {x, F32({2}, {3, 2})});
               }),

@@ -313,6 +313,7 @@ class Printer {
   Scope* Analyze(const ExprNode* root) {
     var_names_.clear();
     used_names_.clear();
+    next_suffix_.clear();
     next_binding_ = 0;
     use_count_.clear();
     use_scopes_.clear();
@@ -432,9 +433,11 @@ class Printer {
     for (char& c : base) {
       if (!IsNameChar(c)) c = '_';
     }
+    // The next suffix to try is kept per base name, so a program with many
+    // variables of one name prints in linear time.
     std::string name = base;
-    for (int suffix = 1; !used_names_.insert(name).second; ++suffix) {
-      name = base + std::to_string(suffix);
+    for (int& suffix = next_suffix_[base]; !used_names_.insert(name).second;) {
+      name = base + std::to_string(++suffix);
     }
     it->second = name;
     return name;
@@ -733,6 +736,7 @@ class Printer {
   // Per function (reset by Analyze).
   std::unordered_map<const ir::VarNode*, std::string> var_names_;
   std::unordered_set<std::string> used_names_;
+  std::unordered_map<std::string, int> next_suffix_;
   int next_binding_ = 0;
   std::unordered_map<const ExprNode*, int> use_count_;
   std::unordered_map<const ExprNode*, std::vector<Scope*>> use_scopes_;

@@ -1,0 +1,34 @@
+// The compile pipeline: the passes of nimble/compiler/transform in their
+// order (docs/memory-dialect.md), with type inference after each, then the
+// VM compiler. Passes are named so that tools can stop after one and show
+// the IR it produced (`nimble dump --ir-after NAME`).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nimble/compiler/backend/vm_compiler.h"
+#include "nimble/compiler/ir/module.h"
+#include "nimble/vm/executable.h"
+
+namespace nimble::backend {
+
+struct PassInfo {
+  std::string name;
+  std::function<ir::IRModule(const ir::IRModule&)> run;
+};
+
+// The passes, in pipeline order.
+const std::vector<PassInfo>& Passes();
+
+// Runs the passes on a type-checked module up to and including `stop_after`
+// (all of them when empty), inferring types after each. Throws nimble::Error
+// naming the valid passes for an unknown name, and naming the pass when one
+// fails or leaves ill-typed IR.
+ir::IRModule RunPasses(const ir::IRModule& module, const std::string& stop_after = "");
+
+// RunPasses, then the VM compiler.
+vm::Executable Compile(const ir::IRModule& module, const CompileOptions& options = {});
+
+}  // namespace nimble::backend

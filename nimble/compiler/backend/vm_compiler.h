@@ -1,0 +1,34 @@
+// The VM compiler [paper 5]: turns a module in the memory dialect
+// (docs/memory-dialect.md §2-4: after memory manifestation; memory planning
+// and device placement optional) into an Executable. Each global becomes a
+// VM function whose parameters are registers 0..n-1 (a `Closure=1` global:
+// its captured variables, then the inner function's parameters); each `let`
+// gets a register (a variable's register, without a Move, when the value
+// already has one); constants go to the constant pool (each tensor once;
+// int64 scalars are LoadConsti immediates, constant sizes and offsets
+// instruction immediates); primitive calls become InvokePacked of a kernel
+// bound by op name and attributes (shape functions: `shape_func.OP`), tuple
+// arguments passed field by field, identical primitives sharing one entry;
+// devices are "cpu" (index 0) and "cuda" (added on first mention, target
+// nvidia only); `if` jumps with a merge register; `match` becomes a decision
+// tree whose non-exhaustive leaf is Fatal; a call in tail position is
+// emitted as Invoke directly followed by Ret, which the VM runs as a tail
+// call (in tail position each branch of `if` and `match` returns by itself).
+#pragma once
+
+#include <string>
+
+#include "nimble/compiler/ir/module.h"
+#include "nimble/vm/executable.h"
+
+namespace nimble::backend {
+
+struct CompileOptions {
+  std::string target = "intel";  // intel, arm or nvidia
+};
+
+// Throws nimble::Error naming the construct (and its line:col when it has
+// one) for IR outside the accepted form.
+vm::Executable CompileToExecutable(const ir::IRModule& module, const CompileOptions& options = {});
+
+}  // namespace nimble::backend

@@ -1,0 +1,41 @@
+// Helpers shared by the passes of nimble/compiler/transform: what marks a
+// compiler-made function, and the module rebuild every pass ends with.
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include "nimble/compiler/ir/module.h"
+
+namespace nimble::transform {
+
+// Function attributes (docs/memory-dialect.md §1).
+inline constexpr const char* kPrimitiveAttr = "Primitive";
+inline constexpr const char* kClosureAttr = "Closure";
+
+// Whether `function` carries `attr=1`.
+inline bool HasFlag(const ir::FunctionNode* function, const std::string& attr) {
+  const ir::AttrValue* value = function->attrs.Find(attr);
+  const int64_t* flag = value ? std::get_if<int64_t>(value) : nullptr;
+  return flag && *flag == 1;
+}
+
+// Whether `expr` is a function literal marked `Primitive=1`.
+inline bool IsPrimitiveFunction(const ir::Expr& expr) {
+  return expr->kind == ir::ExprKind::kFunction &&
+         HasFlag(static_cast<const ir::FunctionNode*>(expr.get()), kPrimitiveAttr);
+}
+
+// A new module with the ADTs of `module` and `rewrite(definition)` for each of
+// its global functions, in order.
+template <typename Rewrite>
+ir::IRModule MapFunctions(const ir::IRModule& module, Rewrite&& rewrite) {
+  ir::IRModule result = ir::MakeModule();
+  for (const ir::TypeData& type_data : module->type_defs()) result->AddTypeDef(type_data);
+  for (const ir::IRModuleNode::Definition& definition : module->functions()) {
+    result->Add(definition.global, rewrite(definition));
+  }
+  return result;
+}
+
+}  // namespace nimble::transform

@@ -1,0 +1,192 @@
+// ToANormalForm: each block (function body, branch of an `if`, clause of a
+// `match`) is rebuilt as a flat chain of lets ending in an atom. A block
+// collects its bindings in a Scope while its expression is walked in
+// evaluation order (callee before arguments, left to right, a let's value
+// before its body), so the chain computes the values in the order the
+// original program did.
+#include "nimble/compiler/transform/to_anf.h"
+
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "nimble/compiler/support/deep_stack.h"
+#include "nimble/compiler/transform/pass_util.h"
+#include "nimble/compiler/typing/type_infer.h"
+#include "nimble/vm/error.h"
+
+namespace nimble::transform {
+
+namespace {
+
+using ir::Expr;
+using ir::ExprKind;
+
+// The bindings of one block and the atoms its compound expressions were bound
+// to. An expression shared in the DAG is bound once where it is first met and
+// reused from that block and the blocks nested in it; met again outside that
+// block (say in the other branch of an `if`), it is bound again there, as the
+// first binding is not in scope.
+struct Scope {
+  const Scope* parent = nullptr;
+  std::vector<std::pair<ir::Var, Expr>> bindings;
+  std::unordered_map<const ir::ExprNode*, Expr> atoms;
+
+  const Expr* FindAtom(const ir::ExprNode* node) const {
+    for (const Scope* scope = this; scope; scope = scope->parent) {
+      auto it = scope->atoms.find(node);
+      if (it != scope->atoms.end()) return &it->second;
+    }
+    return nullptr;
+  }
+};
+
+Expr WithSpan(Expr rebuilt, const Expr& original) {
+  rebuilt->span = original->span;
+  return rebuilt;
+}
+
+class Normalizer {
+ public:
+  ir::Function Function(const ir::FunctionNode* function, const Scope* parent) {
+    Expr body = Block(function->body, parent);
+    return Make<ir::FunctionNode>(function->params, std::move(body), function->ret_type,
+                                  function->type_params, function->attrs);
+  }
+
+ private:
+  // `expr` as a let chain ending in an atom.
+  Expr Block(const Expr& expr, const Scope* parent) {
+    Scope scope{parent, {}, {}};
+    Expr result = Atom(expr, &scope);
+    for (auto it = scope.bindings.rbegin(); it != scope.bindings.rend(); ++it) {
+      result = Make<ir::LetNode>(it->first, std::move(it->second), std::move(result));
+    }
+    return result;
+  }
+
+  // An atom holding the value of `expr`, binding what it computes in `scope`.
+  Expr Atom(const Expr& expr, Scope* scope) {
+    if (IsAtom(expr)) return expr;
+    if (const Expr* known = scope->FindAtom(expr.get())) return *known;
+    Expr atom;
+    if (expr->kind == ExprKind::kLet) {
+      atom = FlattenLets(expr, scope);
+    } else {
+      if (!expr->checked_type) {
+        throw Error("ToANormalForm: an expression has no type (at " + expr->span.ToString() +
+                    "); run type inference first");
+      }
+      ir::Var var = ir::MakeVar("x", expr->checked_type);
+      Bind(var, Value(expr, scope), expr, scope);
+      atom = var;
+    }
+    scope->atoms.emplace(expr.get(), atom);
+    return atom;
+  }
+
+  void Bind(const ir::Var& var, Expr value, const Expr& original, Scope* scope) {
+    if (!IsAtom(original)) scope->atoms.emplace(original.get(), var);
+    scope->bindings.emplace_back(var, std::move(value));
+  }
+
+  // Moves the lets of a chain into `scope` (iteratively: chains are long) and
+  // returns the atom of its final expression.
+  Expr FlattenLets(Expr expr, Scope* scope) {
+    while (expr->kind == ExprKind::kLet) {
+      const auto* let = static_cast<const ir::LetNode*>(expr.get());
+      Bind(let->var, Value(let->value, scope), let->value, scope);
+      expr = let->body;
+    }
+    return Atom(expr, scope);
+  }
+
+  // `expr` with atoms for arguments, unbound; what a let binds.
+  Expr Value(const Expr& expr, Scope* scope) {
+    switch (expr->kind) {
+      case ExprKind::kLet:
+        return Atom(expr, scope);
+      case ExprKind::kTuple: {
+        std::vector<Expr> fields;
+        for (const Expr& field : static_cast<const ir::TupleNode*>(expr.get())->fields) {
+          fields.push_back(Atom(field, scope));
+        }
+        return WithSpan(Make<ir::TupleNode>(std::move(fields)), expr);
+      }
+      case ExprKind::kTupleGetItem: {
+        const auto* item = static_cast<const ir::TupleGetItemNode*>(expr.get());
+        return WithSpan(Make<ir::TupleGetItemNode>(Atom(item->tuple, scope), item->index), expr);
+      }
+      case ExprKind::kCall: {
+        const auto* call = static_cast<const ir::CallNode*>(expr.get());
+        Expr callee =
+            StaysInCalleePosition(call->callee) ? call->callee : Atom(call->callee, scope);
+        std::vector<Expr> args;
+        for (const Expr& arg : call->args) args.push_back(Atom(arg, scope));
+        return WithSpan(Make<ir::CallNode>(std::move(callee), std::move(args), call->attrs), expr);
+      }
+      case ExprKind::kIf: {
+        const auto* node = static_cast<const ir::IfNode*>(expr.get());
+        Expr cond = Atom(node->cond, scope);
+        return WithSpan(Make<ir::IfNode>(std::move(cond), Block(node->then_branch, scope),
+                                         Block(node->else_branch, scope)),
+                        expr);
+      }
+      case ExprKind::kMatch: {
+        const auto* match = static_cast<const ir::MatchNode*>(expr.get());
+        Expr data = Atom(match->data, scope);
+        std::vector<ir::Clause> clauses;
+        for (const ir::Clause& clause : match->clauses) {
+          clauses.push_back({clause.lhs, Block(clause.rhs, scope)});
+        }
+        return WithSpan(Make<ir::MatchNode>(std::move(data), std::move(clauses), match->complete),
+                        expr);
+      }
+      case ExprKind::kFunction:
+        if (IsPrimitiveFunction(expr)) return expr;
+        return WithSpan(Function(static_cast<const ir::FunctionNode*>(expr.get()), scope), expr);
+      default:
+        return expr;  // an atom
+    }
+  }
+
+  // Operators, constructors, globals and primitive functions are called
+  // directly (InvokePacked, AllocADT, Invoke); only closures need a register.
+  static bool StaysInCalleePosition(const Expr& callee) {
+    switch (callee->kind) {
+      case ExprKind::kOp:
+      case ExprKind::kConstructor:
+      case ExprKind::kGlobalVar:
+        return true;
+      default:
+        return IsPrimitiveFunction(callee);
+    }
+  }
+
+  static bool IsAtom(const Expr& expr) {
+    switch (expr->kind) {
+      case ExprKind::kVar:
+      case ExprKind::kGlobalVar:
+      case ExprKind::kConstant:
+      case ExprKind::kConstructor:
+      case ExprKind::kOp:
+        return true;
+      default:
+        return IsPrimitiveFunction(expr);
+    }
+  }
+};
+
+}  // namespace
+
+ir::IRModule ToANormalForm(const ir::IRModule& module) {
+  return RunWithDeepStack([&] {
+    ir::IRModule result = MapFunctions(module, [](const ir::IRModuleNode::Definition& definition) {
+      return Normalizer().Function(definition.function.get(), /*parent=*/nullptr);
+    });
+    typing::InferTypes(result);
+    return result;
+  });
+}
+
+}  // namespace nimble::transform

@@ -1,0 +1,83 @@
+// Shared by the tests of the normalisation passes (ToANormalForm,
+// LambdaLift, MakePrimitives, EliminateDeadCode, FoldConstants): programs in
+// text, the pass's output compared with an expected program up to
+// alpha-renaming, and evaluation before and after a pass compared value by
+// value.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "nimble/compiler/eval/evaluator.h"
+#include "nimble/compiler/ir/structural_equal.h"
+#include "nimble/compiler/text/parser.h"
+#include "nimble/compiler/text/printer.h"
+#include "nimble/compiler/typing/type_infer.h"
+#include "nimble/vm/adt.h"
+#include "nimble/vm/tensor.h"
+
+namespace nimble::transform::testing {
+
+// A parsed, type-checked program.
+inline ir::IRModule ParseTyped(const std::string& text, const text::ParamMap* params = nullptr) {
+  ir::IRModule module = text::ParseModule(text, "test.relay", params);
+  typing::InferTypes(module);
+  return module;
+}
+
+// Checks that `actual` type-checks and equals the program `expected` up to
+// alpha-renaming; on a mismatch prints both.
+inline void ExpectProgram(const ir::IRModule& actual, const std::string& expected,
+                          const text::ParamMap* params = nullptr) {
+  ASSERT_NO_THROW(typing::InferTypes(actual)) << text::PrintModule(actual);
+  ir::IRModule want = ParseTyped(expected, params);
+  EXPECT_TRUE(ir::StructuralEqual(actual, want)) << "got:\n"
+                                                 << text::PrintModule(actual) << "expected:\n"
+                                                 << text::PrintModule(want);
+}
+
+inline Tensor F32(const Shape& shape, const std::vector<float>& values) {
+  return TensorNode::FromVector(shape, DataType::Float32(), values);
+}
+
+inline Tensor I32(int32_t value) {
+  return TensorNode::Scalar(DataType::Int32(), value);
+}
+
+// Tensors, tuples and constructor values compare by content; functions
+// cannot be compared and only need to be functions on both sides.
+inline void ExpectSameValue(const Ref<Object>& want, const Ref<Object>& got,
+                            const std::string& where = "result") {
+  if (Tensor tensor = want.as<TensorNode>()) {
+    Tensor other = got.as<TensorNode>();
+    ASSERT_TRUE(other) << where << ": not a tensor";
+    ASSERT_EQ(tensor->TypeString(), other->TypeString()) << where;
+    for (int64_t i = 0; i < tensor->numel(); ++i) {
+      EXPECT_EQ(tensor->GetAsDouble(i), other->GetAsDouble(i)) << where << " element " << i;
+    }
+  } else if (ADT adt = want.as<ADTNode>()) {
+    ADT other = got.as<ADTNode>();
+    ASSERT_TRUE(other) << where << ": not an ADT";
+    ASSERT_EQ(adt->tag(), other->tag()) << where;
+    ASSERT_EQ(adt->size(), other->size()) << where;
+    for (size_t i = 0; i < adt->size(); ++i) {
+      ExpectSameValue(adt->field(i), other->field(i), where + "." + std::to_string(i));
+    }
+  } else {
+    EXPECT_EQ(want.is<eval::ClosureNode>(), got.is<eval::ClosureNode>()) << where;
+  }
+}
+
+// Evaluates `function` of both modules on `args` and compares the results.
+inline void ExpectSameResult(const ir::IRModule& before, const ir::IRModule& after,
+                             const std::vector<Ref<Object>>& args,
+                             const std::string& function = "main") {
+  Ref<Object> want = eval::Evaluate(before, function, args);
+  Ref<Object> got;
+  ASSERT_NO_THROW(got = eval::Evaluate(after, function, args)) << text::PrintModule(after);
+  ExpectSameValue(want, got);
+}
+
+}  // namespace nimble::transform::testing
