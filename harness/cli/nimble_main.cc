@@ -1,8 +1,11 @@
 // The `nimble` command line:
 //   nimble check PROG.relay [--params W.npz]
-//   nimble run PROG.relay [--params W.npz] [--input a.npy ...] [--out DIR] [--function main]
+//   nimble compile PROG.relay [--params W.npz] [--target intel|arm|nvidia] -o PROG.nimble
+//   nimble run PROG.relay|PROG.nimble [--params W.npz] [--input a.npy ...] [--out DIR]
+//              [--function main] [--engine ref|vm] [--profile]
 //   nimble random -o OUT --seed N --tensor NAME:SHAPE[:DTYPE] ...
-//   nimble dump EXE.nimble [--bytecode] [--constants]   (at least one of the two)
+//   nimble dump EXE.nimble [--bytecode] [--constants]
+//   nimble dump PROG.relay [--params W.npz] --ir-after PASS
 // Exit status: 0 on success, 1 on a user error (one line "error: ..." on
 // stderr), 2 on bad usage (CLI11's message).
 #include <CLI/CLI.hpp>
@@ -16,11 +19,13 @@
 #include "harness/cli/program_loader.h"
 #include "harness/cli/random_tensors.h"
 #include "harness/cli/result_output.h"
+#include "nimble/compiler/backend/pipeline.h"
 #include "nimble/compiler/eval/evaluator.h"
 #include "nimble/compiler/text/printer.h"
 #include "nimble/vm/error.h"
 #include "nimble/vm/executable.h"
 #include "nimble/vm/npy.h"
+#include "nimble/vm/vm.h"
 
 namespace nimble::cli {
 
@@ -36,12 +41,24 @@ struct CheckOptions {
   std::string params;
 };
 
+struct CompileOptions {
+  std::string program;
+  std::string params;
+  std::string target = "intel";
+  std::string out;
+};
+
 struct RunOptions {
   std::string program;
   std::string params;
   std::vector<std::string> inputs;
   std::string out_dir;
   std::string function = "main";
+  // The reference evaluator stays the default until the VM checks entry
+  // arguments against the signature and maps run-time errors to source
+  // locations, as the evaluator does.
+  std::string engine = "ref";
+  bool profile = false;
 };
 
 struct RandomOptions {
@@ -51,9 +68,16 @@ struct RandomOptions {
 };
 
 struct DumpOptions {
-  std::string executable;
+  std::string file;
+  std::string params;
+  bool bytecode = false;
   bool constants = false;
+  std::string ir_after;
 };
+
+bool IsExecutableFile(const std::string& path) {
+  return std::filesystem::path(path).extension() == ".nimble";
+}
 
 void Check(const CheckOptions& options) {
   ir::IRModule module = LoadProgram(options.program, options.params, "main");
@@ -66,24 +90,62 @@ std::string JoinParamNames(const std::vector<ir::Var>& params) {
   return names;
 }
 
-void Run(const RunOptions& options) {
-  ir::IRModule module = LoadProgram(options.program, options.params, options.function);
-  const ir::Function entry = module->Lookup(options.function);
-  if (!entry) throw Error(options.program + ": no function @" + options.function);
-  if (entry->params.size() != options.inputs.size()) {
-    throw Error("@" + options.function + " needs " + std::to_string(entry->params.size()) +
-                " --input file(s) (for " + JoinParamNames(entry->params) + "), got " +
-                std::to_string(options.inputs.size()));
-  }
-  std::vector<Ref<Object>> args;
-  for (const std::string& input : options.inputs) args.push_back(ReadNpy(input));
-
-  std::vector<Tensor> outputs;
+void Compile(const CompileOptions& options) {
+  const ir::IRModule module = LoadProgram(options.program, options.params, "main");
   try {
-    outputs = FlattenResult(eval::Evaluate(module, options.function, args));
+    backend::Compile(module, {.target = options.target}).SaveToFile(options.out);
   } catch (const Error& error) {
     throw Error(LocateInFile(error.what(), options.program));
   }
+}
+
+// The executable to run: loaded, or compiled in memory from a program.
+vm::Executable LoadOrCompile(const std::string& path, const std::string& params,
+                             const std::string& function) {
+  if (IsExecutableFile(path)) {
+    if (!params.empty()) throw Error(path + ": --params applies to programs, not executables");
+    return vm::Executable::LoadFromFile(path);
+  }
+  try {
+    return backend::Compile(LoadProgram(path, params, function));
+  } catch (const Error& error) {
+    throw Error(LocateInFile(error.what(), path));
+  }
+}
+
+Ref<Object> RunOnVM(const RunOptions& options, const std::vector<Ref<Object>>& args) {
+  vm::VirtualMachine machine(LoadOrCompile(options.program, options.params, options.function),
+                             vm::VMOptions{.devices = {}, .extra_kernels = {}, .profiling = options.profile});
+  Ref<Object> result = machine.Invoke(options.function, args);
+  if (options.profile) std::cerr << machine.profiler()->Report();
+  return result;
+}
+
+Ref<Object> RunOnEvaluator(const RunOptions& options, const std::vector<Ref<Object>>& args) {
+  if (IsExecutableFile(options.program)) {
+    throw Error(options.program + ": the reference evaluator runs programs (.relay), not executables");
+  }
+  if (options.profile) throw Error("--profile needs --engine vm");
+  const ir::IRModule module = LoadProgram(options.program, options.params, options.function);
+  const ir::Function entry = module->Lookup(options.function);
+  if (!entry) throw Error(options.program + ": no function @" + options.function);
+  if (entry->params.size() != args.size()) {
+    throw Error("@" + options.function + " needs " + std::to_string(entry->params.size()) +
+                " --input file(s) (for " + JoinParamNames(entry->params) + "), got " +
+                std::to_string(args.size()));
+  }
+  try {
+    return eval::Evaluate(module, options.function, args);
+  } catch (const Error& error) {
+    throw Error(LocateInFile(error.what(), options.program));
+  }
+}
+
+void Run(const RunOptions& options) {
+  std::vector<Ref<Object>> args;
+  for (const std::string& input : options.inputs) args.push_back(ReadNpy(input));
+  const std::vector<Tensor> outputs = FlattenResult(
+      options.engine == "ref" ? RunOnEvaluator(options, args) : RunOnVM(options, args));
   if (!options.out_dir.empty()) std::filesystem::create_directories(options.out_dir);
   for (size_t i = 0; i < outputs.size(); ++i) {
     std::cout << i << ": " << SummarizeTensor(outputs[i], kSummaryValues) << "\n";
@@ -115,10 +177,28 @@ void Random(const RandomOptions& options) {
   }
 }
 
-// The tables and the bytecode always print, since the code refers to the tables;
-// `constants` adds the constants' values.
+// An executable: the tables and the bytecode always print, since the code
+// refers to the tables; `constants` adds the constants' values. A program:
+// the IR after a pass of the pipeline.
 void Dump(const DumpOptions& options) {
-  std::cout << vm::ExecutableToString(vm::Executable::LoadFromFile(options.executable),
+  if (!options.ir_after.empty()) {
+    if (IsExecutableFile(options.file)) throw Error("--ir-after needs a program (.relay)");
+    if (options.bytecode || options.constants) {
+      throw Error("--ir-after prints IR; --bytecode and --constants print executables");
+    }
+    const ir::IRModule module = LoadProgram(options.file, options.params, "main");
+    try {
+      std::cout << text::PrintModule(backend::RunPasses(module, options.ir_after),
+                                     text::PrintOptions{.show_types = true});
+    } catch (const Error& error) {
+      throw Error(LocateInFile(error.what(), options.file));
+    }
+    return;
+  }
+  if (!IsExecutableFile(options.file)) {
+    throw Error(options.file + ": --bytecode and --constants need an executable (.nimble)");
+  }
+  std::cout << vm::ExecutableToString(vm::Executable::LoadFromFile(options.file),
                                       options.constants);
 }
 
@@ -142,10 +222,27 @@ int Main(int argc, char** argv) {
                             "An .npz of named tensors: meta[relay.Constant][NAME] values and "
                             "@main parameters bound by name");
 
+  CompileOptions compile;
+  CLI::App* compile_command =
+      app.add_subcommand("compile", "Compile a program into an executable for the VM");
+  compile_command->add_option("program", compile.program, "The program (.relay text)")
+      ->required();
+  compile_command->add_option("--params", compile.params,
+                              "An .npz of named tensors: meta[relay.Constant][NAME] values and "
+                              "@main parameters bound by name (they become constants)");
+  compile_command->add_option("--target", compile.target, "The target hosts")
+      ->check(CLI::IsMember({"intel", "arm", "nvidia"}))
+      ->capture_default_str();
+  compile_command->add_option("-o,--output", compile.out, "The executable to write (.nimble)")
+      ->required();
+
   RunOptions run;
   CLI::App* run_command = app.add_subcommand(
-      "run", "Evaluate a program with the reference evaluator; print and write its outputs");
-  run_command->add_option("program", run.program, "The program (.relay text)")->required();
+      "run", "Run a program or an executable; print and write its outputs");
+  run_command
+      ->add_option("program", run.program,
+                   "The program (.relay text, compiled in memory) or executable (.nimble)")
+      ->required();
   run_command->add_option("--params", run.params,
                           "An .npz of named tensors: meta[relay.Constant][NAME] values and "
                           "parameters of the function bound by name");
@@ -156,6 +253,14 @@ int Main(int argc, char** argv) {
                           "constructor fields flattened depth-first)");
   run_command->add_option("--function", run.function, "The global function to run")
       ->capture_default_str();
+  run_command
+      ->add_option("--engine", run.engine,
+                   "ref: the reference evaluator; vm: compile and run on the virtual machine")
+      ->check(CLI::IsMember({"vm", "ref"}))
+      ->capture_default_str();
+  run_command->add_flag("--profile", run.profile,
+                        "Print the VM's profile to stderr: kernel time vs the rest, "
+                        "instructions by kind, allocations");
 
   RandomOptions random;
   CLI::App* random_command = app.add_subcommand(
@@ -172,17 +277,22 @@ int Main(int argc, char** argv) {
       ->required();
 
   DumpOptions dump;
-  CLI::App* dump_command =
-      app.add_subcommand("dump", "Print a compiled executable: its tables and bytecode");
-  dump_command->add_option("executable", dump.executable, "The executable (.nimble file)")
+  CLI::App* dump_command = app.add_subcommand(
+      "dump", "Print an executable's tables and bytecode, or a program's IR after a pass");
+  dump_command
+      ->add_option("file", dump.file, "An executable (.nimble) or a program (.relay text)")
       ->required();
+  dump_command->add_option("--params", dump.params,
+                           "With --ir-after: the program's .npz of named tensors");
   CLI::Option_group* dump_contents =
       dump_command->add_option_group("contents", "What to print (at least one)");
-  dump_contents->add_flag("--bytecode")
-      ->description(
-          "Print the devices, kernels, constant types, messages and every function's bytecode");
+  dump_contents->add_flag("--bytecode", dump.bytecode,
+                          "Print the devices, kernels, constant types, messages and every "
+                          "function's bytecode");
   dump_contents->add_flag("--constants", dump.constants,
                           "Print all of --bytecode, with the constants' first values");
+  dump_contents->add_option("--ir-after", dump.ir_after,
+                            "Print the program's IR after this pass of the compile pipeline");
   dump_contents->require_option();
 
   try {
@@ -193,6 +303,7 @@ int Main(int argc, char** argv) {
 
   try {
     if (*check_command) Check(check);
+    if (*compile_command) Compile(compile);
     if (*run_command) Run(run);
     if (*random_command) Random(random);
     if (*dump_command) Dump(dump);

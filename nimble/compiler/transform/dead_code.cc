@@ -121,16 +121,17 @@ class DeadCodeRemover : public ir::ExprMutator {
   EffectFinder effects_;
 };
 
-// The globals reachable from @main through the bodies of `functions`.
+// The globals reachable from `roots` through the bodies of `functions`.
 std::unordered_set<std::string> ReachableGlobals(
-    const std::unordered_map<std::string, ir::Function>& functions) {
+    const std::unordered_map<std::string, ir::Function>& functions,
+    std::vector<std::string> roots) {
   class GlobalCollector : public ir::ExprVisitor {
    public:
     std::vector<std::string> found;
     void VisitGlobalVar(const ir::GlobalVarNode* global) override { found.push_back(global->name); }
   };
-  std::unordered_set<std::string> reached{"main"};
-  std::vector<std::string> worklist{"main"};
+  std::unordered_set<std::string> reached(roots.begin(), roots.end());
+  std::vector<std::string> worklist = std::move(roots);
   while (!worklist.empty()) {
     std::string name = std::move(worklist.back());
     worklist.pop_back();
@@ -148,9 +149,6 @@ std::unordered_set<std::string> ReachableGlobals(
 }  // namespace
 
 ir::IRModule EliminateDeadCode(const ir::IRModule& module) {
-  if (!module->Contains("main")) {
-    throw Error("EliminateDeadCode: the module has no @main to keep globals alive from");
-  }
   return RunWithDeepStack([&] {
     std::unordered_map<std::string, ir::Function> functions;
     for (const ir::IRModuleNode::Definition& definition : module->functions()) {
@@ -158,7 +156,14 @@ ir::IRModule EliminateDeadCode(const ir::IRModule& module) {
       functions.emplace(definition.global->name,
                         ir::RefOf(static_cast<const ir::FunctionNode*>(function.get())));
     }
-    const std::unordered_set<std::string> reachable = ReachableGlobals(functions);
+    // A module without @main is a library: every global is an entry point.
+    std::vector<std::string> roots;
+    for (const ir::IRModuleNode::Definition& definition : module->functions()) {
+      if (!module->Contains("main") || definition.global->name == "main") {
+        roots.push_back(definition.global->name);
+      }
+    }
+    const std::unordered_set<std::string> reachable = ReachableGlobals(functions, std::move(roots));
     ir::IRModule result = ir::MakeModule();
     for (const ir::TypeData& type_data : module->type_defs()) result->AddTypeDef(type_data);
     for (const ir::IRModuleNode::Definition& definition : module->functions()) {
