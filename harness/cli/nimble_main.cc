@@ -114,8 +114,9 @@ vm::Executable LoadOrCompile(const std::string& path, const std::string& params,
 }
 
 Ref<Object> RunOnVM(const RunOptions& options, const std::vector<Ref<Object>>& args) {
-  vm::VirtualMachine machine(LoadOrCompile(options.program, options.params, options.function),
-                             vm::VMOptions{.devices = {}, .extra_kernels = {}, .profiling = options.profile});
+  vm::VirtualMachine machine(
+      LoadOrCompile(options.program, options.params, options.function),
+      vm::VMOptions{.devices = {}, .extra_kernels = {}, .profiling = options.profile});
   Ref<Object> result = machine.Invoke(options.function, args);
   if (options.profile) std::cerr << machine.profiler()->Report();
   return result;
@@ -123,7 +124,8 @@ Ref<Object> RunOnVM(const RunOptions& options, const std::vector<Ref<Object>>& a
 
 Ref<Object> RunOnEvaluator(const RunOptions& options, const std::vector<Ref<Object>>& args) {
   if (IsExecutableFile(options.program)) {
-    throw Error(options.program + ": the reference evaluator runs programs (.relay), not executables");
+    throw Error(options.program +
+                ": the reference evaluator runs programs (.relay), not executables");
   }
   if (options.profile) throw Error("--profile needs --engine vm");
   const ir::IRModule module = LoadProgram(options.program, options.params, options.function);
@@ -225,8 +227,7 @@ int Main(int argc, char** argv) {
   CompileOptions compile;
   CLI::App* compile_command =
       app.add_subcommand("compile", "Compile a program into an executable for the VM");
-  compile_command->add_option("program", compile.program, "The program (.relay text)")
-      ->required();
+  compile_command->add_option("program", compile.program, "The program (.relay text)")->required();
   compile_command->add_option("--params", compile.params,
                               "An .npz of named tensors: meta[relay.Constant][NAME] values and "
                               "@main parameters bound by name (they become constants)");
@@ -237,8 +238,8 @@ int Main(int argc, char** argv) {
       ->required();
 
   RunOptions run;
-  CLI::App* run_command = app.add_subcommand(
-      "run", "Run a program or an executable; print and write its outputs");
+  CLI::App* run_command =
+      app.add_subcommand("run", "Run a program or an executable; print and write its outputs");
   run_command
       ->add_option("program", run.program,
                    "The program (.relay text, compiled in memory) or executable (.nimble)")
@@ -279,8 +280,7 @@ int Main(int argc, char** argv) {
   DumpOptions dump;
   CLI::App* dump_command = app.add_subcommand(
       "dump", "Print an executable's tables and bytecode, or a program's IR after a pass");
-  dump_command
-      ->add_option("file", dump.file, "An executable (.nimble) or a program (.relay text)")
+  dump_command->add_option("file", dump.file, "An executable (.nimble) or a program (.relay text)")
       ->required();
   dump_command->add_option("--params", dump.params,
                            "With --ir-after: the program's .npz of named tensors");
