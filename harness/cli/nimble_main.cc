@@ -54,10 +54,10 @@ struct RunOptions {
   std::vector<std::string> inputs;
   std::string out_dir;
   std::string function = "main";
-  // The reference evaluator stays the default until the VM checks entry
-  // arguments against the signature and maps run-time errors to source
-  // locations, as the evaluator does.
-  std::string engine = "ref";
+  // Empty: the VM for an executable; for a program the reference evaluator,
+  // until the VM checks entry arguments against the signature and maps
+  // run-time errors to source locations as the evaluator does.
+  std::string engine;
   bool profile = false;
 };
 
@@ -146,8 +146,10 @@ Ref<Object> RunOnEvaluator(const RunOptions& options, const std::vector<Ref<Obje
 void Run(const RunOptions& options) {
   std::vector<Ref<Object>> args;
   for (const std::string& input : options.inputs) args.push_back(ReadNpy(input));
-  const std::vector<Tensor> outputs = FlattenResult(
-      options.engine == "ref" ? RunOnEvaluator(options, args) : RunOnVM(options, args));
+  const bool use_vm =
+      options.engine.empty() ? IsExecutableFile(options.program) : options.engine == "vm";
+  const std::vector<Tensor> outputs =
+      FlattenResult(use_vm ? RunOnVM(options, args) : RunOnEvaluator(options, args));
   if (!options.out_dir.empty()) std::filesystem::create_directories(options.out_dir);
   for (size_t i = 0; i < outputs.size(); ++i) {
     std::cout << i << ": " << SummarizeTensor(outputs[i], kSummaryValues) << "\n";
@@ -256,9 +258,9 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   run_command
       ->add_option("--engine", run.engine,
-                   "ref: the reference evaluator; vm: compile and run on the virtual machine")
-      ->check(CLI::IsMember({"vm", "ref"}))
-      ->capture_default_str();
+                   "ref: the reference evaluator; vm: compile and run on the virtual machine "
+                   "(default: vm for an executable, ref for a program)")
+      ->check(CLI::IsMember({"vm", "ref"}));
   run_command->add_flag("--profile", run.profile,
                         "Print the VM's profile to stderr: kernel time vs the rest, "
                         "instructions by kind, allocations");

@@ -281,6 +281,50 @@ TEST_F(NimbleCli, LstmMatchesAHandWrittenLstm) {
   ExpectSummaryMatches(Lines(run.out)[0], out);
 }
 
+// The LSTM example compiled to an executable and run on the VM prints what
+// the reference evaluator prints (to the summary's precision), in memory or
+// from the file; --profile reports the kernel/other split.
+TEST_F(NimbleCli, CompileAndRunOnTheVM) {
+  const std::vector<std::string> input = {"--input", Example("data/lstm_sequence.npy")};
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.end(), input.begin(), input.end());
+    return Nimble(args);
+  };
+  const std::string params = Example("data/lstm_cell.npz");
+  Outcome reference =
+      run({"run", Example("lstm_cell.relay"), "--params", params, "--out", Temp("ref")});
+  ASSERT_EQ(reference.status, 0) << reference.err;
+  Outcome in_memory =
+      run({"run", Example("lstm_cell.relay"), "--params", params, "--engine", "vm"});
+  ASSERT_EQ(in_memory.status, 0) << in_memory.err;
+  Outcome compile = Nimble({"compile", Example("lstm_cell.relay"), "--params", params, "--target",
+                            "arm", "-o", Temp("lstm.nimble")});
+  ASSERT_EQ(compile.status, 0) << compile.err;
+  Outcome from_file = run({"run", Temp("lstm.nimble"), "--profile"});
+  ASSERT_EQ(from_file.status, 0) << from_file.err;
+  for (const Outcome* vm : {&in_memory, &from_file}) {
+    ASSERT_EQ(Lines(vm->out).size(), 1u);
+    ExpectSummaryMatches(Lines(vm->out)[0], ReadNpy(Temp("ref/0.npy")));
+  }
+  EXPECT_THAT(from_file.err,
+              AllOf(HasSubstr("kernels"), HasSubstr("others"), HasSubstr("invoke_packed")));
+  Outcome dump = Nimble({"dump", Temp("lstm.nimble"), "--bytecode"});
+  EXPECT_THAT(dump.out, AllOf(HasSubstr("target \"arm\""), HasSubstr("kernel[0] nn.dense")));
+  Outcome ref_on_executable = Nimble({"run", Temp("lstm.nimble"), "--engine", "ref"});
+  EXPECT_EQ(ref_on_executable.status, 1);
+  EXPECT_THAT(ref_on_executable.err, HasSubstr("the reference evaluator runs programs"));
+}
+
+TEST_F(NimbleCli, DumpIrAfterAPass) {
+  Outcome dump = Nimble({"dump", Example("dynamic_concat.relay"), "--ir-after", "manifest-alloc"});
+  ASSERT_EQ(dump.status, 0) << dump.err;
+  EXPECT_THAT(dump.out, AllOf(HasSubstr("memory.shape_func("), HasSubstr("memory.invoke_mut("),
+                              HasSubstr("memory.alloc_storage(")));
+  Outcome unknown = Nimble({"dump", Example("dynamic_concat.relay"), "--ir-after", "nope"});
+  EXPECT_EQ(unknown.status, 1);
+  EXPECT_THAT(unknown.err, HasSubstr("unknown pass 'nope' (passes: fold-constant, anf"));
+}
+
 TEST_F(NimbleCli, RunWithoutOutWritesNothing) {
   Outcome run =
       Nimble({"run", Example("grow_loop.relay"), "--input", Example("data/grow_loop_row.npy")});
