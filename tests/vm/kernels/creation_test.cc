@@ -70,14 +70,7 @@ TEST(CreationKernels, EveryOpHasARuntimeKernel) {
       {"dyn.ones", ShapeFuncMode::kDataDependent},
       {"dyn.full", ShapeFuncMode::kDataDependent},
       {"arange", ShapeFuncMode::kDataDependent}};
-  for (const auto& [name, mode] : ops) {
-    const OpKernelDef* def = OpKernelRegistry::Global().Find(name);
-    ASSERT_NE(def, nullptr) << name;
-    EXPECT_TRUE(def->kernel) << name;
-    EXPECT_TRUE(def->shape_func) << name;
-    EXPECT_EQ(def->shape_mode, mode) << name;
-    EXPECT_EQ(nimble::op::OpRegistry::Global().Find(name)->shape_mode, mode) << name;
-  }
+  ExpectRuntimeHalves(ops);
 }
 
 TEST(CreationKernels, ZerosAndOnesInEveryFormAndDType) {

@@ -44,14 +44,7 @@ TEST(DynamicKernels, EveryOpHasARuntimeKernel) {
       {"ndarray_size", ShapeFuncMode::kDataIndependent},
       {"unique", ShapeFuncMode::kDataDependent},
       {"argwhere", ShapeFuncMode::kUpperBound}};
-  for (const auto& [name, mode] : ops) {
-    const OpKernelDef* def = OpKernelRegistry::Global().Find(name);
-    ASSERT_NE(def, nullptr) << name;
-    EXPECT_TRUE(def->kernel) << name;
-    EXPECT_TRUE(def->shape_func) << name;
-    EXPECT_EQ(def->shape_mode, mode) << name;
-    EXPECT_EQ(nimble::op::OpRegistry::Global().Find(name)->shape_mode, mode) << name;
-  }
+  ExpectRuntimeHalves(ops);
 }
 
 TEST(DynamicKernels, ShapeOfAndNdarraySizeInEveryDType) {

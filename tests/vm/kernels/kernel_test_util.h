@@ -177,4 +177,17 @@ inline void ExpectBuiltinMatchesReference(const std::string& op,
   }
 }
 
+// Expects each op to have a runtime half with a kernel and a shape function
+// of the given mode, and the compiler's definition to carry the same mode.
+inline void ExpectRuntimeHalves(const std::vector<std::pair<std::string, ShapeFuncMode>>& ops) {
+  for (const auto& [name, mode] : ops) {
+    const OpKernelDef* def = OpKernelRegistry::Global().Find(name);
+    ASSERT_NE(def, nullptr) << name;
+    EXPECT_TRUE(def->kernel) << name;
+    EXPECT_TRUE(def->shape_func) << name;
+    EXPECT_EQ(def->shape_mode, mode) << name;
+    EXPECT_EQ(nimble::op::OpRegistry::Global().Find(name)->shape_mode, mode) << name;
+  }
+}
+
 }  // namespace nimble::vm::testing
