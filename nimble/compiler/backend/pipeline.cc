@@ -6,7 +6,6 @@
 #include "nimble/compiler/transform/make_primitives.h"
 #include "nimble/compiler/transform/manifest_alloc.h"
 #include "nimble/compiler/transform/to_anf.h"
-#include "nimble/compiler/typing/type_infer.h"
 #include "nimble/vm/error.h"
 
 namespace nimble::backend {
@@ -32,7 +31,6 @@ ir::IRModule RunPasses(const ir::IRModule& module, const std::string& stop_after
   for (const PassInfo& pass : Passes()) {
     try {
       current = pass.run(current);
-      typing::InferTypes(current);
     } catch (const Error& error) {
       throw Error("pass " + pass.name + ": " + error.what());
     }

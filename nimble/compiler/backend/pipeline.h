@@ -1,7 +1,7 @@
 // The compile pipeline: the passes of nimble/compiler/transform in their
-// order (docs/memory-dialect.md), with type inference after each, then the
-// VM compiler. Passes are named so that tools can stop after one and show
-// the IR it produced (`nimble dump --ir-after NAME`).
+// order (docs/memory-dialect.md), then the VM compiler. Each pass returns a
+// type-checked module, so the next one can read the types. Passes are named so that tools can stop
+// after one and show the IR it produced (`nimble dump --ir-after NAME`).
 #pragma once
 
 #include <functional>
@@ -23,7 +23,7 @@ struct PassInfo {
 const std::vector<PassInfo>& Passes();
 
 // Runs the passes on a type-checked module up to and including `stop_after`
-// (all of them when empty), inferring types after each. Throws nimble::Error
+// (all of them when empty). Throws nimble::Error
 // naming the valid passes for an unknown name, and naming the pass when one
 // fails or leaves ill-typed IR.
 ir::IRModule RunPasses(const ir::IRModule& module, const std::string& stop_after = "");

@@ -14,6 +14,7 @@
 #include "nimble/compiler/ir/functor.h"
 #include "nimble/compiler/op/op.h"
 #include "nimble/compiler/support/deep_stack.h"
+#include "nimble/compiler/typing/type_infer.h"
 #include "nimble/vm/error.h"
 
 namespace nimble::transform {
@@ -341,6 +342,7 @@ ir::IRModule ManifestAlloc(const ir::IRModule& module) {
     for (const ir::IRModuleNode::Definition& definition : module->functions()) {
       result->Add(definition.global, Manifester().LowerGlobal(definition.function));
     }
+    typing::InferTypes(result);
     return result;
   });
 }

@@ -13,8 +13,8 @@
 
 namespace nimble::transform {
 
-// Expects a type-checked module after MakePrimitives; returns a new one in
-// which no primitive function is called directly. The let binder of a call
+// Expects a type-checked module after MakePrimitives; returns a new one,
+// type-checked again, in which no primitive function is called directly. The let binder of a call
 // names the call's value afterwards (its output tensor, the view of an
 // upper-bound output, or the tuple of a multi-output call); the same primitive
 // node is the argument of both memory.shape_func and memory.invoke_mut. The
