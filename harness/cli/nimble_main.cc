@@ -73,6 +73,7 @@ struct DumpOptions {
   bool bytecode = false;
   bool constants = false;
   std::string ir_after;
+  std::string target = "intel";
 };
 
 bool IsExecutableFile(const std::string& path) {
@@ -192,7 +193,7 @@ void Dump(const DumpOptions& options) {
     }
     const ir::IRModule module = LoadProgram(options.file, options.params, "main");
     try {
-      std::cout << text::PrintModule(backend::RunPasses(module, options.ir_after),
+      std::cout << text::PrintModule(backend::RunPasses(module, {.target = options.target}, options.ir_after),
                                      text::PrintOptions{.show_types = true});
     } catch (const Error& error) {
       throw Error(LocateInFile(error.what(), options.file));
@@ -286,6 +287,9 @@ int Main(int argc, char** argv) {
       ->required();
   dump_command->add_option("--params", dump.params,
                            "With --ir-after: the program's .npz of named tensors");
+  dump_command->add_option("--target", dump.target, "With --ir-after: the target hosts")
+      ->check(CLI::IsMember({"intel", "arm", "nvidia"}))
+      ->capture_default_str();
   CLI::Option_group* dump_contents =
       dump_command->add_option_group("contents", "What to print (at least one)");
   dump_contents->add_flag("--bytecode", dump.bytecode,

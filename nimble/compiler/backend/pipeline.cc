@@ -1,25 +1,53 @@
 #include "nimble/compiler/backend/pipeline.h"
 
+#include "nimble/compiler/transform/coalesce_storage.h"
 #include "nimble/compiler/transform/dead_code.h"
+#include "nimble/compiler/transform/eta_expand.h"
 #include "nimble/compiler/transform/fold_constant.h"
+#include "nimble/compiler/transform/insert_kills.h"
 #include "nimble/compiler/transform/lambda_lift.h"
 #include "nimble/compiler/transform/make_primitives.h"
 #include "nimble/compiler/transform/manifest_alloc.h"
+#include "nimble/compiler/transform/plan_devices.h"
 #include "nimble/compiler/transform/to_anf.h"
 #include "nimble/vm/error.h"
 
 namespace nimble::backend {
+namespace {
+
+// A pass that needs no options.
+PassInfo Plain(std::string name, ir::IRModule (*pass)(const ir::IRModule&)) {
+  return {std::move(name), [pass](const ir::IRModule& module, const CompileOptions&) {
+            return pass(module);
+          }};
+}
+
+}  // namespace
 
 const std::vector<PassInfo>& Passes() {
   static const std::vector<PassInfo> passes = {
-      {"fold-constant", transform::FoldConstants}, {"anf", transform::ToANormalForm},
-      {"lambda-lift", transform::LambdaLift},      {"primitives", transform::MakePrimitives},
-      {"dead-code", transform::EliminateDeadCode}, {"manifest-alloc", transform::ManifestAlloc},
+      Plain("fold-constant", transform::FoldConstants),
+      Plain("eta-expand", transform::EtaExpandConstructors),
+      Plain("anf", transform::ToANormalForm),
+      Plain("lambda-lift", transform::LambdaLift),
+      Plain("primitives", transform::MakePrimitives),
+      {"dead-code",
+       [](const ir::IRModule& module, const CompileOptions&) {
+         return transform::EliminateDeadCode(module);
+       }},
+      Plain("manifest-alloc", transform::ManifestAlloc),
+      {"plan-devices",
+       [](const ir::IRModule& module, const CompileOptions& options) {
+         return transform::PlanDevices(module, TargetDevice(options.target));
+       }},
+      Plain("coalesce-storage", transform::CoalesceStorage),
+      Plain("insert-kills", transform::InsertKills),
   };
   return passes;
 }
 
-ir::IRModule RunPasses(const ir::IRModule& module, const std::string& stop_after) {
+ir::IRModule RunPasses(const ir::IRModule& module, const CompileOptions& options,
+                       const std::string& stop_after) {
   bool known = stop_after.empty();
   std::string names;
   for (const PassInfo& pass : Passes()) {
@@ -30,7 +58,7 @@ ir::IRModule RunPasses(const ir::IRModule& module, const std::string& stop_after
   ir::IRModule current = module;
   for (const PassInfo& pass : Passes()) {
     try {
-      current = pass.run(current);
+      current = pass.run(current, options);
     } catch (const Error& error) {
       throw Error("pass " + pass.name + ": " + error.what());
     }
@@ -40,7 +68,7 @@ ir::IRModule RunPasses(const ir::IRModule& module, const std::string& stop_after
 }
 
 vm::Executable Compile(const ir::IRModule& module, const CompileOptions& options) {
-  return CompileToExecutable(RunPasses(module), options);
+  return CompileToExecutable(RunPasses(module, options), options);
 }
 
 }  // namespace nimble::backend

@@ -16,7 +16,7 @@ namespace nimble::backend {
 
 struct PassInfo {
   std::string name;
-  std::function<ir::IRModule(const ir::IRModule&)> run;
+  std::function<ir::IRModule(const ir::IRModule&, const CompileOptions&)> run;
 };
 
 // The passes, in pipeline order.
@@ -26,7 +26,8 @@ const std::vector<PassInfo>& Passes();
 // (all of them when empty). Throws nimble::Error
 // naming the valid passes for an unknown name, and naming the pass when one
 // fails or leaves ill-typed IR.
-ir::IRModule RunPasses(const ir::IRModule& module, const std::string& stop_after = "");
+ir::IRModule RunPasses(const ir::IRModule& module, const CompileOptions& options = {},
+                       const std::string& stop_after = "");
 
 // RunPasses, then the VM compiler.
 vm::Executable Compile(const ir::IRModule& module, const CompileOptions& options = {});

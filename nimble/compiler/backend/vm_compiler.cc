@@ -59,9 +59,7 @@ std::optional<Shape> IntegerVector(const ir::Expr& expr) {
 class ExecutableBuilder {
  public:
   ExecutableBuilder(const ir::IRModule& module, const CompileOptions& options) : module_(module) {
-    if (options.target != "intel" && options.target != "arm" && options.target != "nvidia") {
-      throw Error("unknown target '" + options.target + "' (expected intel, arm or nvidia)");
-    }
+    TargetDevice(options.target);  // rejects an unknown target
     executable_.target = options.target;
     for (const ir::IRModuleNode::Definition& definition : module->functions()) {
       functions_.emplace(definition.global->name, static_cast<int32_t>(function_defs_.size()));
@@ -814,6 +812,12 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
 };
 
 }  // namespace
+
+std::string TargetDevice(const std::string& target) {
+  if (target == "nvidia") return "cuda";
+  if (target == "intel" || target == "arm") return "cpu";
+  throw Error("unknown target '" + target + "' (expected intel, arm or nvidia)");
+}
 
 vm::Executable CompileToExecutable(const ir::IRModule& module, const CompileOptions& options) {
   return RunWithDeepStack([&] {

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "nimble/compiler/ir/module.h"
 #include "nimble/vm/executable.h"
@@ -25,7 +26,13 @@ namespace nimble::backend {
 
 struct CompileOptions {
   std::string target = "intel";  // intel, arm or nvidia
+  // The functions callers may run; dead-code elimination keeps what they
+  // reach. Empty: @main, or every global of a module without one.
+  std::vector<std::string> entry_functions;
 };
+
+// The accelerator of `target` ("cuda" for nvidia), or "cpu".
+std::string TargetDevice(const std::string& target);
 
 // Throws nimble::Error naming the construct (and its line:col when it has
 // one) for IR outside the accepted form.

@@ -1,0 +1,17 @@
+// Eta-expansion of constructors used as values: `Cons` passed to a function
+// or bound by `let` becomes `fn (%a: T0, %b: T1) -> List[T] { Cons(%a, %b) }`,
+// so that later passes and the VM only ever see constructors in callee
+// position (the VM builds ADTs with AllocADT, it has no constructor values).
+// A nullary constructor is a value already and is kept.
+#pragma once
+
+#include "nimble/compiler/ir/module.h"
+
+namespace nimble::transform {
+
+// Expects a type-checked module; returns a new one, type-checked again.
+// Runs before ToANormalForm, so the new function literals are lifted like any
+// other.
+ir::IRModule EtaExpandConstructors(const ir::IRModule& module);
+
+}  // namespace nimble::transform
