@@ -5,11 +5,12 @@
 // the storage goes back to the pooled allocator for the next allocation of
 // its size class: run-time reuse, which is what serves dynamically sized
 // buffers. A variable renamed by `let %a = %b` or bound by a variable pattern
-// lives until the last use of all its names. Nothing is killed after the
-// result of a function body is computed (the frame ends there anyway, and a
-// call in tail position must stay one); a branch of `if`/`match` not in tail
-// position kills what it alone uses last. Uses inside a nested scope count
-// at the statement that contains it.
+// lives until the last use of all its names. Each scope (function body,
+// branch, clause) kills what it binds; a value of an outer scope used last
+// inside a branch dies after the statement holding the branch. Nothing is
+// killed after the statement computing a function's result (the frame ends
+// there anyway, and a call in tail position must stay one), nor after a
+// branch's in tail position.
 #pragma once
 
 #include "nimble/compiler/ir/module.h"

@@ -1,1 +1,341 @@
+// Memory planning, text in and text out: inputs are programs in the form
+// docs/memory-dialect.md §1 gives (ManifestAlloc runs first, as in the
+// pipeline), expected outputs the §3 form, compared up to alpha-renaming.
+// Whole programs then run on the VM with and without planning and must agree.
 #include <gtest/gtest.h>
+
+#include <string>
+
+#include "nimble/compiler/backend/pipeline.h"
+#include "nimble/compiler/ir/structural_equal.h"
+#include "nimble/compiler/text/parser.h"
+#include "nimble/compiler/text/printer.h"
+#include "nimble/compiler/transform/allocation_stats.h"
+#include "nimble/compiler/transform/coalesce_storage.h"
+#include "nimble/compiler/transform/insert_kills.h"
+#include "nimble/compiler/transform/manifest_alloc.h"
+#include "nimble/compiler/typing/type_infer.h"
+
+namespace nimble::transform {
+namespace {
+
+ir::IRModule Typed(const std::string& text) {
+  ir::IRModule module = text::ParseModule(text, "test.relay");
+  typing::InferTypes(module);
+  return module;
+}
+
+void ExpectEqual(const ir::IRModule& got, const std::string& expected) {
+  const ir::IRModule want = Typed(expected);
+  EXPECT_TRUE(ir::StructuralEqual(got, want)) << "got:\n"
+                                              << text::PrintModule(got) << "expected:\n"
+                                              << text::PrintModule(want);
+}
+
+// ManifestAlloc, then `pass`; the result must type-check, and a second run
+// of `pass` must change nothing.
+template <typename Pass>
+ir::IRModule Planned(const std::string& input, Pass pass) {
+  const ir::IRModule result = pass(ManifestAlloc(Typed(input)));
+  EXPECT_NO_THROW(typing::InferTypes(result)) << text::PrintModule(result);
+  EXPECT_TRUE(ir::StructuralEqual(pass(result), result)) << text::PrintModule(pass(result));
+  return result;
+}
+
+// A chain of four relus: a, b and c die as the chain goes on, d is returned.
+const char* const kChain = R"(
+def @main(%x: Tensor[(4, 8), float32]) {
+  %0 = fn (%p0: Tensor[(4, 8), float32], Primitive=1) { nn.relu(%p0) };
+  let %a = %0(%x);
+  let %b = %0(%a);
+  let %c = %0(%b);
+  let %d = %0(%c);
+  %d
+}
+)";
+
+// ---- InsertKills ----
+
+TEST(InsertKillsTest, KillsEachRegisterAfterItsLastUse) {
+  ExpectEqual(Planned(kChain, InsertKills), R"(
+def @main(%x: Tensor[(4, 8), float32]) {
+  %0 = fn (%p0: Tensor[(4, 8), float32], Primitive=1) { nn.relu(%p0) };
+  let %s0: Storage = memory.alloc_storage(128i64, dtype="float32");
+  let %a = memory.alloc_tensor(%s0, 0i64, dtype="float32", assert_shape=[4, 8]);
+  let %k0: () = memory.kill(%s0);
+  let %u0: () = memory.invoke_mut(%0, (%x,), (%a,));
+  let %k1: () = memory.kill(%x);
+  let %s1: Storage = memory.alloc_storage(128i64, dtype="float32");
+  let %b = memory.alloc_tensor(%s1, 0i64, dtype="float32", assert_shape=[4, 8]);
+  let %k2: () = memory.kill(%s1);
+  let %u1: () = memory.invoke_mut(%0, (%a,), (%b,));
+  let %k3: () = memory.kill(%a);
+  let %s2: Storage = memory.alloc_storage(128i64, dtype="float32");
+  let %c = memory.alloc_tensor(%s2, 0i64, dtype="float32", assert_shape=[4, 8]);
+  let %k4: () = memory.kill(%s2);
+  let %u2: () = memory.invoke_mut(%0, (%b,), (%c,));
+  let %k5: () = memory.kill(%b);
+  let %s3: Storage = memory.alloc_storage(128i64, dtype="float32");
+  let %d = memory.alloc_tensor(%s3, 0i64, dtype="float32", assert_shape=[4, 8]);
+  let %k6: () = memory.kill(%s3);
+  let %u3: () = memory.invoke_mut(%0, (%c,), (%d,));
+  %d
+}
+)");
+}
+
+// `let %r = %a` shares %a's register: it dies at the last use of either name.
+TEST(InsertKillsTest, RenamedVariableLivesUntilItsLastName) {
+  ExpectEqual(Planned(R"(
+def @main(%x: Tensor[(4, 8), float32]) {
+  %0 = fn (%p0: Tensor[(4, 8), float32], Primitive=1) { nn.relu(%p0) };
+  let %a = %0(%x);
+  let %r = %a;
+  let %b = %0(%r);
+  let %c = %0(%b);
+  %c
+}
+)",
+                      InsertKills),
+              R"(
+def @main(%x: Tensor[(4, 8), float32]) {
+  %0 = fn (%p0: Tensor[(4, 8), float32], Primitive=1) { nn.relu(%p0) };
+  let %s0: Storage = memory.alloc_storage(128i64, dtype="float32");
+  let %a = memory.alloc_tensor(%s0, 0i64, dtype="float32", assert_shape=[4, 8]);
+  let %k0: () = memory.kill(%s0);
+  let %u0: () = memory.invoke_mut(%0, (%x,), (%a,));
+  let %k1: () = memory.kill(%x);
+  let %r = %a;
+  let %s1: Storage = memory.alloc_storage(128i64, dtype="float32");
+  let %b = memory.alloc_tensor(%s1, 0i64, dtype="float32", assert_shape=[4, 8]);
+  let %k2: () = memory.kill(%s1);
+  let %u1: () = memory.invoke_mut(%0, (%r,), (%b,));
+  let %k3: () = memory.kill(%a);
+  let %s2: Storage = memory.alloc_storage(128i64, dtype="float32");
+  let %c = memory.alloc_tensor(%s2, 0i64, dtype="float32", assert_shape=[4, 8]);
+  let %k4: () = memory.kill(%s2);
+  let %u2: () = memory.invoke_mut(%0, (%b,), (%c,));
+  %c
+}
+)");
+}
+
+// A branch whose value is used afterwards kills its own temporaries before
+// it ends; outer values used in a branch die after the `if`.
+TEST(InsertKillsTest, BranchNotInTailPositionKillsItsTemporaries) {
+  ExpectEqual(Planned(R"(
+def @main(%c: bool, %x: Tensor[(2, 4), float32]) {
+  %0 = fn (%p0: Tensor[(2, 4), float32], Primitive=1) { nn.relu(%p0) };
+  let %r = if (%c) {
+    let %y = %0(%x);
+    let %z = %0(%y);
+    %z
+  } else {
+    %x
+  };
+  let %w = %0(%r);
+  %w
+}
+)",
+                      InsertKills),
+              R"(
+def @main(%c: bool, %x: Tensor[(2, 4), float32]) {
+  %0 = fn (%p0: Tensor[(2, 4), float32], Primitive=1) { nn.relu(%p0) };
+  let %r = if (%c) {
+    let %s0: Storage = memory.alloc_storage(32i64, dtype="float32");
+    let %y = memory.alloc_tensor(%s0, 0i64, dtype="float32", assert_shape=[2, 4]);
+    let %k0: () = memory.kill(%s0);
+    let %u0: () = memory.invoke_mut(%0, (%x,), (%y,));
+    let %s1: Storage = memory.alloc_storage(32i64, dtype="float32");
+    let %z = memory.alloc_tensor(%s1, 0i64, dtype="float32", assert_shape=[2, 4]);
+    let %k1: () = memory.kill(%s1);
+    let %u1: () = memory.invoke_mut(%0, (%y,), (%z,));
+    let %k2: () = memory.kill(%y);
+    %z
+  } else {
+    %x
+  };
+  let %k3: () = memory.kill(%c);
+  let %k4: () = memory.kill(%x);
+  let %s2: Storage = memory.alloc_storage(32i64, dtype="float32");
+  let %w = memory.alloc_tensor(%s2, 0i64, dtype="float32", assert_shape=[2, 4]);
+  let %k5: () = memory.kill(%s2);
+  let %u2: () = memory.invoke_mut(%0, (%r,), (%w,));
+  %w
+}
+)");
+}
+
+// Nothing is killed after a call in tail position (here a recursive loop),
+// so it stays a tail call and the loop runs at constant call depth.
+TEST(InsertKillsTest, TailCallStaysATailCall) {
+  const std::string program = R"(
+def @count(%i: int32, %x: Tensor[(4, 8), float32]) -> Tensor[(4, 8), float32] {
+  %0 = fn (%p0: int32, %p1: int32, Primitive=1) -> bool { less(%p0, %p1) };
+  %1 = fn (%p0: int32, %p1: int32, Primitive=1) -> int32 { add(%p0, %p1) };
+  %2 = fn (%p0: Tensor[(4, 8), float32], Primitive=1) { nn.relu(%p0) };
+  let %c = %0(%i, 100000);
+  let %r = if (%c) {
+    let %y = %2(%x);
+    let %j = %1(%i, 1);
+    let %t = @count(%j, %y);
+    %t
+  } else {
+    %x
+  };
+  %r
+}
+)";
+  ExpectEqual(Planned(program, InsertKills), R"(
+def @count(%i: int32, %x: Tensor[(4, 8), float32]) -> Tensor[(4, 8), float32] {
+  %0 = fn (%p0: int32, %p1: int32, Primitive=1) -> bool { less(%p0, %p1) };
+  %1 = fn (%p0: int32, %p1: int32, Primitive=1) -> int32 { add(%p0, %p1) };
+  %2 = fn (%p0: Tensor[(4, 8), float32], Primitive=1) { nn.relu(%p0) };
+  let %s0: Storage = memory.alloc_storage(1i64, dtype="bool");
+  let %c = memory.alloc_tensor(%s0, 0i64, dtype="bool", assert_shape=[]);
+  let %k0: () = memory.kill(%s0);
+  let %u0: () = memory.invoke_mut(%0, (%i, 100000), (%c,));
+  let %r = if (%c) {
+    let %s1: Storage = memory.alloc_storage(128i64, dtype="float32");
+    let %y = memory.alloc_tensor(%s1, 0i64, dtype="float32", assert_shape=[4, 8]);
+    let %k1: () = memory.kill(%s1);
+    let %u1: () = memory.invoke_mut(%2, (%x,), (%y,));
+    let %s2: Storage = memory.alloc_storage(4i64, dtype="int32");
+    let %j = memory.alloc_tensor(%s2, 0i64, dtype="int32", assert_shape=[]);
+    let %k2: () = memory.kill(%s2);
+    let %u2: () = memory.invoke_mut(%1, (%i, 1), (%j,));
+    let %t = @count(%j, %y);
+    %t
+  } else {
+    %x
+  };
+  %r
+}
+)");
+}
+
+TEST(InsertKillsTest, ParameterNeverUsedDiesOnEntry) {
+  ExpectEqual(Planned(R"(
+def @main(%x: Tensor[(4, 8), float32], %unused: Tensor[(4, 8), float32]) {
+  %0 = fn (%p0: Tensor[(4, 8), float32], Primitive=1) { nn.relu(%p0) };
+  let %a = %0(%x);
+  %a
+}
+)",
+                      InsertKills),
+              R"(
+def @main(%x: Tensor[(4, 8), float32], %unused: Tensor[(4, 8), float32]) {
+  %0 = fn (%p0: Tensor[(4, 8), float32], Primitive=1) { nn.relu(%p0) };
+  let %k0: () = memory.kill(%unused);
+  let %s0: Storage = memory.alloc_storage(128i64, dtype="float32");
+  let %a = memory.alloc_tensor(%s0, 0i64, dtype="float32", assert_shape=[4, 8]);
+  let %k1: () = memory.kill(%s0);
+  let %u0: () = memory.invoke_mut(%0, (%x,), (%a,));
+  %a
+}
+)");
+}
+
+// ---- CoalesceStorage ----
+
+// a, b and c share one region; a and c, never live together, share bytes;
+// d is returned and keeps its own storage.
+TEST(CoalesceStorageTest, ChainSharesOneRegion) {
+  ExpectEqual(Planned(kChain, CoalesceStorage), R"(
+def @main(%x: Tensor[(4, 8), float32]) {
+  %0 = fn (%p0: Tensor[(4, 8), float32], Primitive=1) { nn.relu(%p0) };
+  let %region: Storage = memory.alloc_storage(256i64, alignment=64, device="cpu", dtype="float32");
+  let %a = memory.alloc_tensor(%region, 0i64, dtype="float32", assert_shape=[4, 8]);
+  let %u0: () = memory.invoke_mut(%0, (%x,), (%a,));
+  let %b = memory.alloc_tensor(%region, 128i64, dtype="float32", assert_shape=[4, 8]);
+  let %u1: () = memory.invoke_mut(%0, (%a,), (%b,));
+  let %c = memory.alloc_tensor(%region, 0i64, dtype="float32", assert_shape=[4, 8]);
+  let %u2: () = memory.invoke_mut(%0, (%b,), (%c,));
+  let %s3: Storage = memory.alloc_storage(128i64, dtype="float32");
+  let %d = memory.alloc_tensor(%s3, 0i64, dtype="float32", assert_shape=[4, 8]);
+  let %u3: () = memory.invoke_mut(%0, (%c,), (%d,));
+  %d
+}
+)");
+}
+
+// %a is read again through a tuple and through a call's result after c is
+// allocated, so c may not take a's bytes: every slice is distinct.
+TEST(CoalesceStorageTest, AliasesThroughTuplesAndCallsExtendLifetimes) {
+  for (const char* alias : {"let %t = (%a, %x); let %e = %t.0;", "let %e = @id(%a);"}) {
+    const std::string program = std::string(R"(
+def @id(%v: Tensor[(4, 8), float32]) { %v }
+def @main(%x: Tensor[(4, 8), float32]) {
+  %0 = fn (%p0: Tensor[(4, 8), float32], Primitive=1) { nn.relu(%p0) };
+  %1 = fn (%p0: Tensor[(4, 8), float32], %p1: Tensor[(4, 8), float32], Primitive=1) {
+    add(%p0, %p1)
+  };
+  let %a = %0(%x);
+  )") + alias + R"(
+  let %b = %0(%x);
+  let %c = %0(%b);
+  let %d = %1(%e, %c);
+  %d
+}
+)";
+    const ir::IRModule planned = Planned(program, CoalesceStorage);
+    const std::string text = text::PrintModule(planned);
+    EXPECT_NE(text.find("memory.alloc_storage(384i64"), std::string::npos) << alias << "\n" << text;
+    EXPECT_NE(text.find("(%region, 256i64"), std::string::npos) << alias << "\n" << text;
+  }
+}
+
+// Sized at run time: left to the pooled allocator. The shape functions'
+// static outputs still coalesce.
+TEST(CoalesceStorageTest, DynamicAllocationsKeepTheirOwn) {
+  const std::string program = R"(
+def @main(%x: Tensor[(?, 8), float32]) {
+  %0 = fn (%p0: Tensor[(?, 8), float32], Primitive=1) { nn.relu(%p0) };
+  let %a = %0(%x);
+  let %b = %0(%a);
+  let %c = %0(%b);
+  %c
+}
+)";
+  const AllocationStats before = CountAllocations(ManifestAlloc(Typed(program)));
+  const AllocationStats after = CountAllocations(Planned(program, CoalesceStorage));
+  EXPECT_EQ(before.dynamic_allocations, 3);
+  EXPECT_EQ(after.dynamic_allocations, 3);
+  EXPECT_EQ(before.allocations, 6);  // three shape registers, three outputs
+  EXPECT_EQ(after.allocations, 4);   // the shape registers in one region
+}
+
+// One region per device; a single allocation is left as it is.
+TEST(CoalesceStorageTest, OneRegionPerDevice) {
+  ExpectEqual(Planned(R"(
+def @main() {
+  let %s0: Storage = memory.alloc_storage(100i64, device="cuda", dtype="float32");
+  let %a = memory.alloc_tensor(%s0, 0i64, dtype="float32", assert_shape=[25]);
+  let %s1: Storage = memory.alloc_storage(8i64, device="cpu", dtype="int64");
+  let %b = memory.alloc_tensor(%s1, 0i64, dtype="int64", assert_shape=[1]);
+  let %s2: Storage = memory.alloc_storage(40i64, alignment=128, device="cuda", dtype="int32");
+  let %c = memory.alloc_tensor(%s2, 0i64, dtype="int32", assert_shape=[10]);
+  let %t = (%a, %b, %c);
+  let %k: () = memory.kill(%t);
+  let %s3: Storage = memory.alloc_storage(4i64, device="cpu", dtype="float32");
+  memory.alloc_tensor(%s3, 0i64, dtype="float32", assert_shape=[1])
+}
+)",
+                      CoalesceStorage),
+              R"(
+def @main() {
+  let %region: Storage = memory.alloc_storage(256i64, alignment=128, device="cuda", dtype="uint8");
+  let %a = memory.alloc_tensor(%region, 0i64, dtype="float32", assert_shape=[25]);
+  let %s1: Storage = memory.alloc_storage(8i64, device="cpu", dtype="int64");
+  let %b = memory.alloc_tensor(%s1, 0i64, dtype="int64", assert_shape=[1]);
+  let %c = memory.alloc_tensor(%region, 128i64, dtype="int32", assert_shape=[10]);
+  let %t = (%a, %b, %c);
+  let %k: () = memory.kill(%t);
+  let %s3: Storage = memory.alloc_storage(4i64, device="cpu", dtype="float32");
+  memory.alloc_tensor(%s3, 0i64, dtype="float32", assert_shape=[1])
+}
+)");
+}
+
+}  // namespace
+}  // namespace nimble::transform
