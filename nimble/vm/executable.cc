@@ -6,7 +6,8 @@
 //   1 target          string
 //   2 devices         uint32 count, per device int32 type, int32 id; int32 host index
 //   3 functions       uint32 count, per function string name, int32 num_params,
-//                     int32 register_file_size
+//                     int32 register_file_size, uint32 signature length (0 or
+//                     num_params), per parameter string name and its type
 //   4 constants       uint32 count, per constant uint8 dtype code, uint8 bits,
 //                     uint32 ndim, int64 dims[ndim], int32 device index,
 //                     uint64 byte count, raw bytes
@@ -19,9 +20,15 @@
 //                     LEB128 varints, lists as a varint count and their elements,
 //                     dtypes as code and bits bytes
 //   8 kernel library  the raw bytes
+//   9 source map      string source name; per function of the table a varint
+//                     count (0 or its instruction count), then per instruction
+//                     varint line and varint column (line 0: unknown)
 //
-// A string is a uint32 length and its bytes. Counts are checked against the
-// bytes left before anything is allocated.
+// A string is a uint32 length and its bytes. A parameter type is a uint8 kind
+// (ParamType::Kind), then for a tensor its dtype, uint32 ndim and int64
+// dims (-1 for `?`), for a tuple a uint32 count and the fields' types, for
+// another type its name as a string. Counts are checked against the bytes
+// left before anything is allocated.
 #include "nimble/vm/executable.h"
 
 #include <algorithm>
@@ -53,10 +60,12 @@ enum class Section : uint32_t {
   kMessages,
   kBytecode,
   kKernelLibrary,
+  kSourceMap,
 };
 constexpr Section kSectionOrder[] = {
-    Section::kTarget,     Section::kDevices,  Section::kFunctions, Section::kConstants,
-    Section::kPrimitives, Section::kMessages, Section::kBytecode,  Section::kKernelLibrary,
+    Section::kTarget,    Section::kDevices,       Section::kFunctions,
+    Section::kConstants, Section::kPrimitives,    Section::kMessages,
+    Section::kBytecode,  Section::kKernelLibrary, Section::kSourceMap,
 };
 
 std::string SectionName(Section section) {
@@ -77,6 +86,8 @@ std::string SectionName(Section section) {
       return "bytecode";
     case Section::kKernelLibrary:
       return "kernel library";
+    case Section::kSourceMap:
+      return "source map";
   }
   return "?";
 }
@@ -425,6 +436,47 @@ AttrValue ReadAttrValue(Reader& in) {
 }
 static_assert(std::variant_size_v<AttrValue> == 7, "ReadAttrValue decodes 7 attribute kinds");
 
+void WriteParamType(Writer& out, const ParamType& type) {
+  out.U8(static_cast<uint8_t>(type.kind));
+  switch (type.kind) {
+    case ParamType::Kind::kTensor:
+      out.DType(type.dtype);
+      out.Count(type.dims.size(), "parameter dimensions");
+      for (int64_t dim : type.dims) out.I64(dim);
+      return;
+    case ParamType::Kind::kTuple:
+      out.Count(type.fields.size(), "tuple fields");
+      for (const ParamType& field : type.fields) WriteParamType(out, field);
+      return;
+    case ParamType::Kind::kOther:
+      out.String(type.name);
+      return;
+  }
+}
+
+ParamType ReadParamType(Reader& in, int depth) {
+  if (depth > ParamType::kMaxDepth) {
+    in.Fail("parameter type nested deeper than " + std::to_string(ParamType::kMaxDepth));
+  }
+  const uint8_t kind = in.U8();
+  switch (static_cast<ParamType::Kind>(kind)) {
+    case ParamType::Kind::kTensor: {
+      const DataType dtype = in.DType();
+      std::vector<int64_t> dims(in.Count(sizeof(int64_t)));
+      for (int64_t& dim : dims) dim = in.I64();
+      return ParamType::Tensor(dtype, std::move(dims));
+    }
+    case ParamType::Kind::kTuple: {
+      std::vector<ParamType> fields(in.Count(1));
+      for (ParamType& field : fields) field = ReadParamType(in, depth + 1);
+      return ParamType::Tuple(std::move(fields));
+    }
+    case ParamType::Kind::kOther:
+      return ParamType::Other(in.String());
+  }
+  in.Fail("unknown parameter type kind " + std::to_string(kind));
+}
+
 void WriteSections(const Executable& exe, Writer& file) {
   Writer target;
   target.String(exe.target);
@@ -445,6 +497,11 @@ void WriteSections(const Executable& exe, Writer& file) {
     functions.String(function.name);
     functions.I32(function.num_params);
     functions.I32(function.register_file_size);
+    functions.Count(function.params.size(), "parameters of @" + function.name);
+    for (const Param& param : function.params) {
+      functions.String(param.name);
+      WriteParamType(functions, param.type);
+    }
   }
   file.AppendSection(Section::kFunctions, functions);
 
@@ -496,6 +553,17 @@ void WriteSections(const Executable& exe, Writer& file) {
   Writer library;
   library.Bytes(exe.kernel_library);
   file.AppendSection(Section::kKernelLibrary, library);
+
+  Writer source_map;
+  source_map.String(exe.source_name);
+  for (const VMFunction& function : exe.functions) {
+    source_map.VarUint(function.positions.size());
+    for (const SourcePosition& position : function.positions) {
+      source_map.VarInt(position.line);
+      source_map.VarInt(position.column);
+    }
+  }
+  file.AppendSection(Section::kSourceMap, source_map);
 }
 
 void ReadTarget(Reader& in, Executable& exe) {
@@ -518,13 +586,19 @@ void ReadDevices(Reader& in, Executable& exe) {
 }
 
 void ReadFunctions(Reader& in, Executable& exe) {
-  exe.functions.resize(in.Count(sizeof(uint32_t) + 2 * sizeof(int32_t)));
+  exe.functions.resize(in.Count(2 * sizeof(uint32_t) + 2 * sizeof(int32_t)));
   for (size_t i = 0; i < exe.functions.size(); ++i) {
     in.At("function " + std::to_string(i));
     VMFunction& function = exe.functions[i];
     function.name = in.String();
     function.num_params = in.I32();
     function.register_file_size = in.I32();
+    // A parameter takes at least its name's length and a kind byte.
+    function.params.resize(in.Count(sizeof(uint32_t) + 1));
+    for (Param& param : function.params) {
+      param.name = in.String();
+      param.type = ReadParamType(in, 0);
+    }
   }
 }
 
@@ -604,6 +678,18 @@ void ReadKernelLibrary(Reader& in, Executable& exe) {
   exe.kernel_library.assign(bytes.begin(), bytes.end());
 }
 
+void ReadSourceMap(Reader& in, Executable& exe) {
+  exe.source_name = in.String();
+  for (VMFunction& function : exe.functions) {
+    in.At("function @" + function.name);
+    function.positions.resize(in.VarCount(2));
+    for (SourcePosition& position : function.positions) {
+      position.line = in.VarInt32();
+      position.column = in.VarInt32();
+    }
+  }
+}
+
 void ReadSection(Section section, Reader& in, Executable& exe) {
   switch (section) {
     case Section::kTarget:
@@ -622,6 +708,8 @@ void ReadSection(Section section, Reader& in, Executable& exe) {
       return ReadBytecode(in, exe);
     case Section::kKernelLibrary:
       return ReadKernelLibrary(in, exe);
+    case Section::kSourceMap:
+      return ReadSourceMap(in, exe);
   }
 }
 
@@ -653,6 +741,25 @@ class FunctionValidator {
       throw Error(where + "the last instruction (pc " +
                   std::to_string(function_.instructions.size() - 1) + ", " + OpcodeName(last) +
                   ") is not ret, goto or fatal, so execution could fall off the end");
+    }
+    if (!function_.params.empty() &&
+        function_.params.size() != static_cast<size_t>(function_.num_params)) {
+      throw Error(where + "a signature of " + std::to_string(function_.params.size()) +
+                  " parameters for " + std::to_string(function_.num_params) + " parameters");
+    }
+    for (const Param& param : function_.params) CheckParamType(param.type, 0);
+    if (!function_.positions.empty() &&
+        function_.positions.size() != function_.instructions.size()) {
+      throw Error(where + "a source map of " + std::to_string(function_.positions.size()) +
+                  " positions for " + std::to_string(function_.instructions.size()) +
+                  " instructions");
+    }
+    for (size_t pc = 0; pc < function_.positions.size(); ++pc) {
+      const SourcePosition& position = function_.positions[pc];
+      if (position.line < 0 || position.column < 0) {
+        throw Error(where + "negative source position " + position.ToString() + " at pc " +
+                    std::to_string(pc));
+      }
     }
     for (pc_ = 0; pc_ < function_.instructions.size(); ++pc_) Check(function_.instructions[pc_]);
   }
@@ -751,6 +858,19 @@ class FunctionValidator {
     Fail("unknown opcode " + std::to_string(static_cast<int>(in.op)));
   }
 
+  // The loader checks the depth while reading; this is for executables built
+  // in memory.
+  void CheckParamType(const ParamType& type, int depth) const {
+    const std::string where = "executable: function @" + function_.name + ": parameter type ";
+    if (depth > ParamType::kMaxDepth) {
+      throw Error(where + "nested deeper than " + std::to_string(ParamType::kMaxDepth));
+    }
+    for (int64_t dim : type.dims) {
+      if (dim < ParamType::kAnyDim) throw Error(where + "has dimension " + std::to_string(dim));
+    }
+    for (const ParamType& field : type.fields) CheckParamType(field, depth + 1);
+  }
+
   [[noreturn]] void Fail(const std::string& problem) const {
     throw Error("executable: function @" + function_.name + " pc " + std::to_string(pc_) + ": " +
                 problem);
@@ -830,7 +950,80 @@ std::string Quote(const std::string& text) {
   return quoted + "\"";
 }
 
+// FunctionToString's text with the signature after the header line and
+// "  ; line:col" after each instruction whose source position is known.
+std::string AnnotatedFunction(const VMFunction& function) {
+  const std::string code = FunctionToString(function);
+  std::string text;
+  size_t begin = 0;
+  // Line 0 is the header; line pc + 1 is instruction pc.
+  for (size_t line = 0; begin < code.size(); ++line) {
+    const size_t end = code.find('\n', begin);
+    text.append(code, begin, end - begin);
+    if (line > 0 && line <= function.positions.size() && function.positions[line - 1].valid()) {
+      text += "  ; " + function.positions[line - 1].ToString();
+    }
+    text += '\n';
+    if (line == 0 && !function.params.empty()) {
+      text += "  signature " + SignatureToString(function) + "\n";
+    }
+    begin = end + 1;
+  }
+  return text;
+}
+
 }  // namespace
+
+ParamType ParamType::Tensor(DataType dtype, std::vector<int64_t> dims) {
+  ParamType type;
+  type.kind = Kind::kTensor;
+  type.dtype = dtype;
+  type.dims = std::move(dims);
+  return type;
+}
+
+ParamType ParamType::Tuple(std::vector<ParamType> fields) {
+  ParamType type;
+  type.kind = Kind::kTuple;
+  type.fields = std::move(fields);
+  return type;
+}
+
+ParamType ParamType::Other(std::string name) {
+  ParamType type;
+  type.name = std::move(name);
+  return type;
+}
+
+std::string ParamType::ToString() const {
+  std::string text;
+  switch (kind) {
+    case Kind::kTensor:
+      text = "Tensor[(";
+      for (size_t i = 0; i < dims.size(); ++i) {
+        text += (i ? ", " : "") + (dims[i] == kAnyDim ? "?" : std::to_string(dims[i]));
+      }
+      return text + (dims.size() == 1 ? ",), " : "), ") + dtype.name() + "]";
+    case Kind::kTuple:
+      for (size_t i = 0; i < fields.size(); ++i) text += (i ? ", " : "") + fields[i].ToString();
+      return "(" + text + (fields.size() == 1 ? ",)" : ")");
+    case Kind::kOther:
+      return name;
+  }
+  return "?";
+}
+
+std::string SourcePosition::ToString() const {
+  return std::to_string(line) + ":" + std::to_string(column);
+}
+
+std::string SignatureToString(const VMFunction& function) {
+  std::string params;
+  for (const Param& param : function.params) {
+    params += (params.empty() ? "%" : ", %") + param.name + ": " + param.type.ToString();
+  }
+  return "@" + function.name + "(" + params + ")";
+}
 
 int32_t Executable::FunctionIndex(const std::string& name) const {
   for (size_t i = 0; i < functions.size(); ++i) {
@@ -939,6 +1132,7 @@ void Executable::Validate() const {
 std::string ExecutableToString(const Executable& exe, bool constants) {
   std::string text = "target " + Quote(exe.target) + ", format version " +
                      std::to_string(Executable::kFormatVersion) + "\n";
+  if (!exe.source_name.empty()) text += "source " + Quote(exe.source_name) + "\n";
   text += "devices:\n";
   for (size_t i = 0; i < exe.devices.size(); ++i) {
     text += "  device[" + std::to_string(i) + "] " + exe.devices[i].ToString() +
@@ -972,7 +1166,7 @@ std::string ExecutableToString(const Executable& exe, bool constants) {
   }
   text += "kernel library: " + std::to_string(exe.kernel_library.size()) + " bytes\n";
   for (size_t i = 0; i < exe.functions.size(); ++i) {
-    text += "\nfunc[" + std::to_string(i) + "] " + FunctionToString(exe.functions[i]);
+    text += "\nfunc[" + std::to_string(i) + "] " + AnnotatedFunction(exe.functions[i]);
   }
   return text;
 }

@@ -1,7 +1,10 @@
 // An executable: everything the VM needs to run a compiled program, and its
 // versioned binary file format. Loading checks every length, index, register
 // number, jump target and dtype, and rejects a bad file with nimble::Error
-// naming the section and the cause; it never reads out of bounds.
+// naming the section and the cause; it never reads out of bounds. Besides the
+// code, an executable carries what makes errors readable: each function's
+// signature (checked when a caller runs it) and a map from each instruction
+// to the source position it came from.
 #pragma once
 
 #include <cstddef>
@@ -17,12 +20,60 @@
 
 namespace nimble::vm {
 
+// The type of a parameter, as far as the VM checks it when a caller runs the
+// function: a tensor's dtype and dimensions, a tuple's fields; other types
+// (ADTs, closures) are not checked and only named, for `nimble dump`.
+struct ParamType {
+  // Tuples nest at most this deep (deeper types are kOther), so that loading
+  // a corrupt file cannot recurse without bound.
+  static constexpr int kMaxDepth = 32;
+  static constexpr int64_t kAnyDim = -1;  // a `?` dimension
+
+  enum class Kind : uint8_t { kOther, kTensor, kTuple };
+  Kind kind = Kind::kOther;
+  DataType dtype;                 // kTensor
+  std::vector<int64_t> dims;      // kTensor: a size, or kAnyDim
+  std::vector<ParamType> fields;  // kTuple
+  std::string name;               // kOther: the type as the program writes it
+
+  static ParamType Tensor(DataType dtype, std::vector<int64_t> dims);
+  static ParamType Tuple(std::vector<ParamType> fields);
+  static ParamType Other(std::string name);
+
+  // "Tensor[(?, 2), float32]", "(Tensor[(), int32], List[...])".
+  std::string ToString() const;
+  bool operator==(const ParamType&) const = default;
+};
+
+struct Param {
+  std::string name;  // without the %; may be empty
+  ParamType type;
+
+  bool operator==(const Param&) const = default;
+};
+
+// Where an instruction came from in the program text; line 0: nowhere known.
+struct SourcePosition {
+  int32_t line = 0;
+  int32_t column = 0;
+
+  bool valid() const { return line > 0; }
+  std::string ToString() const;  // "12:5"
+  bool operator==(const SourcePosition&) const = default;
+};
+
 // A bytecode function. Parameters arrive in registers 0..num_params-1.
 struct VMFunction {
   std::string name;
   int32_t num_params = 0;
   int32_t register_file_size = 0;
   std::vector<Instruction> instructions;
+  // One entry per parameter, or empty for a function without a signature
+  // (built by hand), whose arguments the VM does not check.
+  std::vector<Param> params = {};
+  // One entry per instruction, or empty: the source of each instruction, for
+  // run-time errors.
+  std::vector<SourcePosition> positions = {};
 
   bool operator==(const VMFunction&) const = default;
 };
@@ -44,7 +95,7 @@ struct ConstantEntry {
 
 struct Executable {
   // Bumped on any change of the file layout; loading requires an exact match.
-  static constexpr uint32_t kFormatVersion = 1;
+  static constexpr uint32_t kFormatVersion = 2;
 
   std::string target;  // "intel", "arm" or "nvidia"
   // Devices by index (as used by AllocStorage, DeviceCopy, constants); one of
@@ -56,6 +107,9 @@ struct Executable {
   std::vector<Primitive> primitives;
   std::vector<std::string> messages;      // Fatal's texts
   std::vector<std::byte> kernel_library;  // a shared object for `target`, or empty
+  // The program file the code was compiled from (for "prog.relay:12:5: ..."
+  // in run-time errors); may be empty.
+  std::string source_name;
 
   // Index of the function called `name`; throws nimble::Error when absent.
   int32_t FunctionIndex(const std::string& name) const;
@@ -70,7 +124,8 @@ struct Executable {
   // functions; Load calls it, and builders of executables may too. A
   // function's register file may hold at most its parameters plus one
   // register per instruction (the most its code can write), so a corrupt
-  // size cannot make the VM allocate a huge frame.
+  // size cannot make the VM allocate a huge frame. A signature must have one
+  // entry per parameter and a source map one per instruction (or be empty).
   void Validate() const;
 };
 
@@ -79,9 +134,14 @@ struct Executable {
 // their target pcs ("goto -3 (pc 4)").
 std::string FunctionToString(const VMFunction& function);
 
-// The executable as text, for `nimble dump`: target, devices, kernels (with
-// attributes), constants (type and device; with `constants`, also their first
-// values), messages, kernel library size, then every function.
+// "@name(%x: Tensor[(?, 2), float32], %n: Tensor[(), int32])".
+std::string SignatureToString(const VMFunction& function);
+
+// The executable as text, for `nimble dump`: target, source, devices, kernels
+// (with attributes), constants (type and device; with `constants`, also
+// their first values), messages, kernel library size, then every function: a
+// "signature" line when it has one, then its code, each instruction with a
+// known source position followed by "  ; line:col".
 std::string ExecutableToString(const Executable& executable, bool constants);
 
 }  // namespace nimble::vm

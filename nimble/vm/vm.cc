@@ -86,6 +86,59 @@ void ForEachTensor(const Ref<Object>& value, const Role& role, Visit&& visit) {
   }
 }
 
+// Whether `value` has parameter type `type`: a tensor of its dtype and rank
+// whose static dimensions agree, or a tuple of such values. Other types are
+// not checked.
+bool Fits(const ParamType& type, const Ref<Object>& value) {
+  switch (type.kind) {
+    case ParamType::Kind::kTensor: {
+      const TensorNode* tensor = As<TensorNode>(value);
+      if (!tensor || tensor->dtype() != type.dtype ||
+          static_cast<size_t>(tensor->ndim()) != type.dims.size()) {
+        return false;
+      }
+      for (size_t i = 0; i < type.dims.size(); ++i) {
+        if (type.dims[i] != ParamType::kAnyDim && type.dims[i] != tensor->shape()[i]) return false;
+      }
+      return true;
+    }
+    case ParamType::Kind::kTuple: {
+      const ADTNode* tuple = As<ADTNode>(value);
+      if (!tuple || tuple->tag() != 0 || tuple->size() != type.fields.size()) return false;
+      for (size_t i = 0; i < type.fields.size(); ++i) {
+        if (!Fits(type.fields[i], tuple->fields()[i])) return false;
+      }
+      return true;
+    }
+    case ParamType::Kind::kOther:
+      return true;
+  }
+  return false;
+}
+
+// A value's type as a signature writes it, where it has one: "Tensor[(2,),
+// float32]", "(Tensor[(), int32],)"; other values as Describe says.
+std::string TypeOfValue(const Ref<Object>& value) {
+  if (const TensorNode* tensor = As<TensorNode>(value)) return tensor->TypeString();
+  const ADTNode* tuple = As<ADTNode>(value);
+  if (!tuple || tuple->tag() != 0) return Describe(value);
+  std::string fields;
+  for (const Ref<Object>& field : tuple->fields()) {
+    fields += (fields.empty() ? "" : ", ") + TypeOfValue(field);
+  }
+  return "(" + fields + (tuple->size() == 1 ? ",)" : ")");
+}
+
+// Checks argument `index` of `function` against its signature, if it has one.
+void CheckArgument(const VMFunction& function, size_t index, const Ref<Object>& value) {
+  if (function.params.empty()) return;
+  const Param& param = function.params[index];
+  if (!Fits(param.type, value)) {
+    throw Error("@" + function.name + ": argument " + std::to_string(index) + " (%" + param.name +
+                "): expected " + param.type.ToString() + ", got " + TypeOfValue(value));
+  }
+}
+
 // True for a tensor, or an ADT whose fields all are such values.
 bool IsTensorTree(const Ref<Object>& value) {
   if (As<TensorNode>(value)) return true;
@@ -192,6 +245,7 @@ void VirtualMachine::SetInput(const std::string& function, int32_t index, Ref<Ob
                 std::to_string(callee.num_params) + " inputs");
   }
   std::vector<Ref<Object>>& inputs = inputs_[function];
+  CheckArgument(callee, static_cast<size_t>(index), value);
   inputs.resize(static_cast<size_t>(callee.num_params));
   inputs[static_cast<size_t>(index)] = std::move(value);
 }
@@ -202,6 +256,7 @@ void VirtualMachine::SetInputs(const std::string& function, std::vector<Ref<Obje
     throw Error("@" + function + " takes " + std::to_string(callee.num_params) + " inputs, got " +
                 std::to_string(values.size()));
   }
+  for (size_t i = 0; i < values.size(); ++i) CheckArgument(callee, i, values[i]);
   inputs_[function] = std::move(values);
 }
 
@@ -238,6 +293,7 @@ Ref<Object> VirtualMachine::Execute(int32_t function, const std::vector<Ref<Obje
                 std::to_string(args.size()));
   }
   for (size_t i = 0; i < args.size(); ++i) {
+    CheckArgument(executable_.functions[function], i, args[i]);
     if (!IsTensorTree(args[i])) {
       throw Error("argument " + std::to_string(i) + " of @" + name +
                   " must be a tensor or an ADT of tensors, got " + Describe(args[i]));
@@ -253,6 +309,7 @@ Ref<Object> VirtualMachine::Execute(int32_t function, const std::vector<Ref<Obje
   try {
     result = profiler_ ? RunLoop<true>() : RunLoop<false>();
   } catch (const Error& error) {
+    const std::string where = frames_.empty() ? "" : SourceOf(frames_.back());
     // Innermost first: the failing instruction, then the calls that led to it.
     constexpr size_t kFramesShown = 8;
     std::string trace;
@@ -267,13 +324,20 @@ Ref<Object> VirtualMachine::Execute(int32_t function, const std::vector<Ref<Obje
                InstructionToString(at.instructions[pc]);
     }
     ResetStacks();
-    throw Error(error.what() + trace);
+    throw Error(where + error.what() + trace);
   } catch (...) {
     ResetStacks();
     throw;
   }
   if (!result) throw Error("@" + name + " returned no value");
   return result;
+}
+
+std::string VirtualMachine::SourceOf(const Frame& frame) const {
+  const std::vector<SourcePosition>& positions = executable_.functions[frame.function].positions;
+  if (positions.empty() || !positions[frame.return_pc].valid()) return "";
+  const std::string& file = executable_.source_name;
+  return (file.empty() ? "" : file + ":") + positions[frame.return_pc].ToString() + ": ";
 }
 
 void VirtualMachine::ResetStacks() {

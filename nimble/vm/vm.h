@@ -50,12 +50,18 @@ class VirtualMachine {
   VirtualMachine& operator=(const VirtualMachine&) = delete;
 
   // Runs `function` on `args` (tensors or ADTs of them) and returns its result.
+  // The arguments must agree with the function's signature, when it has one
+  // (number, and each tensor's dtype, rank and static dimensions), or a
+  // nimble::Error names the first that does not. A run-time error names the
+  // source position of the failing instruction ("prog.relay:12:5: ..."),
+  // when the executable's source map has one.
   Ref<Object> Invoke(const std::string& function, const std::vector<Ref<Object>>& args);
 
   // The stateful interface: set the inputs of a function, run it, read its
   // outputs (the result with nested tuples flattened, in order). Inputs come
   // from other frameworks through FromDLPack (dlpack.h) or from files
-  // through ReadNpy (npy.h).
+  // through ReadNpy (npy.h). Inputs are checked against the signature as
+  // Invoke checks its arguments.
   void SetInput(const std::string& function, int32_t index, Ref<Object> value);
   void SetInputs(const std::string& function, std::vector<Ref<Object>> values);
   void Run(const std::string& function);
@@ -88,6 +94,8 @@ class VirtualMachine {
   Ref<Object> Execute(int32_t function, const std::vector<Ref<Object>>& args);
   template <bool kProfile>
   Ref<Object> RunLoop();
+  // "prog.relay:12:5: " for the instruction `frame` is at, or "".
+  std::string SourceOf(const Frame& frame) const;
   void ResetStacks();
   void EnsureRegisters(size_t count);
   void ClearRegisters(size_t base, size_t count);

@@ -149,7 +149,7 @@ Outcome FuzzSections(const Bytes& seed_file, uint64_t first_seed, int cases) {
   for (int i = 0; i < cases; ++i) {
     const uint64_t seed = first_seed + static_cast<uint64_t>(i);
     Mutator mutator(seed);
-    const uint32_t tag = static_cast<uint32_t>(kTarget + mutator.Below(8));
+    const uint32_t tag = static_cast<uint32_t>(kTarget + mutator.Below(kSourceMap));
     const size_t begin = PayloadOffset(seed_file, tag);
     Bytes payload(
         seed_file.begin() + static_cast<ptrdiff_t>(begin),

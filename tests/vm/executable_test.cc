@@ -439,6 +439,71 @@ TEST(ExecutableTest, RejectsBadFunctionTablesAndDevices) {
   EXPECT_EQ(SaveLoadError(exe), "executable: constant 4: device index 5 out of range (3 devices)");
 }
 
+TEST(ExecutableTest, SignaturesAndSourceMapsRoundTrip) {
+  const Executable loaded = Executable::Load(MakeSampleExecutable().Save());
+  const VMFunction& main = loaded.functions[0];
+  ASSERT_EQ(main.params.size(), 2u);
+  EXPECT_EQ(main.params[0].name, "x");
+  EXPECT_EQ(main.params[0].type.kind, ParamType::Kind::kTensor);
+  EXPECT_EQ(main.params[0].type.dims, (std::vector<int64_t>{ParamType::kAnyDim, 16}));
+  EXPECT_EQ(main.params[1].type.ToString(), "(Tensor[(), int64], (List[float32],))");
+  EXPECT_EQ(main.positions.size(), main.instructions.size());
+  EXPECT_EQ(main.positions[24], (SourcePosition{12, 1}));
+  EXPECT_FALSE(main.positions[1].valid());
+  EXPECT_TRUE(loaded.functions[1].positions.empty());
+  EXPECT_TRUE(loaded.functions[2].params.empty());
+  EXPECT_EQ(loaded.source_name, "prog.relay");
+  EXPECT_EQ(SignatureToString(main),
+            "@main(%x: Tensor[(?, 16), float32], %pair: (Tensor[(), int64], (List[float32],)))");
+  EXPECT_EQ(ParamType::Tensor(DataType::Bool(), {3}).ToString(), "Tensor[(3,), bool]");
+  EXPECT_EQ(ParamType::Tuple({}).ToString(), "()");
+}
+
+TEST(ExecutableTest, RejectsBadSignaturesAndSourceMaps) {
+  Executable exe = MakeSampleExecutable();
+  exe.functions[0].params.pop_back();
+  EXPECT_EQ(SaveLoadError(exe),
+            "executable: function @main: a signature of 1 parameters for 2 parameters");
+  exe = MakeSampleExecutable();
+  exe.functions[0].params[0].type.dims[1] = -2;
+  EXPECT_EQ(SaveLoadError(exe), "executable: function @main: parameter type has dimension -2");
+  exe = MakeSampleExecutable();
+  exe.functions[1].positions = {{1, 1}};
+  EXPECT_EQ(SaveLoadError(exe),
+            "executable: function @helper: a source map of 1 positions for 3 instructions");
+  exe = MakeSampleExecutable();
+  exe.functions[2].positions = {{4, -1}};
+  EXPECT_EQ(SaveLoadError(exe),
+            "executable: function @closure_body: negative source position 4:-1 at pc 0");
+
+  // Tuples nest at most ParamType::kMaxDepth deep, in memory and in a file.
+  exe = MakeSampleExecutable();
+  ParamType deep = ParamType::Tensor(DataType::Float32(), {});
+  for (int i = 0; i < ParamType::kMaxDepth; ++i) deep = ParamType::Tuple({deep});
+  exe.functions[1].params[0].type = deep;
+  EXPECT_NO_THROW(Executable::Load(exe.Save()));
+  exe.functions[1].params[0].type = ParamType::Tuple({deep});
+  EXPECT_THAT([&] { exe.Validate(); },
+              ::testing::ThrowsMessage<Error>(
+                  "executable: function @helper: parameter type nested deeper than 32"));
+  EXPECT_EQ(LoadError(exe.Save()),
+            "executable: functions section, function 1: parameter type nested deeper than 32");
+
+  const Bytes bytes = MakeSampleExecutable().Save();
+  const size_t source_map = PayloadOffset(bytes, kSourceMap);
+  const Bytes payload(bytes.begin() + static_cast<ptrdiff_t>(source_map), bytes.end());
+  EXPECT_EQ(LoadError(WithPayload(bytes, kSourceMap, Bytes(payload.begin(), payload.end() - 3))),
+            "executable: truncated source map section (function @closure_body)");
+  Bytes unknown_kind = bytes;
+  // The functions section: count, then @main's name, num_params, register
+  // file size, parameter count, the name "x" and the kind byte.
+  const size_t kind = PayloadOffset(bytes, kFunctions) + 4 + 8 + 4 + 4 + 4 + 5;
+  ASSERT_EQ(unknown_kind[kind], std::byte{1});
+  unknown_kind[kind] = std::byte{7};
+  EXPECT_EQ(LoadError(unknown_kind),
+            "executable: functions section, function 0: unknown parameter type kind 7");
+}
+
 TEST(ExecutableTest, ConstantWithoutTensorIsRejected) {
   Executable exe = MakeSampleExecutable();
   exe.constants[1].tensor = nullptr;
@@ -460,7 +525,8 @@ TEST(ExecutableTest, FunctionIndex) {
 TEST(ExecutableTest, ExecutableToStringListsTablesAndCode) {
   Executable exe = MakeSampleExecutable();
   const std::string text = ExecutableToString(exe, false);
-  EXPECT_THAT(text, ::testing::StartsWith("target \"intel\", format version 1\ndevices:\n"
+  EXPECT_THAT(text, ::testing::StartsWith("target \"intel\", format version 2\n"
+                                          "source \"prog.relay\"\ndevices:\n"
                                           "  device[0] cpu(0) (host)\n  device[1] cuda(0)\n"
                                           "  device[2] cuda(1)\nkernels:\n  kernel[0] add\n"));
   EXPECT_THAT(text, HasSubstr("  kernel[1] concatenate(none=None, flag=True, axis=-1, scale=0.5f, "
@@ -470,9 +536,18 @@ TEST(ExecutableTest, ExecutableToStringListsTablesAndCode) {
   EXPECT_THAT(text, HasSubstr("messages:\n  message[0] \"non-exhaustive match at 3:7\"\n"
                               "  message[1] \"\"\n  message[2] \"quote \\\" and\\nnewline\"\n"));
   EXPECT_THAT(text, HasSubstr("kernel library: 300 bytes\n\nfunc[0] def @main($0, $1) registers "
-                              "16:\n   0: $2 = load_const const[0]\n"));
+                              "16:\n  signature @main(%x: Tensor[(?, 16), float32], %pair: "
+                              "(Tensor[(), int64], (List[float32],)))\n"
+                              "   0: $2 = load_const const[0]  ; 3:7\n"
+                              "   1: $3 = load_consti 1\n"));
   EXPECT_THAT(text, HasSubstr("   2: if $3 == 1 then +1 (pc 3) else +2 (pc 4)\n"));
-  EXPECT_THAT(text, HasSubstr("\nfunc[1] def @helper($0) registers 1:\n  0: goto +2 (pc 2)\n"));
+  EXPECT_THAT(text, HasSubstr("  24: fatal message[0]  ; 12:1\n  25: ret $2\n"));
+  EXPECT_THAT(text,
+              HasSubstr("\nfunc[1] def @helper($0) registers 1:\n"
+                        "  signature @helper(%: fn (Tensor[(), int32]) -> Tensor[(), int32])\n"
+                        "  0: goto +2 (pc 2)\n"));
+  EXPECT_THAT(text,
+              HasSubstr("\nfunc[2] def @closure_body($0, $1) registers 2:\n  0: ret $1  ; 1:1\n"));
   EXPECT_THAT(text, ::testing::Not(HasSubstr("6.5")));
 
   exe.constants.push_back(

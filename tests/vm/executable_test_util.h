@@ -1,6 +1,7 @@
 // Test helpers for executables: a hand-built executable that uses every
 // opcode, every attribute kind, constants of several dtypes (a scalar and a
-// zero-size one among them), several devices and a kernel library blob (the
+// zero-size one among them), several devices, a kernel library blob,
+// signatures with every kind of parameter type and a partial source map (the
 // reference input of the serialization tests and the seed of the loader's
 // fuzz test), and byte-level surgery on saved files.
 #pragma once
@@ -27,7 +28,8 @@ enum Tag : uint32_t {
   kPrimitives,
   kMessages,
   kBytecode,
-  kKernelLibrary
+  kKernelLibrary,
+  kSourceMap
 };
 constexpr size_t kFileHeaderBytes = 12;
 constexpr size_t kSectionHeaderBytes = 12;
@@ -109,9 +111,20 @@ inline Executable MakeSampleExecutable() {
       I::Fatal(0),
       I::Ret(2),
   };
+  main.params = {
+      {"x", ParamType::Tensor(DataType::Float32(), {ParamType::kAnyDim, 16})},
+      {"pair", ParamType::Tuple({ParamType::Tensor(DataType::Int64(), {}),
+                                 ParamType::Tuple({ParamType::Other("List[float32]")})})},
+  };
+  main.positions.resize(main.instructions.size());
+  main.positions[0] = {3, 7};
+  main.positions[24] = {12, 1};
   VMFunction helper{"helper", 1, 1, {I::Goto(2), I::Ret(0), I::Goto(-1)}};
+  helper.params = {{"", ParamType::Other("fn (Tensor[(), int32]) -> Tensor[(), int32]")}};
   VMFunction closure_body{"closure_body", 2, 2, {I::Ret(1)}};
+  closure_body.positions = {{1, 1}};
   exe.functions = {main, helper, closure_body};
+  exe.source_name = "prog.relay";
 
   exe.constants = {
       {TensorNode::FromVector<float>({2, 3}, DataType::Float32(), {1, 2, 3, 4, 5, 6.5f}), 0},
@@ -154,6 +167,7 @@ inline void ExpectSameExecutable(const Executable& actual, const Executable& exp
   EXPECT_EQ(actual.primitives, expected.primitives);
   EXPECT_EQ(actual.messages, expected.messages);
   EXPECT_EQ(actual.kernel_library, expected.kernel_library);
+  EXPECT_EQ(actual.source_name, expected.source_name);
   ASSERT_EQ(actual.constants.size(), expected.constants.size());
   for (size_t i = 0; i < actual.constants.size(); ++i) {
     SCOPED_TRACE("constant " + std::to_string(i));

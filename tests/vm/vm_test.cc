@@ -790,6 +790,96 @@ TEST(VirtualMachineTest, InvokeChecksItsArguments) {
   EXPECT_THAT(ErrorOf([&] { vm.Invoke("absent", {}); }), HasSubstr("no function @absent"));
 }
 
+// @main(%h: Tensor[(1, ?), float32], %n: Tensor[(), int64], %p: (Tensor[(2,),
+// float32], List)) returns %h.
+Executable SignedExecutable() {
+  VMFunction main{"main", 3, 3, {I::Ret(0)}};
+  main.params = {
+      {"h", ParamType::Tensor(kF32, {1, ParamType::kAnyDim})},
+      {"n", ParamType::Tensor(kI64, {})},
+      {"p", ParamType::Tuple({ParamType::Tensor(kF32, {2}), ParamType::Other("List")})},
+  };
+  return MakeExecutable({main});
+}
+
+TEST(VirtualMachineTest, InvokeChecksArgumentsAgainstTheSignature) {
+  VirtualMachine vm(SignedExecutable());
+  const Ref<Object> pair = MakeTuple({F32({2}, {1, 2}), MakeTuple({})});
+  const Tensor h = F32({1, 3}, {1, 2, 3});
+  EXPECT_EQ(vm.Invoke("main", {h, I64(4), pair}), Ref<Object>(h));
+  // `?` takes any size, 0 included.
+  const Tensor empty = TensorNode::Empty({1, 0}, kF32);
+  EXPECT_EQ(vm.Invoke("main", {empty, I64(4), pair}), Ref<Object>(empty));
+
+  EXPECT_THAT(ErrorOf([&] {
+                vm.Invoke("main", {h, I64(4)});
+              }),
+              HasSubstr("@main takes 3 arguments, got 2"));
+  EXPECT_EQ(ErrorOf([&] {
+              vm.Invoke("main", {F32({2, 3}, {1, 2, 3, 4, 5, 6}), I64(4), pair});
+            }),
+            "@main: argument 0 (%h): expected Tensor[(1, ?), float32], got Tensor[(2, 3), "
+            "float32]");
+  EXPECT_EQ(ErrorOf([&] {
+              vm.Invoke("main", {F32({3}, {1, 2, 3}), I64(4), pair});
+            }),
+            "@main: argument 0 (%h): expected Tensor[(1, ?), float32], got Tensor[(3,), float32]");
+  EXPECT_EQ(ErrorOf([&] {
+              vm.Invoke("main", {h, F32({}, {4}), pair});
+            }),
+            "@main: argument 1 (%n): expected Tensor[(), int64], got Tensor[(), float32]");
+  EXPECT_EQ(ErrorOf([&] {
+              vm.Invoke("main", {h, MakeTuple({}), pair});
+            }),
+            "@main: argument 1 (%n): expected Tensor[(), int64], got ()");
+  EXPECT_EQ(ErrorOf([&] {
+              vm.Invoke("main", {h, I64(4), MakeTuple({F32({3}, {1, 2, 3})})});
+            }),
+            "@main: argument 2 (%p): expected (Tensor[(2,), float32], List), got (Tensor[(3,), "
+            "float32],)");
+  EXPECT_EQ(ErrorOf([&] {
+              vm.Invoke("main", {h, I64(4), F32({2}, {1, 2})});
+            }),
+            "@main: argument 2 (%p): expected (Tensor[(2,), float32], List), got Tensor[(2,), "
+            "float32]");
+
+  // The stateful interface checks each input as it is set.
+  EXPECT_EQ(ErrorOf([&] { vm.SetInput("main", 1, I64(1)->View({1})); }),
+            "@main: argument 1 (%n): expected Tensor[(), int64], got Tensor[(1,), int64]");
+  EXPECT_THAT(ErrorOf([&] {
+                vm.SetInputs("main", {h, h, pair});
+              }),
+              HasSubstr("@main: argument 1 (%n): expected Tensor[(), int64]"));
+  vm.SetInputs("main", {h, I64(4), pair});
+  vm.Run("main");
+  EXPECT_EQ(vm.GetOutput(0), h);
+}
+
+TEST(VirtualMachineTest, RunTimeErrorsNameTheSourcePosition) {
+  Executable exe = MatchExecutable();
+  VMFunction& classify = exe.functions[0];
+  classify.positions.resize(classify.instructions.size());
+  classify.positions[0] = {4, 3};  // get_tag
+  classify.positions[7] = {4, 3};  // fatal
+  exe.source_name = "prog.relay";
+  VirtualMachine vm(exe);
+  const std::string fatal =
+      ErrorOf([&] { vm.Invoke("classify", {Make<ADTNode>(2, std::vector<Ref<Object>>{})}); });
+  EXPECT_THAT(fatal, ::testing::StartsWith("prog.relay:4:3: match at 4:3 is not exhaustive\n"));
+  EXPECT_THAT(fatal, HasSubstr("at @classify pc 7: fatal message[0]"));
+  EXPECT_THAT(ErrorOf([&] { vm.Invoke("classify", {I64(1)}); }),
+              ::testing::StartsWith("prog.relay:4:3: get_tag's object must be an ADT value"));
+  // No position for the failing instruction: the message as it was.
+  EXPECT_THAT(
+      ErrorOf([&] { vm.Invoke("classify", {Make<ADTNode>(1, std::vector<Ref<Object>>{I64(1)})}); }),
+      ::testing::StartsWith("field 1 out of range"));
+
+  exe.source_name.clear();
+  VirtualMachine unnamed(exe);
+  EXPECT_THAT(ErrorOf([&] { unnamed.Invoke("classify", {I64(1)}); }),
+              ::testing::StartsWith("4:3: get_tag's object"));
+}
+
 TEST(VirtualMachineTest, InvalidExecutablesAreRejectedAtLoad) {
   EXPECT_THAT(ErrorOf([] {
                 VirtualMachine vm(MakeExecutable({VMFunction{"main", 1, 1, {I::Ret(3)}}}));

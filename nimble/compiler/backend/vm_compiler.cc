@@ -54,6 +54,33 @@ std::optional<Shape> IntegerVector(const ir::Expr& expr) {
   return values;
 }
 
+// A parameter's type as the VM checks it at entry (tuples nested deeper than
+// the format allows are left unchecked).
+vm::ParamType SignatureType(const ir::Type& type, int depth) {
+  if (type && type->kind == ir::TypeKind::kTensor) {
+    const auto* tensor = static_cast<const ir::TensorTypeNode*>(type.get());
+    std::vector<int64_t> dims;
+    for (const ir::Dim& dim : tensor->shape) {
+      dims.push_back(dim.is_static() ? dim.value() : vm::ParamType::kAnyDim);
+    }
+    return vm::ParamType::Tensor(tensor->dtype, std::move(dims));
+  }
+  if (type && type->kind == ir::TypeKind::kTuple && depth < vm::ParamType::kMaxDepth) {
+    std::vector<vm::ParamType> fields;
+    for (const ir::Type& field : static_cast<const ir::TupleTypeNode*>(type.get())->fields) {
+      fields.push_back(SignatureType(field, depth + 1));
+    }
+    return vm::ParamType::Tuple(std::move(fields));
+  }
+  return vm::ParamType::Other(type ? ir::TypeToString(type) : "?");
+}
+
+vm::Param SignatureParam(const ir::Var& param) {
+  return vm::Param{
+      param->name_hint,
+      SignatureType(param->checked_type ? param->checked_type : param->type_annotation, 0)};
+}
+
 // The tables every function shares: function indices, constant pool,
 // primitives, Fatal messages and devices of the executable being built.
 class ExecutableBuilder {
@@ -61,6 +88,7 @@ class ExecutableBuilder {
   ExecutableBuilder(const ir::IRModule& module, const CompileOptions& options) : module_(module) {
     TargetDevice(options.target);  // rejects an unknown target
     executable_.target = options.target;
+    executable_.source_name = options.source_name;
     for (const ir::IRModuleNode::Definition& definition : module->functions()) {
       functions_.emplace(definition.global->name, static_cast<int32_t>(function_defs_.size()));
       function_defs_.push_back(definition.function.get());
@@ -199,19 +227,45 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
       params.insert(params.end(), inner->params.begin(), inner->params.end());
       body = inner->body;
     }
-    for (const ir::Var& param : params) Bind(param.get(), NewRegister());
+    std::vector<vm::Param> signature;
+    for (const ir::Var& param : params) {
+      Bind(param.get(), NewRegister());
+      signature.push_back(SignatureParam(param));
+    }
     Return(body);
-    return vm::VMFunction{name_, static_cast<int32_t>(params.size()), num_registers_,
-                          std::move(code_)};
+    return vm::VMFunction{name_,
+                          static_cast<int32_t>(params.size()),
+                          num_registers_,
+                          std::move(code_),
+                          std::move(signature),
+                          std::move(positions_)};
   }
 
  private:
   // ---- Emission ----
 
+  // While one lives, emitted instructions come from `node`'s source position
+  // (when it has one; otherwise from the enclosing node's).
+  class SourceScope {
+   public:
+    SourceScope(FunctionCompiler& compiler, const ir::ExprNode* node)
+        : compiler_(compiler), outer_(compiler.position_) {
+      if (node->span.valid()) compiler.position_ = {node->span.line, node->span.column};
+    }
+    ~SourceScope() { compiler_.position_ = outer_; }
+    SourceScope(const SourceScope&) = delete;
+    SourceScope& operator=(const SourceScope&) = delete;
+
+   private:
+    FunctionCompiler& compiler_;
+    const vm::SourcePosition outer_;
+  };
+
   RegName NewRegister() { return num_registers_++; }
   size_t Pc() const { return code_.size(); }
   size_t Emit(Instruction instruction) {
     code_.push_back(std::move(instruction));
+    positions_.push_back(position_);
     return code_.size() - 1;
   }
   RegName EmitTo(const std::function<Instruction(RegName)>& make) {
@@ -361,6 +415,7 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
   }
 
   RegName VisitCall(const ir::CallNode* call) override {
+    const SourceScope source(*this, call);
     const ir::Expr& callee = call->callee;
     switch (callee->kind) {
       case ir::ExprKind::kOp:
@@ -620,6 +675,7 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
 
   // if (c) {a} else {b}:  if c == 1 then +1 else +N;  <a>;  <b>.
   void CompileIf(const ir::IfNode* node, Continuation& k) {
+    const SourceScope source(*this, node);
     const RegName cond = Value(node->cond);
     const size_t branch = Emit(Instruction::If(cond, kNoRegister, 1, 1, 0));
     Deliver(node->then_branch, k, /*last=*/false);
@@ -660,6 +716,7 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
   // clause's first constructor, split the clauses on the outcome, repeat; a
   // path no clause survives ends in Fatal.
   void CompileMatch(const ir::MatchNode* match, Continuation& k) {
+    const SourceScope source(*this, match);
     const RegName data = Value(match->data);
     MatchState state{.node = match, .k = k, .field_regs = {}, .tag_regs = {}, .body_pcs = {}};
     PathFacts facts;
@@ -730,11 +787,8 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
 
   void Decide(MatchState& state, std::vector<Row> rows, PathFacts& facts, bool last) {
     if (rows.empty()) {
-      const ir::MatchNode* match = state.node;
-      const std::string message =
-          "non-exhaustive match " +
-          (match->span.valid() ? "at " + match->span.ToString() : "in @" + name_);
-      Emit(Instruction::Fatal(builder_.MessageIndex(message)));
+      // The source map gives the match's position.
+      Emit(Instruction::Fatal(builder_.MessageIndex("non-exhaustive match in @" + name_)));
       return;
     }
     if (rows[0].tests.empty()) return Leaf(state, rows[0], last);
@@ -807,6 +861,8 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
   ExecutableBuilder& builder_;
   const std::string name_;
   std::vector<Instruction> code_;
+  std::vector<vm::SourcePosition> positions_;  // of each instruction of code_
+  vm::SourcePosition position_;                // of the node being compiled
   RegName num_registers_ = 0;
   std::unordered_map<const ir::VarNode*, RegName> registers_;
 };

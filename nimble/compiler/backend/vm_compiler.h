@@ -14,6 +14,10 @@
 // tree whose non-exhaustive leaf is Fatal; a call in tail position is
 // emitted as Invoke directly followed by Ret, which the VM runs as a tail
 // call (in tail position each branch of `if` and `match` returns by itself).
+// Each function gets a signature from its parameters' types, and each
+// instruction the source position of the call, `if` or `match` it comes
+// from (memory.invoke_mut and the allocations around it carry the span of
+// the operator call they implement).
 #pragma once
 
 #include <string>
@@ -28,7 +32,10 @@ struct CompileOptions {
   std::string target = "intel";  // intel, arm or nvidia
   // The functions callers may run; dead-code elimination keeps what they
   // reach. Empty: @main, or every global of a module without one.
-  std::vector<std::string> entry_functions;
+  std::vector<std::string> entry_functions = {};
+  // The program's file name, recorded in the executable so that run-time
+  // errors read "prog.relay:12:5: ..."; may be empty.
+  std::string source_name = {};
 };
 
 // The accelerator of `target` ("cuda" for nvidia), or "cpu".

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "nimble/compiler/backend/pipeline.h"
 #include "nimble/compiler/eval/evaluator.h"
 #include "nimble/compiler/text/parser.h"
 #include "nimble/compiler/typing/type_infer.h"
@@ -584,7 +585,7 @@ def @main(%x: int32) -> (int32, int32) {
   (%h1, %h0)
 }
 )";
-  const vm::Executable executable = Compile(program);
+  const vm::Executable executable = Compile(program, nullptr, {.source_name = "test.relay"});
   EXPECT_EQ(Code(executable, "head"),
             "def @head($0) registers 3:\n"
             "  0: $1 = get_tag $0\n"
@@ -593,9 +594,10 @@ def @main(%x: int32) -> (int32, int32) {
             "  3: ret $2\n"
             "  4: fatal message[0]\n");
   ASSERT_EQ(executable.messages.size(), 1u);
-  EXPECT_EQ(executable.messages[0], "non-exhaustive match at 8:3");
+  // The source map places the Fatal at the match.
+  EXPECT_EQ(executable.messages[0], "non-exhaustive match in @head");
   EXPECT_THAT(ErrorOf([&] { RunVm(executable, "main", {I32(1)}); }),
-              HasSubstr("non-exhaustive match at 8:3"));
+              ::testing::StartsWith("test.relay:8:3: non-exhaustive match in @head\n"));
   EXPECT_THAT(ErrorOf([&] { eval::Evaluate(Parse(program), "main", {I32(1)}); }),
               HasSubstr("match"));
 }
@@ -772,6 +774,89 @@ TEST(VmCompilerTest, DeepLetChainsCompile) {
   const vm::Executable executable = Compile(program);
   EXPECT_EQ(executable.functions[0].instructions.size(), 10001u);
   EXPECT_EQ(RunVm(executable, "main", {I32(4)}).as<TensorNode>()->GetAsInt64(0), 4);
+}
+
+// ---- Signatures and source positions ----
+
+TEST(VmCompilerTest, SignaturesComeFromParameterTypes) {
+  const vm::Executable executable = Compile(R"(
+type List[A] {
+  Cons(A, List[A]),
+  Nil,
+}
+
+def @main(%x: Tensor[(?, 2), float32], %n: int32,
+          %p: (Tensor[(3,), int64], List[float32])) -> Tensor[(?, 2), float32] {
+  %x
+}
+
+def @untyped(%c) {
+  if (%c) { 1f } else { 2f }
+}
+
+def @apply(%f: fn (float32) -> float32, %v: float32) -> float32 {
+  %f(%v)
+}
+)");
+  EXPECT_EQ(vm::SignatureToString(executable.functions[executable.FunctionIndex("main")]),
+            "@main(%x: Tensor[(?, 2), float32], %n: Tensor[(), int32], %p: (Tensor[(3,), int64], "
+            "List[Tensor[(), float32]]))");
+  // An unannotated parameter gets its inferred type.
+  EXPECT_EQ(vm::SignatureToString(executable.functions[executable.FunctionIndex("untyped")]),
+            "@untyped(%c: Tensor[(), bool])");
+  const vm::VMFunction& apply = executable.functions[executable.FunctionIndex("apply")];
+  ASSERT_EQ(apply.params.size(), 2u);
+  EXPECT_EQ(apply.params[0].type.kind, vm::ParamType::Kind::kOther);
+  EXPECT_EQ(apply.params[1].type, vm::ParamType::Tensor(DataType::Float32(), {}));
+
+  EXPECT_THAT(ErrorOf([&] { RunVm(executable, "untyped", {I32(1)}); }),
+              HasSubstr("@untyped: argument 0 (%c): expected Tensor[(), bool], got Tensor[(), "
+                        "int32]"));
+  EXPECT_THAT(ErrorOf([&] {
+                RunVm(executable, "main", {F32({1, 3}, {1, 2, 3}), I32(1), I32(1)});
+              }),
+              HasSubstr("@main: argument 0 (%x): expected Tensor[(?, 2), float32], got "
+                        "Tensor[(1, 3), float32]"));
+}
+
+// The whole pipeline: the allocations, the shape function and the kernel
+// that implement an operator call all carry its position.
+TEST(VmCompilerTest, InstructionsCarryThePositionOfTheirCall) {
+  const std::string program = R"(
+def @main(%x: Tensor[(?, 2), float32], %y: Tensor[(?, 2), float32]) {
+  let %z = multiply(%x, 2f);
+  add(%z, %y)
+}
+)";
+  const vm::Executable executable = backend::Compile(Parse(program), {.source_name = "prog.relay"});
+  EXPECT_EQ(executable.source_name, "prog.relay");
+  const vm::VMFunction& main = executable.functions[executable.FunctionIndex("main")];
+  ASSERT_EQ(main.positions.size(), main.instructions.size());
+  std::vector<std::string> kernel_positions;
+  for (size_t pc = 0; pc < main.instructions.size(); ++pc) {
+    const vm::Instruction& instruction = main.instructions[pc];
+    // Returns and kills come from no call; a storage of constant size may be
+    // shared by several calls' tensors (coalesce-storage).
+    if (instruction.op == vm::Opcode::kRet || instruction.op == vm::Opcode::kKillRegister ||
+        (instruction.op == vm::Opcode::kAllocStorage && instruction.src == vm::kNoRegister)) {
+      continue;
+    }
+    EXPECT_TRUE(main.positions[pc].valid())
+        << "pc " << pc << ": " << vm::InstructionToString(instruction);
+    if (instruction.op == vm::Opcode::kInvokePacked) {
+      kernel_positions.push_back(main.positions[pc].ToString());
+    }
+  }
+  // Shape function and kernel of multiply, then of add.
+  EXPECT_EQ(kernel_positions, (std::vector<std::string>{"3:12", "3:12", "4:3", "4:3"}));
+  EXPECT_THAT(vm::ExecutableToString(executable, false),
+              HasSubstr("invoke_packed kernel[3](in: $8, $1; out: $14)  ; 4:3\n"));
+
+  const std::string error = ErrorOf([&] {
+    RunVm(executable, "main", {F32({3, 2}, std::vector<float>(6)), F32({2, 2}, {1, 2, 3, 4})});
+  });
+  EXPECT_THAT(error, ::testing::StartsWith("prog.relay:4:3: "));
+  EXPECT_THAT(error, HasSubstr("at @main pc "));
 }
 
 }  // namespace
