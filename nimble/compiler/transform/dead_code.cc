@@ -148,7 +148,12 @@ std::unordered_set<std::string> ReachableGlobals(
 
 }  // namespace
 
-ir::IRModule EliminateDeadCode(const ir::IRModule& module) {
+ir::IRModule EliminateDeadCode(const ir::IRModule& module, const std::vector<std::string>& roots) {
+  for (const std::string& root : roots) {
+    if (!module->Contains(root)) {
+      throw Error("entry function @" + root + " is not defined in the module");
+    }
+  }
   return RunWithDeepStack([&] {
     std::unordered_map<std::string, ir::Function> functions;
     for (const ir::IRModuleNode::Definition& definition : module->functions()) {
@@ -156,14 +161,17 @@ ir::IRModule EliminateDeadCode(const ir::IRModule& module) {
       functions.emplace(definition.global->name,
                         ir::RefOf(static_cast<const ir::FunctionNode*>(function.get())));
     }
-    // A module without @main is a library: every global is an entry point.
-    std::vector<std::string> roots;
-    for (const ir::IRModuleNode::Definition& definition : module->functions()) {
-      if (!module->Contains("main") || definition.global->name == "main") {
-        roots.push_back(definition.global->name);
+    std::vector<std::string> entries = roots;
+    if (entries.empty()) {
+      // A module without @main is a library: every global is an entry point.
+      for (const ir::IRModuleNode::Definition& definition : module->functions()) {
+        if (!module->Contains("main") || definition.global->name == "main") {
+          entries.push_back(definition.global->name);
+        }
       }
     }
-    const std::unordered_set<std::string> reachable = ReachableGlobals(functions, std::move(roots));
+    const std::unordered_set<std::string> reachable =
+        ReachableGlobals(functions, std::move(entries));
     ir::IRModule result = ir::MakeModule();
     for (const ir::TypeData& type_data : module->type_defs()) result->AddTypeDef(type_data);
     for (const ir::IRModuleNode::Definition& definition : module->functions()) {

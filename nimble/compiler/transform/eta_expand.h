@@ -1,8 +1,10 @@
-// Eta-expansion of constructors used as values: `Cons` passed to a function
-// or bound by `let` becomes `fn (%a: T0, %b: T1) -> List[T] { Cons(%a, %b) }`,
-// so that later passes and the VM only ever see constructors in callee
-// position (the VM builds ADTs with AllocADT, it has no constructor values).
-// A nullary constructor is a value already and is kept.
+// Eta-expansion of constructors used as values: `Cons` anywhere but in callee
+// position (passed to a function, bound by `let`, put in a tuple, returned)
+// becomes `fn (%a: T0, %b: T1) -> List[T] { Cons(%a, %b) }`, its field types
+// instantiated as type inference instantiated them at that use, so that
+// later passes and the VM only ever see constructors in callee position (the
+// VM builds ADTs with AllocADT, it has no constructor values). A nullary
+// constructor is a value already and is kept.
 #pragma once
 
 #include "nimble/compiler/ir/module.h"

@@ -186,5 +186,48 @@ def @g(%x: Tensor[(), float32]) { %x }
   EXPECT_EQ(result->Lookup("f")->body->kind, ir::ExprKind::kVar);
 }
 
+TEST(EliminateDeadCode, EntryFunctionsChooseTheGlobalsKept) {
+  const std::string program = R"(
+def @helper(%x: Tensor[(), int32]) -> Tensor[(), int32] { add(%x, 1) }
+
+def @f(%x: Tensor[(), int32]) -> Tensor[(), int32] {
+  let %dead = multiply(%x, %x);
+  @helper(%x)
+}
+
+def @g(%x: Tensor[(), int32]) -> Tensor[(), int32] { negative(%x) }
+
+def @main(%x: Tensor[(), int32]) -> Tensor[(), int32] { @g(%x) }
+)";
+  ir::IRModule module = ParseTyped(program);
+  ir::IRModule only_f = EliminateDeadCode(module, {"f"});
+  ExpectProgram(only_f, R"(
+def @helper(%x: Tensor[(), int32]) -> Tensor[(), int32] { add(%x, 1) }
+
+def @f(%x: Tensor[(), int32]) -> Tensor[(), int32] { @helper(%x) }
+)");
+  ExpectSameResult(module, only_f, {I32(4)}, "f");
+  ExpectProgram(EliminateDeadCode(module, {"g", "helper"}), R"(
+def @helper(%x: Tensor[(), int32]) -> Tensor[(), int32] { add(%x, 1) }
+
+def @g(%x: Tensor[(), int32]) -> Tensor[(), int32] { negative(%x) }
+)");
+  // @main among the roots is kept like any other.
+  ir::IRModule with_main = EliminateDeadCode(module, {"main", "f"});
+  for (const char* name : {"main", "g", "f", "helper"}) {
+    EXPECT_TRUE(with_main->Contains(name)) << name;
+  }
+}
+
+TEST(EliminateDeadCode, UnknownEntryFunctionIsAnError) {
+  ir::IRModule module = ParseTyped(R"(
+def @main(%x: Tensor[(), float32]) { %x }
+)");
+  EXPECT_THAT(ErrorOf([&] {
+                EliminateDeadCode(module, {"main", "nope"});
+              }),
+              HasSubstr("entry function @nope is not defined"));
+}
+
 }  // namespace
 }  // namespace nimble::transform
