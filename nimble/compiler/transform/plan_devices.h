@@ -14,14 +14,26 @@
 // with all of its arguments there (invoke_mut arguments share one domain);
 // storage and the tensors allocated from it share a domain, as do a let
 // binder and the variable it renames, call arguments and parameters, and the
-// results of the branches of an `if` or `match`. Domains are merged with
-// union-find; where a value is used in a domain of another device (a host
-// scalar indexing a device tensor, a device tensor read by a data-dependent
-// shape function or tested by `if`) one device_copy is inserted after its
-// definition and every use in that domain reads the copy. @main takes its
+// results of the branches of an `if` or `match`. These rules are solved as a
+// monotone fixed point (every value starts as a host value and is demoted to
+// the device when a rule says so) rather than by merging domains with
+// union-find: merging would pull a value used both on the host and on the
+// device (a loop counter that is compared and also indexes a device tensor)
+// and everything unified with it onto one device, where the fixed point
+// keeps it on the host and copies it once. Where a value is used on another
+// device (a host scalar indexing a device tensor, a device tensor read by a
+// data-dependent shape function or tested by `if`) one device_copy is
+// inserted after its definition and every use there reads the copy. @main takes its
 // arguments and returns its result on the CPU, copying at entry and exit.
 // Constants used on the device become device_copy of the constant, which the
 // VM compiler loads onto the device once.
+//
+// Scalar constants count as host values, tensor constants (weights) as device
+// values; a kernel reading only constants runs on the device. Tuples are
+// placed field by field. ADTs are host objects whose tensor fields keep their
+// own device: a constructor field is a host value when every construction
+// stores one, and pattern variables bound from it follow; a value whose type
+// is a type variable is a device value. See docs/memory-dialect.md §3.
 #pragma once
 
 #include <string>
