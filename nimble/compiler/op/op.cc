@@ -39,6 +39,7 @@ void LinkRuntimeHalves(OpRegistry& registry) {
     if (!runtime) throw Error("operator '" + name + "' has no runtime definition");
     def.shape_func = runtime->shape_func;
     def.shape_mode = runtime->shape_mode;
+    def.shape_rule = runtime->shape_rule;
   }
 }
 

@@ -42,6 +42,7 @@ enum class OpPattern : int {
 using vm::ShapeFuncMode;
 using vm::ShapeFuncModeName;
 using vm::ShapeFunction;
+using vm::ShapeRule;
 
 std::string OpPatternName(OpPattern pattern);
 
@@ -86,6 +87,7 @@ struct OpDef {
   TypeRelation relation;
   ShapeFunction shape_func;
   ShapeFuncMode shape_mode = ShapeFuncMode::kDataIndependent;
+  ShapeRule shape_rule = ShapeRule::kOpaque;
   OpPattern pattern = OpPattern::kOpaque;
   ReferenceKernel kernel;
   // An op of the memory dialect (op/memory.cc): written by memory

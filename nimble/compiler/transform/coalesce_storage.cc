@@ -20,6 +20,7 @@
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/let_chain.h"
 #include "nimble/compiler/transform/pass_util.h"
+#include "nimble/compiler/transform/shape_numbering.h"
 #include "nimble/compiler/typing/type_infer.h"
 
 namespace nimble::transform {
@@ -49,9 +50,10 @@ int64_t RoundUp(int64_t value, int64_t alignment) {
 
 struct Candidate {
   const ir::VarNode* var;
-  size_t start;  // the allocating statement
-  size_t end;    // the last statement using a value that may point into it
-  int64_t size;
+  size_t start;           // the allocating statement
+  size_t end;             // the last statement using a value that may point into it
+  int64_t size;           // bytes; -1 when sized at run time by a shape register
+  int shape_number = -1;  // of that shape register (ShapeNumbering)
   int64_t alignment;
   std::string device;
   DataType dtype;
@@ -65,8 +67,13 @@ using PointsTo = std::set<size_t>;  // candidate indices
 class Coalescer {
  public:
   ir::Expr Function(const ir::FunctionNode& node) {
-    return Make<ir::FunctionNode>(node.params, Scope(node.body), node.ret_type, node.type_params,
-                                  node.attrs);
+    const ShapeNumbering shapes(node);
+    const ShapeNumbering* outer = shapes_;
+    shapes_ = &shapes;
+    ir::Expr result = Make<ir::FunctionNode>(node.params, Scope(node.body), node.ret_type,
+                                             node.type_params, node.attrs);
+    shapes_ = outer;
+    return result;
   }
 
  private:
@@ -82,17 +89,23 @@ class Coalescer {
       if (CalledOp(binding.value) != "memory.alloc_storage") continue;
       const auto& call = static_cast<const ir::CallNode&>(*binding.value);
       const std::optional<int64_t> size = ConstantScalar(call.args[0]);
-      if (!size) continue;
+      const int shape_number =
+          call.args[0]->kind == ExprKind::kVar
+              ? shapes_->OfRegister(static_cast<const ir::VarNode*>(call.args[0].get()))
+              : -1;
+      if (!size && shape_number < 0) continue;
       candidate_of[binding.var.get()] = candidates.size();
       candidates.push_back(Candidate{.var = binding.var.get(),
                                      .start = i,
                                      .end = i,
-                                     .size = *size,
+                                     .size = size.value_or(-1),
+                                     .shape_number = shape_number,
                                      .alignment = call.attrs.GetInt("alignment"),
                                      .device = call.attrs.GetString("device"),
                                      .dtype = call.attrs.GetDType("dtype")});
     }
     if (candidates.size() < 2) return WrapLets(chain.bindings, chain.result);
+    std::map<const ir::VarNode*, std::pair<ir::Var, int64_t>> moved;  // storage -> region, offset
 
     std::map<const ir::VarNode*, PointsTo> points_to;
     auto points_into = [&](const ir::Var& var) -> const PointsTo* {
@@ -119,15 +132,16 @@ class Coalescer {
       }
     }
 
-    // One region per device, for two or more candidates.
+    ReuseDynamic(candidates, &moved);
+
+    // One region per device, for two or more static candidates.
     std::map<std::string, std::vector<size_t>> by_device;
     for (size_t i = 0; i < candidates.size(); ++i) {
-      if (candidates[i].coalescible && !candidates[i].escapes) {
+      if (candidates[i].size >= 0 && candidates[i].coalescible && !candidates[i].escapes) {
         by_device[candidates[i].device].push_back(i);
       }
     }
     std::vector<Binding> regions;
-    std::map<const ir::VarNode*, std::pair<ir::Var, int64_t>> moved;  // storage -> region, offset
     for (auto& [device, members] : by_device) {
       if (members.size() < 2) continue;
       const Binding region = Pack(device, members, candidates);
@@ -143,6 +157,37 @@ class Coalescer {
       bindings.push_back({binding.var, Relocated(binding.value, moved)});
     }
     return WrapLets(bindings, chain.result);
+  }
+
+  // A run-time sized storage whose buffers are all dead takes the next
+  // allocation of the same shape number, dtype, device and alignment: the
+  // same size in bytes whatever the inputs.
+  static void ReuseDynamic(std::vector<Candidate>& candidates,
+                           std::map<const ir::VarNode*, std::pair<ir::Var, int64_t>>* moved) {
+    struct Owner {
+      size_t candidate;
+      size_t end;  // the last use of any buffer it has held so far
+      bool escapes;
+    };
+    std::vector<Owner> owners;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const Candidate& candidate = candidates[i];
+      if (candidate.size >= 0 || !candidate.coalescible) continue;
+      auto same_size = [&](const Owner& owner) {
+        const Candidate& held = candidates[owner.candidate];
+        return held.shape_number == candidate.shape_number && held.dtype == candidate.dtype &&
+               held.device == candidate.device && held.alignment == candidate.alignment &&
+               !owner.escapes && owner.end < candidate.start;
+      };
+      const auto free = std::find_if(owners.begin(), owners.end(), same_size);
+      if (free == owners.end()) {
+        owners.push_back({i, candidate.end, candidate.escapes});
+        continue;
+      }
+      (*moved)[candidate.var] = {ir::RefOf(candidates[free->candidate].var), 0};
+      free->end = candidate.end;
+      free->escapes = candidate.escapes;
+    }
   }
 
   ir::Expr Nested(const ir::Expr& value) {
@@ -275,6 +320,8 @@ class Coalescer {
     relocated->span = call.span;
     return relocated;
   }
+
+  const ShapeNumbering* shapes_ = nullptr;
 };
 
 }  // namespace

@@ -154,6 +154,8 @@ void ArangeKernel(TensorArgs inputs, TensorArgs outputs, const Attrs&) {
 void RegisterOp(OpKernelRegistry& registry, const std::string& name, ShapeFunction shape_func,
                 OpKernelFunc kernel, ShapeFuncMode mode = ShapeFuncMode::kDataIndependent) {
   OpKernelDef& def = registry.Register(name);
+  const auto* plain = shape_func.target<decltype(&IdentityShapeFunc)>();
+  if (plain && *plain == &IdentityShapeFunc) def.shape_rule = ShapeRule::kSameAsFirstInput;
   def.shape_func = std::move(shape_func);
   def.shape_mode = mode;
   def.kernel = std::move(kernel);

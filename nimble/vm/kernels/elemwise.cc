@@ -76,6 +76,7 @@ template <typename Fn>
 void RegisterUnary(OpKernelRegistry& registry, const std::string& name, Fn fn) {
   OpKernelDef& def = registry.Register(name);
   def.shape_func = IdentityShapeFunc;
+  def.shape_rule = ShapeRule::kSameAsFirstInput;
   def.kernel = [fn](TensorArgs inputs, TensorArgs outputs, const Attrs&) {
     CheckArgCounts(inputs, outputs, 1);
     const DLTensor& input = *inputs[0];
@@ -97,6 +98,7 @@ void RegisterUnary(OpKernelRegistry& registry, const std::string& name, Fn fn) {
 void RegisterCast(OpKernelRegistry& registry) {
   OpKernelDef& def = registry.Register("cast");
   def.shape_func = IdentityShapeFunc;
+  def.shape_rule = ShapeRule::kSameAsFirstInput;
   // The output was allocated with the `dtype` attribute; its dtype picks the conversion.
   def.kernel = [](TensorArgs inputs, TensorArgs outputs, const Attrs&) {
     CheckArgCounts(inputs, outputs, 1);
@@ -115,6 +117,7 @@ template <typename Fn>
 void RegisterBinary(OpKernelRegistry& registry, const std::string& name, Fn fn) {
   OpKernelDef& def = registry.Register(name);
   def.shape_func = BroadcastShapeFunc(name);
+  def.shape_rule = ShapeRule::kBroadcast;
   def.kernel = [fn](TensorArgs inputs, TensorArgs outputs, const Attrs&) {
     CheckArgCounts(inputs, outputs, 2);
     const DLTensor& a = *inputs[0];
@@ -139,6 +142,7 @@ void RegisterBinary(OpKernelRegistry& registry, const std::string& name, Fn fn) 
 void RegisterWhere(OpKernelRegistry& registry) {
   OpKernelDef& def = registry.Register("where");
   def.shape_func = BroadcastShapeFunc("where");
+  def.shape_rule = ShapeRule::kBroadcast;
   def.kernel = [](TensorArgs inputs, TensorArgs outputs, const Attrs&) {
     CheckArgCounts(inputs, outputs, 3);
     const DLTensor& condition = *inputs[0];

@@ -502,16 +502,20 @@ void RegisterNnOpKernels(OpKernelRegistry& registry) {
   registry.Register("nn.dense").shape_func = DenseShapeFunc;
   registry.Register("nn.batch_matmul").shape_func = BatchMatMulShapeFunc;
 
+  // Their outputs have their data's shape.
   OpKernelDef& bias_add = registry.Register("nn.bias_add");
   bias_add.shape_func = AxisParameterShapeFunc("nn.bias_add", {"bias"});
+  bias_add.shape_rule = ShapeRule::kSameAsFirstInput;
   bias_add.kernel = BiasAddKernel;
 
   OpKernelDef& softmax = registry.Register("nn.softmax");
   softmax.shape_func = AxisParameterShapeFunc("nn.softmax", {});
+  softmax.shape_rule = ShapeRule::kSameAsFirstInput;
   softmax.kernel = SoftmaxKernel;
 
   OpKernelDef& layer_norm = registry.Register("nn.layer_norm");
   layer_norm.shape_func = AxisParameterShapeFunc("nn.layer_norm", {"gamma", "beta"});
+  layer_norm.shape_rule = ShapeRule::kSameAsFirstInput;
   layer_norm.kernel = LayerNormKernel;
 }
 

@@ -69,10 +69,20 @@ using ShapeFunction = std::function<std::vector<Shape>(std::span<const Shape> in
 // ops). Throws nimble::Error on a value error (an index out of range).
 using OpKernelFunc = std::function<void(TensorArgs inputs, TensorArgs outputs, const Attrs& attrs)>;
 
+// What the compiler may assume of an op's output shape without running its
+// shape function (which still runs, and still checks): storage planning
+// reuses buffers of provably equal shapes.
+enum class ShapeRule : uint8_t {
+  kOpaque,            // nothing
+  kSameAsFirstInput,  // the first input's shape (unary ops, bias_add, softmax, ...)
+  kBroadcast,         // the inputs' broadcast: their shape when all are equal
+};
+
 struct OpKernelDef {
   std::string name;
   ShapeFunction shape_func;
   ShapeFuncMode shape_mode = ShapeFuncMode::kDataIndependent;
+  ShapeRule shape_rule = ShapeRule::kOpaque;
   // Null for ops whose kernels a family registers in the KernelRegistry itself.
   OpKernelFunc kernel;
   // How many tensors the op returns, from its attributes (split); null: one.
