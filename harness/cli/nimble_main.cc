@@ -1,6 +1,7 @@
 // The `nimble` command line:
 //   nimble check PROG.relay [--params W.npz]
-//   nimble compile PROG.relay [--params W.npz] [--target intel|arm|nvidia] -o PROG.nimble
+//   nimble compile PROG.relay [--params W.npz] [--target intel|arm|nvidia] [--function f ...]
+//                  -o PROG.nimble
 //   nimble run PROG.relay|PROG.nimble [--params W.npz] [--input a.npy ...] [--out DIR]
 //              [--function main] [--engine ref|vm] [--profile]
 //   nimble random -o OUT --seed N --tensor NAME:SHAPE[:DTYPE] ...
@@ -45,6 +46,9 @@ struct CompileOptions {
   std::string program;
   std::string params;
   std::string target = "intel";
+  // The functions the executable keeps (with what they call); empty: @main,
+  // or every function of a module without @main.
+  std::vector<std::string> functions;
   std::string out;
 };
 
@@ -54,10 +58,7 @@ struct RunOptions {
   std::vector<std::string> inputs;
   std::string out_dir;
   std::string function = "main";
-  // Empty: the VM for an executable; for a program the reference evaluator,
-  // until the VM checks entry arguments against the signature and maps
-  // run-time errors to source locations as the evaluator does.
-  std::string engine;
+  std::string engine = "vm";
   bool profile = false;
 };
 
@@ -85,16 +86,31 @@ void Check(const CheckOptions& options) {
   std::cout << text::PrintModule(module, text::PrintOptions{.show_types = true});
 }
 
-std::string JoinParamNames(const std::vector<ir::Var>& params) {
+// One --input per parameter of the function run, named in the error.
+void CheckInputCount(const std::string& function, const std::vector<std::string>& params,
+                     size_t inputs) {
+  if (params.size() == inputs) return;
   std::string names;
-  for (const ir::Var& param : params) names += (names.empty() ? "%" : ", %") + param->name_hint;
-  return names;
+  for (const std::string& param : params) names += (names.empty() ? "%" : ", %") + param;
+  throw Error("@" + function + " needs " + std::to_string(params.size()) +
+              " --input file(s) (for " + names + "), got " + std::to_string(inputs));
+}
+
+// `function` of `module`, or an error naming the program.
+ir::Function EntryOf(const ir::IRModule& module, const std::string& path,
+                     const std::string& function) {
+  const ir::Function entry = module->Lookup(function);
+  if (!entry) throw Error(path + ": no function @" + function);
+  return entry;
 }
 
 void Compile(const CompileOptions& options) {
   const ir::IRModule module = LoadProgram(options.program, options.params, "main");
   try {
-    backend::Compile(module, {.target = options.target}).SaveToFile(options.out);
+    backend::Compile(module, {.target = options.target,
+                              .entry_functions = options.functions,
+                              .source_name = options.program})
+        .SaveToFile(options.out);
   } catch (const Error& error) {
     throw Error(LocateInFile(error.what(), options.program));
   }
@@ -107,8 +123,10 @@ vm::Executable LoadOrCompile(const std::string& path, const std::string& params,
     if (!params.empty()) throw Error(path + ": --params applies to programs, not executables");
     return vm::Executable::LoadFromFile(path);
   }
+  const ir::IRModule module = LoadProgram(path, params, function);
+  EntryOf(module, path, function);
   try {
-    return backend::Compile(LoadProgram(path, params, function));
+    return backend::Compile(module, {.entry_functions = {function}, .source_name = path});
   } catch (const Error& error) {
     throw Error(LocateInFile(error.what(), path));
   }
@@ -118,6 +136,11 @@ Ref<Object> RunOnVM(const RunOptions& options, const std::vector<Ref<Object>>& a
   vm::VirtualMachine machine(
       LoadOrCompile(options.program, options.params, options.function),
       vm::VMOptions{.devices = {}, .extra_kernels = {}, .profiling = options.profile});
+  const vm::Executable& executable = machine.executable();
+  const vm::VMFunction& entry = executable.functions[executable.FunctionIndex(options.function)];
+  std::vector<std::string> params;
+  for (const vm::Param& param : entry.params) params.push_back(param.name);
+  if (!params.empty()) CheckInputCount(options.function, params, args.size());
   Ref<Object> result = machine.Invoke(options.function, args);
   if (options.profile) std::cerr << machine.profiler()->Report();
   return result;
@@ -130,13 +153,11 @@ Ref<Object> RunOnEvaluator(const RunOptions& options, const std::vector<Ref<Obje
   }
   if (options.profile) throw Error("--profile needs --engine vm");
   const ir::IRModule module = LoadProgram(options.program, options.params, options.function);
-  const ir::Function entry = module->Lookup(options.function);
-  if (!entry) throw Error(options.program + ": no function @" + options.function);
-  if (entry->params.size() != args.size()) {
-    throw Error("@" + options.function + " needs " + std::to_string(entry->params.size()) +
-                " --input file(s) (for " + JoinParamNames(entry->params) + "), got " +
-                std::to_string(args.size()));
+  std::vector<std::string> params;
+  for (const ir::Var& param : EntryOf(module, options.program, options.function)->params) {
+    params.push_back(param->name_hint);
   }
+  CheckInputCount(options.function, params, args.size());
   try {
     return eval::Evaluate(module, options.function, args);
   } catch (const Error& error) {
@@ -147,8 +168,7 @@ Ref<Object> RunOnEvaluator(const RunOptions& options, const std::vector<Ref<Obje
 void Run(const RunOptions& options) {
   std::vector<Ref<Object>> args;
   for (const std::string& input : options.inputs) args.push_back(ReadNpy(input));
-  const bool use_vm =
-      options.engine.empty() ? IsExecutableFile(options.program) : options.engine == "vm";
+  const bool use_vm = options.engine == "vm";
   const std::vector<Tensor> outputs =
       FlattenResult(use_vm ? RunOnVM(options, args) : RunOnEvaluator(options, args));
   if (!options.out_dir.empty()) std::filesystem::create_directories(options.out_dir);
@@ -193,8 +213,9 @@ void Dump(const DumpOptions& options) {
     }
     const ir::IRModule module = LoadProgram(options.file, options.params, "main");
     try {
-      std::cout << text::PrintModule(backend::RunPasses(module, {.target = options.target}, options.ir_after),
-                                     text::PrintOptions{.show_types = true});
+      std::cout << text::PrintModule(
+          backend::RunPasses(module, {.target = options.target}, options.ir_after),
+          text::PrintOptions{.show_types = true});
     } catch (const Error& error) {
       throw Error(LocateInFile(error.what(), options.file));
     }
@@ -237,6 +258,9 @@ int Main(int argc, char** argv) {
   compile_command->add_option("--target", compile.target, "The target hosts")
       ->check(CLI::IsMember({"intel", "arm", "nvidia"}))
       ->capture_default_str();
+  compile_command->add_option("--function", compile.functions,
+                              "A function the executable keeps, with what it calls; repeatable "
+                              "(default: main, or every function of a program without @main)");
   compile_command->add_option("-o,--output", compile.out, "The executable to write (.nimble)")
       ->required();
 
@@ -259,9 +283,10 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   run_command
       ->add_option("--engine", run.engine,
-                   "ref: the reference evaluator; vm: compile and run on the virtual machine "
-                   "(default: vm for an executable, ref for a program)")
-      ->check(CLI::IsMember({"vm", "ref"}));
+                   "vm: compile (a program) and run on the virtual machine; ref: the reference "
+                   "evaluator (programs only)")
+      ->check(CLI::IsMember({"vm", "ref"}))
+      ->capture_default_str();
   run_command->add_flag("--profile", run.profile,
                         "Print the VM's profile to stderr: kernel time vs the rest, "
                         "instructions by kind, allocations");

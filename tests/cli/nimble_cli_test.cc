@@ -161,6 +161,7 @@ TEST_F(NimbleCli, HelpEverywhere) {
               AllOf(HasSubstr("--bytecode"), HasSubstr("--constants")));
   EXPECT_THAT(Nimble({"run", "--help"}).out, AllOf(HasSubstr("--params"), HasSubstr("--input"),
                                                    HasSubstr("--out"), HasSubstr("--function")));
+  EXPECT_THAT(Nimble({"compile", "--help"}).out, HasSubstr("--function"));
 }
 
 TEST_F(NimbleCli, BadUsageExitsWithTwo) {
@@ -322,7 +323,8 @@ TEST_F(NimbleCli, DumpIrAfterAPass) {
                               HasSubstr("memory.alloc_storage(")));
   Outcome unknown = Nimble({"dump", Example("dynamic_concat.relay"), "--ir-after", "nope"});
   EXPECT_EQ(unknown.status, 1);
-  EXPECT_THAT(unknown.err, HasSubstr("unknown pass 'nope' (passes: fold-constant, anf"));
+  EXPECT_THAT(unknown.err,
+              HasSubstr("unknown pass 'nope' (passes: fold-constant, eta-expand, anf"));
 }
 
 TEST_F(NimbleCli, RunWithoutOutWritesNothing) {
@@ -346,6 +348,60 @@ def @pair(%x: Tensor[(2,), int32]) { (%x, (add(%x, 1), multiply(%x, 2))) }
               ElementsAre("0: Tensor[(2,), int32] [3, 4]", "1: Tensor[(2,), int32] [4, 5]",
                           "2: Tensor[(2,), int32] [6, 8]"));
   EXPECT_THAT(Values(ReadNpy(Temp("o/2.npy"))), ElementsAre(6, 8));
+}
+
+// A program with @main beside other functions, for choosing the entry.
+constexpr const char* kTwoEntries = R"(
+def @main(%x: Tensor[(2,), float32]) { %x }
+def @pair(%x: Tensor[(2,), int32]) { (%x, @twice(%x)) }
+def @twice(%x: Tensor[(2,), int32]) { multiply(%x, 2) }
+)";
+
+// Compiled in memory, the program keeps the function run, not only @main.
+TEST_F(NimbleCli, RunAnotherFunctionOnTheVM) {
+  const std::string program = WriteTemp("two.relay", kTwoEntries);
+  WriteNpy(Temp("x.npy"), TensorNode::FromVector<int>({2}, DataType::Int32(), {3, 4}));
+  Outcome run =
+      Nimble({"run", program, "--function", "pair", "--engine", "vm", "--input", Temp("x.npy")});
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_THAT(Lines(run.out),
+              ElementsAre("0: Tensor[(2,), int32] [3, 4]", "1: Tensor[(2,), int32] [6, 8]"));
+  ExpectUserError(Nimble({"run", program, "--function", "nope", "--engine", "vm"}),
+                  program + ": no function @nope");
+}
+
+// `compile --function` chooses the functions the executable keeps; by
+// default it keeps @main and what @main calls.
+TEST_F(NimbleCli, CompileKeepsTheChosenFunctions) {
+  const std::string program = WriteTemp("two.relay", kTwoEntries);
+  WriteNpy(Temp("x.npy"), TensorNode::FromVector<int>({2}, DataType::Int32(), {3, 4}));
+  auto functions = [&](const std::string& executable) {
+    std::vector<std::string> names;
+    for (const std::string& line : Lines(Nimble({"dump", executable, "--bytecode"}).out)) {
+      const size_t def = line.find(" def @");
+      if (line.starts_with("func[") && def != std::string::npos) {
+        names.push_back(line.substr(def + 5, line.find('(', def) - def - 5));
+      }
+    }
+    return names;
+  };
+  ASSERT_EQ(Nimble({"compile", program, "-o", Temp("main.nimble")}).status, 0);
+  EXPECT_THAT(functions(Temp("main.nimble")), ElementsAre("@main"));
+  Outcome both = Nimble(
+      {"compile", program, "--function", "pair", "--function", "main", "-o", Temp("both.nimble")});
+  ASSERT_EQ(both.status, 0) << both.err;
+  EXPECT_THAT(functions(Temp("both.nimble")), ElementsAre("@main", "@pair", "@twice"));
+  ASSERT_EQ(Nimble({"compile", program, "--function", "pair", "-o", Temp("pair.nimble")}).status,
+            0);
+  EXPECT_THAT(functions(Temp("pair.nimble")), ElementsAre("@pair", "@twice"));
+  Outcome run =
+      Nimble({"run", Temp("pair.nimble"), "--function", "pair", "--input", Temp("x.npy")});
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_THAT(Lines(run.out),
+              ElementsAre("0: Tensor[(2,), int32] [3, 4]", "1: Tensor[(2,), int32] [6, 8]"));
+  ExpectUserError(Nimble({"compile", program, "--function", "nope", "-o", Temp("no.nimble")}),
+                  "pass dead-code: entry function @nope is not defined");
+  EXPECT_FALSE(fs::exists(Temp("no.nimble")));
 }
 
 TEST_F(NimbleCli, CheckPrintsTypedPrograms) {
@@ -456,7 +512,7 @@ TEST_F(NimbleCli, TypeErrorNamesFileLineAndColumn) {
   EXPECT_THAT(outcome.err, AllOf(HasSubstr("2"), HasSubstr("3")));
 }
 
-TEST_F(NimbleCli, RuntimeErrorNamesFileLineAndColumn) {
+TEST_F(NimbleCli, EvaluatorRuntimeErrorNamesFileLineAndColumn) {
   // Both rows are `?`, so the mismatch shows only at run time.
   const std::string program =
       WriteTemp("runtime.relay",
@@ -464,9 +520,64 @@ TEST_F(NimbleCli, RuntimeErrorNamesFileLineAndColumn) {
                 "  let %z = multiply(%x, 2f);\n  add(%z, %y)\n}\n");
   WriteNpy(Temp("x.npy"), TensorNode::Empty({3, 2}, DataType::Float32()));
   WriteNpy(Temp("y.npy"), TensorNode::Empty({4, 2}, DataType::Float32()));
-  const Outcome outcome = Nimble({"run", program, "--input", Temp("x.npy"), Temp("y.npy")});
+  const Outcome outcome =
+      Nimble({"run", program, "--engine", "ref", "--input", Temp("x.npy"), Temp("y.npy")});
   ExpectUserError(outcome, program + ":3:3: add");
   EXPECT_THAT(outcome.err, AllOf(HasSubstr("3"), HasSubstr("4")));  // the conflicting sizes
+}
+
+// The VM names the source position of a run-time error, from a program
+// compiled in memory or from an executable, which records the program's path.
+TEST_F(NimbleCli, VmRuntimeErrorsNameFileLineAndColumn) {
+  const std::string program =
+      WriteTemp("runtime.relay",
+                "def @main(%x: Tensor[(?, 2), float32], %y: Tensor[(?, 2), float32]) {\n"
+                "  let %z = multiply(%x, 2f);\n  add(%z, %y)\n}\n");
+  WriteNpy(Temp("x.npy"), TensorNode::Empty({3, 2}, DataType::Float32()));
+  WriteNpy(Temp("y.npy"), TensorNode::Empty({4, 2}, DataType::Float32()));
+  ExpectUserError(
+      Nimble({"run", program, "--engine", "vm", "--input", Temp("x.npy"), Temp("y.npy")}),
+      program + ":3:3: ");
+  const std::string executable = Temp("runtime.nimble");
+  ASSERT_EQ(Nimble({"compile", program, "-o", executable}).status, 0);
+  ExpectUserError(Nimble({"run", executable, "--input", Temp("x.npy"), Temp("y.npy")}),
+                  program + ":3:3: ");
+  const Outcome dump = Nimble({"dump", executable, "--bytecode"});
+  EXPECT_THAT(dump.out, AllOf(HasSubstr("source \"" + program + "\"\n"),
+                              HasSubstr("  signature @main(%x: Tensor[(?, 2), float32], %y: "
+                                        "Tensor[(?, 2), float32])\n"),
+                              HasSubstr("  ; 2:12\n"), HasSubstr("  ; 3:3\n")));
+
+  const std::string match = WriteTemp("match.relay",
+                                      "type List[A] {\n  Cons(A, List[A]),\n  Nil,\n}\n\n"
+                                      "def @head(%xs: List[float32]) -> float32 {\n"
+                                      "  match? (%xs) {\n    Cons(%x, _) => %x,\n  }\n}\n\n"
+                                      "def @main(%x: float32) { @head(Nil) }\n");
+  WriteNpy(Temp("s.npy"), TensorNode::Scalar<float>(DataType::Float32(), 1));
+  ExpectUserError(Nimble({"run", match, "--engine", "vm", "--input", Temp("s.npy")}),
+                  match + ":7:3: non-exhaustive match in @head");
+}
+
+// The VM checks the inputs against the entry function's parameter types.
+TEST_F(NimbleCli, VmChecksInputsAtEntry) {
+  const std::string program = WriteTemp(
+      "entry.relay", "def @main(%x: Tensor[(?, 2), float32], %n: int32) { add(%x, 1f) }\n");
+  const std::string executable = Temp("entry.nimble");
+  ASSERT_EQ(Nimble({"compile", program, "-o", executable}).status, 0);
+  WriteNpy(Temp("x.npy"), TensorNode::Empty({3, 3}, DataType::Float32()));
+  WriteNpy(Temp("n.npy"), TensorNode::Scalar<int32_t>(DataType::Int32(), 1));
+  for (const std::string& file : {program, executable}) {
+    ExpectUserError(
+        Nimble({"run", file, "--engine", "vm", "--input", Temp("x.npy"), Temp("n.npy")}),
+        "@main: argument 0 (%x): expected Tensor[(?, 2), float32], got Tensor[(3, 3), "
+        "float32]");
+    ExpectUserError(
+        Nimble({"run", file, "--engine", "vm", "--input", Temp("n.npy"), Temp("n.npy")}),
+        "@main: argument 0 (%x): expected Tensor[(?, 2), float32], got Tensor[(), "
+        "int32]");
+    ExpectUserError(Nimble({"run", file, "--engine", "vm", "--input", Temp("x.npy")}),
+                    "@main needs 2 --input file(s) (for %x, %n), got 1");
+  }
 }
 
 TEST_F(NimbleCli, InputErrors) {
@@ -486,7 +597,7 @@ TEST_F(NimbleCli, InputErrors) {
   // Swapped inputs: %y must have exactly one row.
   ExpectUserError(Nimble({"run", concat, "--input", Example("data/dynamic_concat_y.npy"),
                           Example("data/dynamic_concat_x.npy")}),
-                  "@main: parameter %y expects Tensor[(1, 2), float32], got Tensor[(3, 2), "
+                  "@main: argument 1 (%y): expected Tensor[(1, 2), float32], got Tensor[(3, 2), "
                   "float32]");
   ExpectUserError(Nimble({"check", Temp("missing.relay")}), "cannot read " + Temp("missing.relay"));
   ExpectUserError(Nimble({"run", concat, "--function", "nope"}), concat + ": no function @nope");

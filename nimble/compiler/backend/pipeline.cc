@@ -17,9 +17,8 @@ namespace {
 
 // A pass that needs no options.
 PassInfo Plain(std::string name, ir::IRModule (*pass)(const ir::IRModule&)) {
-  return {std::move(name), [pass](const ir::IRModule& module, const CompileOptions&) {
-            return pass(module);
-          }};
+  return {std::move(name),
+          [pass](const ir::IRModule& module, const CompileOptions&) { return pass(module); }};
 }
 
 }  // namespace
@@ -32,8 +31,8 @@ const std::vector<PassInfo>& Passes() {
       Plain("lambda-lift", transform::LambdaLift),
       Plain("primitives", transform::MakePrimitives),
       {"dead-code",
-       [](const ir::IRModule& module, const CompileOptions&) {
-         return transform::EliminateDeadCode(module);
+       [](const ir::IRModule& module, const CompileOptions& options) {
+         return transform::EliminateDeadCode(module, options.entry_functions);
        }},
       Plain("manifest-alloc", transform::ManifestAlloc),
       {"plan-devices",

@@ -14,6 +14,7 @@
 #include "nimble/compiler/ir/functor.h"
 #include "nimble/compiler/op/op.h"
 #include "nimble/compiler/support/deep_stack.h"
+#include "nimble/compiler/transform/let_chain.h"
 #include "nimble/compiler/typing/type_infer.h"
 #include "nimble/vm/error.h"
 
@@ -112,20 +113,6 @@ std::vector<ir::TensorType> OutputTypes(const ir::Type& type, const ir::Span& sp
   return outputs;
 }
 
-struct Binding {
-  ir::Var var;
-  ir::Expr value;
-};
-
-// `let` each binding in turn, then `body`; built from the inside out without
-// recursion since chains may be thousands long.
-ir::Expr WrapLets(const std::vector<Binding>& bindings, ir::Expr body) {
-  for (auto it = bindings.rbegin(); it != bindings.rend(); ++it) {
-    body = Make<ir::LetNode>(it->var, it->value, std::move(body));
-  }
-  return body;
-}
-
 // Writes the bindings that replace one primitive call.
 class CallLowering {
  public:
@@ -134,6 +121,7 @@ class CallLowering {
   // Appends the bindings for `call` and returns its value: `result` when
   // given (the call's let binder), otherwise a fresh variable.
   ir::Var Lower(const ir::CallNode& call, const ir::Var& result) {
+    span_ = call.span;
     if (!call.checked_type) {
       throw Error("ManifestAlloc: primitive call" + At(call.span) +
                   " has no type; run InferTypes first");
@@ -164,10 +152,9 @@ class CallLowering {
       true_shapes.push_back(StaticAlloc(ShapeTensorType(outputs[i]->ndim()), nullptr, "ts"));
       kernel_outputs.push_back(true_shapes.back());
     }
-    ir::Call invoke = op::MakeOpCall("memory.invoke_mut", {primitive, ir::MakeTupleExpr(call.args),
-                                                           ir::MakeTupleExpr(kernel_outputs)});
-    invoke->span = call.span;
-    Bind(nullptr, "u", ir::MakeTupleType({}), invoke);
+    Bind(nullptr, "u", ir::MakeTupleType({}),
+         op::MakeOpCall("memory.invoke_mut", {primitive, ir::MakeTupleExpr(call.args),
+                                              ir::MakeTupleExpr(kernel_outputs)}));
 
     std::vector<ir::Expr> values(kernel_outputs.begin(), kernel_outputs.begin() + outputs.size());
     for (size_t i = 0; i < true_shapes.size(); ++i) {
@@ -182,8 +169,12 @@ class CallLowering {
   }
 
  private:
-  // Binds `value` to `var`, or to a new variable named `hint` annotated with `type`.
+  // Binds `value` to `var`, or to a new variable named `hint` annotated with
+  // `type`. Every value comes from the lowered call and takes its span, so
+  // that a run-time error in an allocation, shape function or kernel points
+  // at the call in the source.
   ir::Var Bind(const ir::Var& var, const std::string& hint, const ir::Type& type, ir::Expr value) {
+    value->span = span_;
     ir::Var bound = var ? var : ir::MakeVar(hint, type);
     out_.push_back({bound, std::move(value)});
     return bound;
@@ -276,6 +267,7 @@ class CallLowering {
   }
 
   std::vector<Binding>& out_;
+  ir::Span span_;  // of the call being lowered
 };
 
 class Manifester : public ir::ExprMutator {
