@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <set>
 #include <string>
@@ -23,6 +24,7 @@
 #include "nimble/compiler/backend/pipeline.h"
 #include "nimble/compiler/eval/evaluator.h"
 #include "nimble/compiler/text/printer.h"
+#include "nimble/compiler/transform/allocation_stats.h"
 #include "nimble/vm/error.h"
 #include "nimble/vm/executable.h"
 #include "nimble/vm/npy.h"
@@ -60,6 +62,7 @@ struct RunOptions {
   std::string function = "main";
   std::string engine = "vm";
   bool profile = false;
+  bool plan_memory = true;
 };
 
 struct RandomOptions {
@@ -73,6 +76,7 @@ struct DumpOptions {
   std::string params;
   bool bytecode = false;
   bool constants = false;
+  bool allocations = false;
   std::string ir_after;
   std::string target = "intel";
 };
@@ -117,16 +121,21 @@ void Compile(const CompileOptions& options) {
 }
 
 // The executable to run: loaded, or compiled in memory from a program.
-vm::Executable LoadOrCompile(const std::string& path, const std::string& params,
-                             const std::string& function) {
+vm::Executable LoadOrCompile(const RunOptions& options) {
+  const std::string& path = options.program;
   if (IsExecutableFile(path)) {
-    if (!params.empty()) throw Error(path + ": --params applies to programs, not executables");
+    if (!options.params.empty()) {
+      throw Error(path + ": --params applies to programs, not executables");
+    }
+    if (!options.plan_memory) throw Error(path + ": --no-memory-plan applies to programs");
     return vm::Executable::LoadFromFile(path);
   }
-  const ir::IRModule module = LoadProgram(path, params, function);
-  EntryOf(module, path, function);
+  const ir::IRModule module = LoadProgram(path, options.params, options.function);
+  EntryOf(module, path, options.function);
   try {
-    return backend::Compile(module, {.entry_functions = {function}, .source_name = path});
+    return backend::Compile(module, {.entry_functions = {options.function},
+                                     .source_name = path,
+                                     .plan_memory = options.plan_memory});
   } catch (const Error& error) {
     throw Error(LocateInFile(error.what(), path));
   }
@@ -134,7 +143,7 @@ vm::Executable LoadOrCompile(const std::string& path, const std::string& params,
 
 Ref<Object> RunOnVM(const RunOptions& options, const std::vector<Ref<Object>>& args) {
   vm::VirtualMachine machine(
-      LoadOrCompile(options.program, options.params, options.function),
+      LoadOrCompile(options),
       vm::VMOptions{.devices = {}, .extra_kernels = {}, .profiling = options.profile});
   const vm::Executable& executable = machine.executable();
   const vm::VMFunction& entry = executable.functions[executable.FunctionIndex(options.function)];
@@ -202,10 +211,35 @@ void Random(const RandomOptions& options) {
   }
 }
 
+// The allocations a program makes as written, before and after memory
+// planning: how much planning saves.
+void PrintAllocations(const ir::IRModule& manifested, const ir::IRModule& planned) {
+  std::cout << "stage              allocations   static bytes   sized at run time\n";
+  auto row = [](const char* stage, const transform::AllocationStats& stats) {
+    std::cout << std::left << std::setw(16) << stage << std::right << std::setw(14)
+              << stats.allocations << std::setw(15) << stats.static_bytes << std::setw(20)
+              << stats.dynamic_allocations << "\n";
+  };
+  row("manifested", transform::CountAllocations(manifested));
+  row("planned", transform::CountAllocations(planned));
+}
+
 // An executable: the tables and the bytecode always print, since the code
 // refers to the tables; `constants` adds the constants' values. A program:
 // the IR after a pass of the pipeline.
 void Dump(const DumpOptions& options) {
+  if (options.allocations) {
+    if (IsExecutableFile(options.file)) throw Error("--allocations needs a program (.relay)");
+    const ir::IRModule module = LoadProgram(options.file, options.params, "main");
+    const backend::CompileOptions compile{.target = options.target};
+    try {
+      PrintAllocations(backend::RunPasses(module, compile, "manifest-alloc"),
+                       backend::RunPasses(module, compile));
+    } catch (const Error& error) {
+      throw Error(LocateInFile(error.what(), options.file));
+    }
+    return;
+  }
   if (!options.ir_after.empty()) {
     if (IsExecutableFile(options.file)) throw Error("--ir-after needs a program (.relay)");
     if (options.bytecode || options.constants) {
@@ -290,6 +324,8 @@ int Main(int argc, char** argv) {
   run_command->add_flag("--profile", run.profile,
                         "Print the VM's profile to stderr: kernel time vs the rest, "
                         "instructions by kind, allocations");
+  run_command->add_flag("!--no-memory-plan", run.plan_memory,
+                        "Compile the program without memory planning (to measure it)");
 
   RandomOptions random;
   CLI::App* random_command = app.add_subcommand(
@@ -322,6 +358,9 @@ int Main(int argc, char** argv) {
                           "function's bytecode");
   dump_contents->add_flag("--constants", dump.constants,
                           "Print all of --bytecode, with the constants' first values");
+  dump_contents->add_flag("--allocations", dump.allocations,
+                          "Count a program's allocations (as written) and their static bytes "
+                          "before and after memory planning");
   dump_contents->add_option("--ir-after", dump.ir_after,
                             "Print the program's IR after this pass of the compile pipeline");
   dump_contents->require_option();

@@ -327,6 +327,29 @@ TEST_F(NimbleCli, DumpIrAfterAPass) {
               HasSubstr("unknown pass 'nope' (passes: fold-constant, eta-expand, anf"));
 }
 
+// Memory planning, measured: allocations as written before and after it, and
+// the same results with it turned off.
+TEST_F(NimbleCli, AllocationsWithAndWithoutPlanning) {
+  const std::string lstm = Example("lstm_cell.relay");
+  const std::string params = Example("data/lstm_cell.npz");
+  Outcome counts = Nimble({"dump", lstm, "--params", params, "--allocations"});
+  ASSERT_EQ(counts.status, 0) << counts.err;
+  EXPECT_THAT(Lines(counts.out),
+              ElementsAre(HasSubstr("allocations"),
+                          "manifested                  24           2001                   0",
+                          "planned                      9           1097                   0"));
+  const std::vector<std::string> run = {"run", lstm, "--params", params, "--input",
+                                        Example("data/lstm_sequence.npy")};
+  std::vector<std::string> unplanned = run;
+  unplanned.push_back("--no-memory-plan");
+  const Outcome planned_run = Nimble(run);
+  const Outcome unplanned_run = Nimble(unplanned);
+  ASSERT_EQ(planned_run.status, 0) << planned_run.err;
+  EXPECT_EQ(planned_run.out, unplanned_run.out);
+  ExpectUserError(Nimble({"dump", Temp("x.nimble"), "--allocations"}),
+                  "--allocations needs a program (.relay)");
+}
+
 TEST_F(NimbleCli, RunWithoutOutWritesNothing) {
   Outcome run =
       Nimble({"run", Example("grow_loop.relay"), "--input", Example("data/grow_loop_row.npy")});

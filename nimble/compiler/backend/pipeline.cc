@@ -21,6 +21,13 @@ PassInfo Plain(std::string name, ir::IRModule (*pass)(const ir::IRModule&)) {
           [pass](const ir::IRModule& module, const CompileOptions&) { return pass(module); }};
 }
 
+// A memory-planning pass, skipped when the options turn planning off.
+PassInfo Planning(std::string name, ir::IRModule (*pass)(const ir::IRModule&)) {
+  return {std::move(name), [pass](const ir::IRModule& module, const CompileOptions& options) {
+            return options.plan_memory ? pass(module) : module;
+          }};
+}
+
 }  // namespace
 
 const std::vector<PassInfo>& Passes() {
@@ -39,8 +46,8 @@ const std::vector<PassInfo>& Passes() {
        [](const ir::IRModule& module, const CompileOptions& options) {
          return transform::PlanDevices(module, TargetDevice(options.target));
        }},
-      Plain("coalesce-storage", transform::CoalesceStorage),
-      Plain("insert-kills", transform::InsertKills),
+      Planning("coalesce-storage", transform::CoalesceStorage),
+      Planning("insert-kills", transform::InsertKills),
   };
   return passes;
 }

@@ -36,6 +36,9 @@ struct CompileOptions {
   // The program's file name, recorded in the executable so that run-time
   // errors read "prog.relay:12:5: ..."; may be empty.
   std::string source_name = {};
+  // Off: the memory-planning passes leave the program as manifestation
+  // wrote it (for measuring what planning saves).
+  bool plan_memory = true;
 };
 
 // The accelerator of `target` ("cuda" for nvidia), or "cpu".

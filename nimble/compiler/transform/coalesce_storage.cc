@@ -270,11 +270,13 @@ class Coalescer {
     }
     std::stable_sort(members.begin(), members.end(),
                      [&](size_t a, size_t b) { return candidates[a].size > candidates[b].size; });
+    // Slices start at multiples of the alignment; a slice's bytes are its
+    // size, so the region ends at the end of its last slice.
+    auto bytes = [&](size_t member) { return std::max<int64_t>(candidates[member].size, 1); };
     std::vector<size_t> placed;
     int64_t total = 0;
     for (size_t member : members) {
       Candidate& candidate = candidates[member];
-      const int64_t size = RoundUp(std::max<int64_t>(candidate.size, 1), alignment);
       std::vector<size_t> live;  // placed members whose lifetimes overlap
       for (size_t other : placed) {
         if (candidates[other].start <= candidate.end && candidate.start <= candidates[other].end) {
@@ -285,13 +287,11 @@ class Coalescer {
                 [&](size_t a, size_t b) { return candidates[a].offset < candidates[b].offset; });
       int64_t offset = 0;
       for (size_t other : live) {
-        const int64_t other_end = candidates[other].offset +
-                                  RoundUp(std::max<int64_t>(candidates[other].size, 1), alignment);
-        if (candidates[other].offset >= offset + size) break;
-        offset = std::max(offset, other_end);
+        if (candidates[other].offset >= offset + bytes(member)) break;
+        offset = std::max(offset, RoundUp(candidates[other].offset + bytes(other), alignment));
       }
       candidate.offset = offset;
-      total = std::max(total, offset + size);
+      total = std::max(total, offset + bytes(member));
       placed.push_back(member);
     }
     Attrs attrs;

@@ -12,6 +12,11 @@
 // rather than their sum. Storage that escapes (returned, or pointed to by
 // the scope's result) keeps its own allocation, so a loop's result does not
 // pin a whole region.
+//
+// Storage sized at run time from a shape register is not coalesced (that
+// would need size arithmetic in the program, a kernel call per buffer, which
+// costs about what the pooled allocator's hit does); instead a later buffer
+// whose shape is provably equal (ShapeNumbering) takes a dead one's storage.
 #pragma once
 
 #include "nimble/compiler/ir/module.h"
@@ -19,10 +24,9 @@
 namespace nimble::transform {
 
 // Expects a type-checked module after ManifestAlloc (and PlanDevices);
-// returns a new one, type-checked again. Offsets and sizes are aligned to the
-// largest alignment of the allocations coalesced. Dynamically sized
-// allocations are left to run-time reuse (InsertKills and the pooled
-// allocator).
+// returns a new one, type-checked again. Slices start at multiples of the
+// largest alignment of the allocations coalesced. What no analysis proves
+// reusable is left to run-time reuse (InsertKills and the pooled allocator).
 ir::IRModule CoalesceStorage(const ir::IRModule& module);
 
 }  // namespace nimble::transform

@@ -342,7 +342,7 @@ def @main() {
                       CoalesceStorage),
               R"(
 def @main() {
-  let %region: Storage = memory.alloc_storage(256i64, alignment=128, device="cuda", dtype="uint8");
+  let %region: Storage = memory.alloc_storage(168i64, alignment=128, device="cuda", dtype="uint8");
   let %a = memory.alloc_tensor(%region, 0i64, dtype="float32", assert_shape=[25]);
   let %s1: Storage = memory.alloc_storage(8i64, device="cpu", dtype="int64");
   let %b = memory.alloc_tensor(%s1, 0i64, dtype="int64", assert_shape=[1]);
