@@ -338,8 +338,8 @@ TEST_F(NimbleCli, AllocationsWithAndWithoutPlanning) {
               ElementsAre(HasSubstr("allocations"),
                           "manifested                  24           2001                   0",
                           "planned                      9           1097                   0"));
-  const std::vector<std::string> run = {"run", lstm, "--params", params, "--input",
-                                        Example("data/lstm_sequence.npy")};
+  const std::vector<std::string> run = {"run",  lstm,      "--params",
+                                        params, "--input", Example("data/lstm_sequence.npy")};
   std::vector<std::string> unplanned = run;
   unplanned.push_back("--no-memory-plan");
   const Outcome planned_run = Nimble(run);
