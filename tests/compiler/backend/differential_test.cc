@@ -197,6 +197,13 @@ std::vector<Case> Cases() {
       {.name = "grow_tensor_loop",
        .file = Program("grow_tensor_loop"),
        .args = Sets({{"given", {F32({1, 2}, {9, 9})}}, {"random", {RandomF32({1, 2}, rng)}}})},
+      {.name = "storage_reuse",
+       .file = Program("storage_reuse"),
+       .args = Sets(ForRows({0, 1, 3, 7},
+                            [](int64_t rows, std::mt19937& r) -> Args {
+                              return {RandomF32({rows, 4}, r), RandomF32({4, 4}, r),
+                                      Bool(rows % 2 == 1)};
+                            }))},
       {.name = "non_tail_recursion",
        .file = Program("non_tail_recursion"),
        .entry = "count",
