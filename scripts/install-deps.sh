@@ -10,6 +10,7 @@ packages=(
   libzip-dev libdlpack-dev
   libdnnl-dev libopenblas-dev libsqlite3-dev libboost-dev
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
+  python3-torch python3-numpy
 )
 
 missing=()

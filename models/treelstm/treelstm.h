@@ -1,0 +1,51 @@
+// The binary constituency Tree-LSTM of the paper's evaluation [6.1] (Tai et
+// al. 2015): input 300, hidden 150. The input tree is an ADT built at run
+// time and the model recurses over it:
+//
+//   type Tree { Leaf(Tensor[(1, INPUT), float32]), Node(Tree, Tree) }
+//   def @main(%tree: Tree) -> Tensor[(1, HIDDEN), float32]
+//
+// returns the root's hidden state. A leaf computes i, o, u from its word
+// vector (c = σ(i)·tanh(u), h = σ(o)·tanh(c)); a node computes i, f_l, f_r,
+// o, u from [h_l, h_r] (c = σ(i)·tanh(u) + σ(f_l)·c_l + σ(f_r)·c_r). Weights
+// are named as the peer's BinaryTreeLSTMCell state_dict
+// (../shared/peers/torch_models.py): leaf.weight (3H, I), leaf.bias (3H),
+// node.weight (5H, 2H), node.bias (5H).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+
+namespace nimble::models {
+
+struct TreeLstmOptions {
+  int64_t input_size = 300;
+  int64_t hidden_size = 150;
+  uint64_t seed = 1;
+  std::string weights_path;
+};
+
+std::vector<WeightSpec> TreeLstmWeightSpecs(const TreeLstmOptions& options);
+
+Model BuildTreeLstm(const TreeLstmOptions& options);
+
+// A binary tree in post-order: node k's children are left[k] and right[k]
+// (both -1 for a leaf), children come before their parent, the root is last;
+// leaves are numbered 0, 1, ... from left to right in that order.
+struct BinaryTree {
+  std::vector<int32_t> left;
+  std::vector<int32_t> right;
+  size_t num_leaves() const;
+};
+
+// The value of @main's %tree for `tree` whose leaf j carries row j of
+// `leaf_vectors` (n_leaves, INPUT), built with the constructors of
+// `module` (a Module() of this model). Throws nimble::Error on a malformed
+// tree (a child after its parent, a node with one child, row count).
+Ref<Object> TreeArgument(const ir::IRModule& module, const BinaryTree& tree,
+                         const Tensor& leaf_vectors);
+
+}  // namespace nimble::models
