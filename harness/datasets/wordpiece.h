@@ -1,6 +1,7 @@
 // BERT's tokenizer over a WordPiece vocabulary (vocab.txt: one token per
 // line, id = line number, continuations prefixed "##"). Basic tokenization
-// as BERT's uncased model: invalid and control characters removed,
+// as BERT's uncased model (docs/datasets.md lists the Unicode coverage):
+// invalid UTF-8 bytes and control characters removed,
 // whitespace normalised, CJK ideographs split, lower-casing, accents
 // stripped (Unicode decomposition, combining marks dropped), punctuation
 // split into tokens; then greedy longest-match-first WordPiece per word,
@@ -14,10 +15,16 @@
 
 namespace nimble::datasets {
 
+// BERT's basic tokenization alone (the steps before WordPiece): the words
+// of `text`, lower-cased, accents stripped, punctuation split off.
+std::vector<std::string> BasicTokenize(const std::string& text);
+
 class WordPieceTokenizer {
  public:
   // Throws nimble::Error naming the file (and line) for an unreadable or
-  // malformed vocabulary, or one without [CLS], [SEP] or [UNK].
+  // malformed vocabulary (an empty line, a duplicate token, invalid UTF-8),
+  // or one without [CLS], [SEP] or [UNK]. The constructor reports the same
+  // problems as "vocabulary:LINE: ...".
   static WordPieceTokenizer FromVocabFile(const std::string& path);
   explicit WordPieceTokenizer(std::vector<std::string> vocab);
 
@@ -35,6 +42,9 @@ class WordPieceTokenizer {
   int32_t IdOf(const std::string& token) const;  // -1 when absent
 
  private:
+  // `source` names the vocabulary in errors ("SOURCE:LINE: ...").
+  WordPieceTokenizer(std::vector<std::string> vocab, const std::string& source);
+
   std::vector<std::string> vocab_;
   std::unordered_map<std::string, int32_t> ids_;
 };

@@ -121,6 +121,11 @@ AllocatorStats PooledAllocator::Stats() const {
   return stats_;
 }
 
+void PooledAllocator::ResetPeak() {
+  std::lock_guard lock(mutex_);
+  stats_.peak_bytes_live = stats_.bytes_live;
+}
+
 void PooledAllocator::ReleaseAll() {
   std::vector<void*> evicted;
   {

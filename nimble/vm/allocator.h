@@ -60,6 +60,8 @@ class Allocator {
   virtual AllocatorStats Stats() const = 0;
   // Gives every pooled (unused) buffer back to the device.
   virtual void ReleaseAll() = 0;
+  // Starts peak_bytes_live afresh from bytes_live, to measure one phase.
+  virtual void ResetPeak() = 0;
 };
 
 class PooledAllocator final : public Allocator {
@@ -79,6 +81,7 @@ class PooledAllocator final : public Allocator {
   void Free(const Buffer& buffer) override;
   AllocatorStats Stats() const override;
   void ReleaseAll() override;
+  void ResetPeak() override;
 
   // Changes the cap on pooled bytes, releasing buffers now if it is exceeded.
   void SetPoolLimit(size_t bytes);

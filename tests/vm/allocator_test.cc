@@ -142,7 +142,13 @@ TEST(AllocatorTest, PeakCountsLiveBytesOnly) {
   Buffer c = allocator.Alloc(4096, 64);
   EXPECT_EQ(allocator.Stats().bytes_live, 4096u);
   EXPECT_EQ(allocator.Stats().peak_bytes_live, 8192u);
+  // A new phase measures its own peak.
+  allocator.ResetPeak();
+  EXPECT_EQ(allocator.Stats().peak_bytes_live, 4096u);
+  Buffer d = allocator.Alloc(100, 64);
+  EXPECT_EQ(allocator.Stats().peak_bytes_live, 4096u + PooledAllocator::ClassSize(100));
   allocator.Free(c);
+  allocator.Free(d);
 }
 
 TEST(AllocatorTest, PoolStaysUnderItsCapWithManyDistinctSizes) {

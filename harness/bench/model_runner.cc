@@ -1,0 +1,277 @@
+#include "harness/bench/model_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "nimble/compiler/backend/pipeline.h"
+#include "nimble/compiler/transform/allocation_stats.h"
+#include "nimble/vm/allocator.h"
+#include "nimble/vm/error.h"
+#include "nimble/vm/tensor.h"
+#include "nimble/vm/vm.h"
+
+namespace nimble::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Profiled passes run on at most this many samples: they only need the
+// split and the counts, not the whole dataset again.
+constexpr size_t kProfiledSamples = 50;
+
+double Microseconds(Clock::duration duration) {
+  return std::chrono::duration<double, std::micro>(duration).count();
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// The value below which `fraction` of the sorted `values` lie (nearest rank).
+double Percentile(std::vector<double> values, double fraction) {
+  std::sort(values.begin(), values.end());
+  const size_t rank = static_cast<size_t>(std::ceil(fraction * values.size()));
+  return values[std::min(values.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+models::Model BuildModel(const BenchOptions& options) {
+  if (options.model == "lstm") return models::BuildLstm(options.lstm);
+  if (options.model == "treelstm") return models::BuildTreeLstm(options.treelstm);
+  if (options.model == "bert") return models::BuildBert(options.bert);
+  throw Error("unknown model '" + options.model + "' (lstm, treelstm or bert)");
+}
+
+std::vector<Sample> MakeSamples(const BenchOptions& options, const ir::IRModule& module) {
+  if (options.model == "lstm") return LstmSamples(options.dataset, options.lstm.input_size);
+  if (options.model == "treelstm") {
+    return TreeLstmSamples(options.dataset, module, options.treelstm.input_size);
+  }
+  return BertSamples(options.dataset, options.bert.max_positions);
+}
+
+int64_t TotalTokens(const std::vector<Sample>& samples) {
+  int64_t tokens = 0;
+  for (const Sample& sample : samples) tokens += sample.tokens;
+  return tokens;
+}
+
+// Collects the run's figures.
+class Figures {
+ public:
+  void Add(const std::string& name, double value, const std::string& unit) {
+    measurements_.push_back({name, value, unit});
+  }
+  std::vector<Measurement> Take() { return std::move(measurements_); }
+
+ private:
+  std::vector<Measurement> measurements_;
+};
+
+// Timed passes of `machine` over `samples`: µs/token and per-sample
+// latencies (median over passes).
+struct Timing {
+  double us_per_token = 0;
+  std::vector<double> latencies_us;
+};
+
+Timing TimePasses(vm::VirtualMachine& machine, const std::vector<Sample>& samples, int warmup,
+                  int repeat, const std::string& phase, const Progress& progress) {
+  const size_t total = static_cast<size_t>(warmup) + samples.size() * repeat;
+  size_t done = 0;
+  for (int i = 0; i < warmup; ++i) {
+    machine.Invoke("main", samples[i % samples.size()].args);
+    progress(phase, ++done, total);
+  }
+  std::vector<std::vector<double>> per_sample(samples.size());
+  std::vector<double> pass_us;
+  for (int pass = 0; pass < repeat; ++pass) {
+    double pass_total = 0;
+    for (size_t s = 0; s < samples.size(); ++s) {
+      const Clock::time_point start = Clock::now();
+      machine.Invoke("main", samples[s].args);
+      const double us = Microseconds(Clock::now() - start);
+      per_sample[s].push_back(us);
+      pass_total += us;
+      progress(phase, ++done, total);
+    }
+    pass_us.push_back(pass_total);
+  }
+  Timing timing;
+  timing.us_per_token = Median(pass_us) / static_cast<double>(TotalTokens(samples));
+  for (const std::vector<double>& runs : per_sample) timing.latencies_us.push_back(Median(runs));
+  return timing;
+}
+
+// One profiled pass (after one untimed run): the kernel/other split and what
+// the VM allocated, per sample.
+struct Profile {
+  double kernel_fraction = 0;
+  double alloc_storage_per_sample = 0;
+  double device_allocs_per_sample = 0;
+  double peak_bytes = 0;
+};
+
+Profile ProfilePass(const vm::Executable& executable, const std::vector<Sample>& samples) {
+  vm::VirtualMachine machine(executable,
+                             vm::VMOptions{.devices = {}, .extra_kernels = {}, .profiling = true});
+  machine.Invoke("main", samples.front().args);
+  machine.profiler()->Reset();
+  Allocator* allocator = GetAllocator(Device{DeviceType::kCPU, 0});
+  allocator->ResetPeak();
+  for (const Sample& sample : samples) machine.Invoke("main", sample.args);
+  const vm::ProfileStats stats = machine.profiler()->Stats();
+  const double n = static_cast<double>(samples.size());
+  Profile profile;
+  profile.kernel_fraction = stats.total_time.count() > 0
+                                ? static_cast<double>(stats.kernel_time.count()) /
+                                      static_cast<double>(stats.total_time.count())
+                                : 0;
+  profile.alloc_storage_per_sample =
+      static_cast<double>(stats.count(vm::Opcode::kAllocStorage)) / n;
+  for (const vm::DeviceAllocationProfile& device : stats.allocations) {
+    profile.device_allocs_per_sample += static_cast<double>(device.stats.device_allocs) / n;
+  }
+  profile.peak_bytes = static_cast<double>(allocator->Stats().peak_bytes_live);
+  return profile;
+}
+
+void AddTiming(Figures& figures, const std::string& prefix, const Timing& timing) {
+  figures.Add(prefix + "us_per_token", timing.us_per_token, "us");
+  figures.Add(prefix + "latency_mean",
+              std::accumulate(timing.latencies_us.begin(), timing.latencies_us.end(), 0.0) /
+                  static_cast<double>(timing.latencies_us.size()),
+              "us");
+  figures.Add(prefix + "latency_p50", Percentile(timing.latencies_us, 0.50), "us");
+  figures.Add(prefix + "latency_p90", Percentile(timing.latencies_us, 0.90), "us");
+  figures.Add(prefix + "latency_p99", Percentile(timing.latencies_us, 0.99), "us");
+}
+
+void AddSplit(Figures& figures, const std::string& prefix, const Timing& timing,
+              const Profile& profile) {
+  figures.Add(prefix + "kernel_fraction", profile.kernel_fraction, "ratio");
+  figures.Add(prefix + "kernel_us_per_token", timing.us_per_token * profile.kernel_fraction, "us");
+  figures.Add(prefix + "other_us_per_token", timing.us_per_token * (1 - profile.kernel_fraction),
+              "us");
+}
+
+// BERT's inputs cut or padded ([PAD] = 0, token type 0) to `length`.
+std::vector<Sample> AtLength(const std::vector<Sample>& samples, int64_t length) {
+  std::vector<Sample> result;
+  for (const Sample& sample : samples) {
+    Sample fixed{{}, length};
+    for (const Ref<Object>& arg : sample.args) {
+      const Tensor ids = arg.as<TensorNode>();
+      std::vector<int32_t> values(static_cast<size_t>(length), 0);
+      const int64_t keep = std::min(length, ids->numel());
+      std::copy(ids->data<int32_t>(), ids->data<int32_t>() + keep, values.begin());
+      fixed.args.push_back(TensorNode::FromVector<int32_t>({1, length}, DataType::Int32(), values));
+    }
+    result.push_back(std::move(fixed));
+  }
+  return result;
+}
+
+}  // namespace
+
+std::string ConfigurationJson(const BenchOptions& options) {
+  nlohmann::ordered_json config;
+  if (options.model == "lstm") {
+    config = {{"input_size", options.lstm.input_size},
+              {"hidden_size", options.lstm.hidden_size},
+              {"layers", options.lstm.layers}};
+  } else if (options.model == "treelstm") {
+    config = {{"input_size", options.treelstm.input_size},
+              {"hidden_size", options.treelstm.hidden_size}};
+  } else {
+    config = {{"vocab_size", options.bert.vocab_size}, {"hidden_size", options.bert.hidden_size},
+              {"layers", options.bert.layers},         {"heads", options.bert.heads},
+              {"ffn_size", options.bert.ffn_size},     {"static_seq_len", options.static_seq_len}};
+  }
+  config["seed"] = options.dataset.seed;
+  return config.dump();
+}
+
+BenchResult RunBenchmark(const BenchOptions& options, const Progress& progress) {
+  if (options.repeat < 1 || options.warmup < 0) {
+    throw Error("--repeat must be at least 1 and --warmup at least 0");
+  }
+  const models::Model model = BuildModel(options);
+  const ir::IRModule module = model.Module();
+  progress("data", 0, 1);
+  const std::vector<Sample> samples = MakeSamples(options, module);
+  if (samples.empty()) throw Error(options.dataset.path + ": no samples for " + options.model);
+  progress("data", 1, 1);
+
+  Figures figures;
+  const backend::CompileOptions planned{.target = options.target};
+  backend::CompileOptions unplanned = planned;
+  unplanned.plan_memory = false;
+  const Clock::time_point compile_start = Clock::now();
+  const vm::Executable executable = backend::Compile(module, planned);
+  figures.Add("compile_ms", Microseconds(Clock::now() - compile_start) / 1000, "ms");
+  const transform::AllocationStats written_planned =
+      transform::CountAllocations(backend::RunPasses(module, planned));
+  const transform::AllocationStats written_unplanned =
+      transform::CountAllocations(backend::RunPasses(module, unplanned));
+  figures.Add("allocations_written_planned", static_cast<double>(written_planned.allocations),
+              "count");
+  figures.Add("allocations_written_unplanned", static_cast<double>(written_unplanned.allocations),
+              "count");
+  figures.Add("static_bytes_planned", static_cast<double>(written_planned.static_bytes), "bytes");
+  figures.Add("static_bytes_unplanned", static_cast<double>(written_unplanned.static_bytes),
+              "bytes");
+
+  figures.Add("sentences", static_cast<double>(samples.size()), "count");
+  figures.Add("tokens", static_cast<double>(TotalTokens(samples)), "count");
+  vm::VirtualMachine machine(executable);
+  const Timing timing =
+      TimePasses(machine, samples, options.warmup, options.repeat, "run", progress);
+  AddTiming(figures, "", timing);
+
+  const std::vector<Sample> profiled(samples.begin(),
+                                     samples.begin() + std::min(samples.size(), kProfiledSamples));
+  progress("profile", 0, 2);
+  const Profile with_plan = ProfilePass(executable, profiled);
+  progress("profile", 1, 2);
+  const Profile without_plan = ProfilePass(backend::Compile(module, unplanned), profiled);
+  progress("profile", 2, 2);
+  AddSplit(figures, "", timing, with_plan);
+  figures.Add("alloc_storage_per_sentence_planned", with_plan.alloc_storage_per_sample, "count");
+  figures.Add("alloc_storage_per_sentence_unplanned", without_plan.alloc_storage_per_sample,
+              "count");
+  figures.Add("device_allocs_per_sentence", with_plan.device_allocs_per_sample, "count");
+  figures.Add("peak_bytes_planned", with_plan.peak_bytes, "bytes");
+  figures.Add("peak_bytes_unplanned", without_plan.peak_bytes, "bytes");
+
+  if (options.static_seq_len > 0) {
+    if (options.model != "bert") throw Error("--static-seq-len applies to bert");
+    // Table 4: the same inputs, at one length, on the dynamic and the static program.
+    const std::vector<Sample> fixed = AtLength(samples, options.static_seq_len);
+    models::BertOptions static_options = options.bert;
+    static_options.seq_len = options.static_seq_len;
+    const vm::Executable static_executable =
+        backend::Compile(models::BuildBert(static_options).Module(), planned);
+    vm::VirtualMachine static_machine(static_executable);
+    const Timing dynamic_timing =
+        TimePasses(machine, fixed, options.warmup, options.repeat, "dynamic@len", progress);
+    const Timing static_timing =
+        TimePasses(static_machine, fixed, options.warmup, options.repeat, "static@len", progress);
+    const std::vector<Sample> fixed_profiled(
+        fixed.begin(), fixed.begin() + std::min(fixed.size(), kProfiledSamples));
+    AddTiming(figures, "fixed_len_dynamic_", dynamic_timing);
+    AddSplit(figures, "fixed_len_dynamic_", dynamic_timing,
+             ProfilePass(executable, fixed_profiled));
+    AddTiming(figures, "fixed_len_static_", static_timing);
+    AddSplit(figures, "fixed_len_static_", static_timing,
+             ProfilePass(static_executable, fixed_profiled));
+  }
+  return {figures.Take(), static_cast<int64_t>(samples.size())};
+}
+
+}  // namespace nimble::bench

@@ -1,0 +1,56 @@
+// `nimble-bench run`: compiles a model (models/), runs it over a dataset's
+// samples on the VM and measures it the way the paper does [6.1]: µs per
+// token (total time / total tokens), per-sentence latency percentiles, the
+// kernel vs "other" split of Table 4 (a separate profiled pass, so the timed
+// passes pay nothing for profiling), allocations and bytes with and without
+// memory planning (as written, and executed per sentence), and the pooled
+// allocator's peak. docs/results.md names every figure.
+//
+// Protocol: `warmup` untimed runs (cycling over the samples), then `repeat`
+// timed passes over all samples; a sample's latency is its median over the
+// passes, and µs/token is the median pass's total time over its tokens.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "harness/bench/results_db.h"
+#include "harness/bench/samples.h"
+#include "models/bert/bert.h"
+#include "models/lstm/lstm.h"
+#include "models/treelstm/treelstm.h"
+
+namespace nimble::bench {
+
+struct BenchOptions {
+  std::string model;  // lstm, treelstm or bert
+  std::string target = "intel";
+  DatasetSpec dataset;
+  int warmup = 8;
+  int repeat = 3;
+  // BERT: also compile the program at this static sequence length and time
+  // it on samples padded/cut to it (0: not).
+  int64_t static_seq_len = 0;
+  models::LstmOptions lstm;
+  models::TreeLstmOptions treelstm;
+  models::BertOptions bert;
+};
+
+// Called as work advances: `done` of `total` units in `phase`.
+using Progress = std::function<void(const std::string& phase, size_t done, size_t total)>;
+
+struct BenchResult {
+  std::vector<Measurement> measurements;
+  int64_t sentences = 0;
+};
+
+// Throws nimble::Error for an unknown model or target, or a dataset or
+// model error (naming it).
+BenchResult RunBenchmark(const BenchOptions& options, const Progress& progress);
+
+// The model's options as JSON (results.db's runs.configuration).
+std::string ConfigurationJson(const BenchOptions& options);
+
+}  // namespace nimble::bench
