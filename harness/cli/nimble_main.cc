@@ -7,13 +7,17 @@
 //   nimble random -o OUT --seed N --tensor NAME:SHAPE[:DTYPE] ...
 //   nimble dump EXE.nimble [--bytecode] [--constants]
 //   nimble dump PROG.relay [--params W.npz] --ir-after PASS
+//   nimble export-model lstm|treelstm|bert -o PROG.relay --params W.npz [--layers N]
+//                       [--seed S] [--weights IN.npz]
 // Exit status: 0 on success, 1 on a user error (one line "error: ..." on
 // stderr), 2 on bad usage (CLI11's message).
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,6 +25,10 @@
 #include "harness/cli/program_loader.h"
 #include "harness/cli/random_tensors.h"
 #include "harness/cli/result_output.h"
+#include "models/bert/bert.h"
+#include "models/lstm/lstm.h"
+#include "models/model.h"
+#include "models/treelstm/treelstm.h"
 #include "nimble/compiler/backend/pipeline.h"
 #include "nimble/compiler/eval/evaluator.h"
 #include "nimble/compiler/text/printer.h"
@@ -79,6 +87,15 @@ struct DumpOptions {
   bool allocations = false;
   std::string ir_after;
   std::string target = "intel";
+};
+
+struct ExportOptions {
+  std::string model;
+  std::string out;
+  std::string params;
+  std::optional<int> layers;  // the builder's default when absent
+  uint64_t seed = 1;
+  std::string weights;  // load instead of seeding
 };
 
 bool IsExecutableFile(const std::string& path) {
@@ -262,6 +279,57 @@ void Dump(const DumpOptions& options) {
                                       options.constants);
 }
 
+// The model builder's output for `options`, at the paper's sizes.
+models::Model BuildModel(const ExportOptions& options) {
+  if (options.model == "lstm") {
+    models::LstmOptions lstm;
+    lstm.layers = options.layers.value_or(lstm.layers);
+    lstm.seed = options.seed;
+    lstm.weights_path = options.weights;
+    return models::BuildLstm(lstm);
+  }
+  if (options.model == "treelstm") {
+    if (options.layers) throw Error("--layers applies to lstm and bert, not treelstm");
+    models::TreeLstmOptions treelstm;
+    treelstm.seed = options.seed;
+    treelstm.weights_path = options.weights;
+    return models::BuildTreeLstm(treelstm);
+  }
+  models::BertOptions bert;
+  bert.layers = options.layers.value_or(bert.layers);
+  bert.seed = options.seed;
+  bert.weights_path = options.weights;
+  return models::BuildBert(bert);
+}
+
+// Writes the model's program and weights, checked by parsing and typing them
+// together first, and says how to run them: one command per entry function
+// (@main, @main_arrays, ...) whose inputs are all tensors, which is what
+// `nimble run --input` reads.
+void ExportModel(const ExportOptions& options) {
+  const models::Model model = BuildModel(options);
+  const ir::IRModule module = model.Module();
+  std::ofstream program(options.out, std::ios::binary);
+  program << model.program;
+  program.close();
+  if (!program) throw Error(options.out + ": cannot write the program");
+  models::SaveWeights(model, options.params);
+  std::cout << "wrote " << options.out << " and " << options.params << " (" << model.weights.size()
+            << " weights)\n";
+  for (const auto& [global, function] : module->functions()) {
+    if (!global->name.starts_with("main")) continue;
+    std::string inputs;
+    bool all_tensors = true;
+    for (const ir::Var& param : function->params) {
+      all_tensors = all_tensors && param->checked_type->kind == ir::TypeKind::kTensor;
+      inputs += " --input " + param->name_hint + ".npy";
+    }
+    if (!all_tensors) continue;
+    std::cout << "run: nimble run " << options.out << " --params " << options.params
+              << (global->name == "main" ? "" : " --function " + global->name) << inputs << "\n";
+  }
+}
+
 // Error messages are one line, so that scripts can rely on "error: " + one line.
 std::string OneLine(std::string message) {
   for (char& c : message) {
@@ -365,6 +433,24 @@ int Main(int argc, char** argv) {
                             "Print the program's IR after this pass of the compile pipeline");
   dump_contents->require_option();
 
+  ExportOptions export_model;
+  CLI::App* export_command = app.add_subcommand(
+      "export-model", "Write a model's program (.relay) and weights (.npz) for `nimble run`");
+  export_command->add_option("model", export_model.model, "The model")
+      ->check(CLI::IsMember({"lstm", "treelstm", "bert"}))
+      ->required();
+  export_command->add_option("-o,--output", export_model.out, "The program to write (.relay)")
+      ->required();
+  export_command->add_option("--params", export_model.params, "The weights to write (.npz)")
+      ->required();
+  export_command->add_option("--layers", export_model.layers,
+                             "Layers (lstm: 1 to 8, default 1; bert: default 12)");
+  export_command->add_option("--seed", export_model.seed, "Seed of the random weights")
+      ->capture_default_str();
+  export_command->add_option("--weights", export_model.weights,
+                             "Weights to load (.npz, named as the PyTorch state_dict) instead of "
+                             "seeding them");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -377,6 +463,7 @@ int Main(int argc, char** argv) {
     if (*run_command) Run(run);
     if (*random_command) Random(random);
     if (*dump_command) Dump(dump);
+    if (*export_command) ExportModel(export_model);
   } catch (const std::exception& error) {
     std::cout.flush();
     std::cerr << "error: " << OneLine(error.what()) << "\n";

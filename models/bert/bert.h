@@ -32,13 +32,14 @@ struct BertOptions {
   int64_t classes = 2;
   int64_t seq_len = -1;  // -1: dynamic (`?`)
   uint64_t seed = 1;
-  std::string weights_path;
+  std::string weights_path = {};
 };
 
 std::vector<WeightSpec> BertWeightSpecs(const BertOptions& options);
 
 // Throws nimble::Error when hidden_size is not a multiple of heads or a size
-// is out of range.
+// is out of range (each size at most 2^24, layers at most 48, seq_len -1 or
+// 1..max_positions, all the weights together at most 2^31 floats).
 Model BuildBert(const BertOptions& options);
 
 }  // namespace nimble::models

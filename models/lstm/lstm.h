@@ -1,7 +1,10 @@
 // The LSTM of the paper's evaluation [6.1]: input 300, hidden 512, 1 or 2
-// layers, batch 1, one token at a time through every layer. The recurrence
-// over a sequence of dynamic length is recursion in the IR (a tail-recursive
-// global over the token index), so the VM runs it in constant stack.
+// layers, batch 1, one token at a time through each layer's recurrence. The
+// layers run one after the other (layer-major), so that a layer's input
+// projection is one GEMM over the whole sequence (docs/models.md). The
+// recurrence over a sequence of dynamic length is recursion in the IR (a
+// tail-recursive global over the token index), so the VM runs it in
+// constant stack.
 //
 //   def @main(%xs: Tensor[(?, INPUT), float32]) -> Tensor[(1, HIDDEN), float32]
 //
@@ -25,7 +28,7 @@ struct LstmOptions {
   int64_t hidden_size = 512;
   int layers = 1;
   uint64_t seed = 1;        // for seeded weights
-  std::string weights_path;  // an .npz to load instead (LoadWeights)
+  std::string weights_path = {};  // an .npz to load instead (LoadWeights)
 };
 
 std::vector<WeightSpec> LstmWeightSpecs(const LstmOptions& options);

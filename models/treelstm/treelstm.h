@@ -5,7 +5,15 @@
 //   type Tree { Leaf(Tensor[(1, INPUT), float32]), Node(Tree, Tree) }
 //   def @main(%tree: Tree) -> Tensor[(1, HIDDEN), float32]
 //
-// returns the root's hidden state. A leaf computes i, o, u from its word
+// returns the root's hidden state. `nimble run` reads only tensors, so the
+// program also takes the tree as arrays:
+//
+//   def @main_arrays(%children: Tensor[(?, 2), int32], %leaves: Tensor[(?, INPUT), float32])
+//
+// where row k of %children is node k's (left, right) row numbers, or (-1, j)
+// for a leaf carrying row j of %leaves, and the last row is the root.
+//
+// A leaf computes i, o, u from its word
 // vector (c = σ(i)·tanh(u), h = σ(o)·tanh(c)); a node computes i, f_l, f_r,
 // o, u from [h_l, h_r] (c = σ(i)·tanh(u) + σ(f_l)·c_l + σ(f_r)·c_r). Weights
 // are named as the peer's BinaryTreeLSTMCell state_dict
@@ -25,7 +33,7 @@ struct TreeLstmOptions {
   int64_t input_size = 300;
   int64_t hidden_size = 150;
   uint64_t seed = 1;
-  std::string weights_path;
+  std::string weights_path = {};
 };
 
 std::vector<WeightSpec> TreeLstmWeightSpecs(const TreeLstmOptions& options);

@@ -725,5 +725,108 @@ TEST_F(NimbleCli, DumpRejectsBadFilesAndUsage) {
   EXPECT_EQ(Nimble({"dump", path, "--bytecode", "--bogus"}).status, 2);
 }
 
+// ---- export-model ----------------------------------------------------------------
+
+class NimbleExport : public NimbleCli {
+ protected:
+  // `nimble run` with `args` on the VM and on the evaluator; the VM's output
+  // 0, after checking that the evaluator's agrees.
+  Tensor RunOnBothEngines(const std::vector<std::string>& args) const {
+    std::vector<Tensor> outputs;
+    for (const std::string engine : {"vm", "ref"}) {
+      std::vector<std::string> command{"run"};
+      command.insert(command.end(), args.begin(), args.end());
+      command.insert(command.end(), {"--engine", engine, "--out", Temp(engine)});
+      Outcome run = Nimble(command);
+      EXPECT_EQ(run.status, 0) << run.err;
+      outputs.push_back(ReadNpy(Temp(engine + "/0.npy")));
+    }
+    const std::vector<double> vm = Values(outputs[0]);
+    const std::vector<double> ref = Values(outputs[1]);
+    EXPECT_EQ(vm.size(), ref.size());
+    for (size_t i = 0; i < std::min(vm.size(), ref.size()); ++i) {
+      EXPECT_NEAR(vm[i], ref[i], 1e-5) << "element " << i;
+    }
+    return outputs[0];
+  }
+};
+
+TEST_F(NimbleExport, Help) {
+  EXPECT_THAT(Nimble({"--help"}).out, HasSubstr("export-model"));
+  Outcome help = Nimble({"export-model", "--help"});
+  EXPECT_EQ(help.status, 0);
+  EXPECT_THAT(help.out, AllOf(HasSubstr("lstm"), HasSubstr("--params"), HasSubstr("--layers"),
+                              HasSubstr("--seed"), HasSubstr("--weights")));
+}
+
+// An exported model runs through `nimble run` with the command it prints, on
+// the VM and on the evaluator alike; re-exporting its own weights gives the
+// same files.
+TEST_F(NimbleExport, LstmRuns) {
+  Outcome exported = Nimble({"export-model", "lstm", "--layers", "2", "-o", Temp("lstm.relay"),
+                             "--params", Temp("lstm.npz")});
+  ASSERT_EQ(exported.status, 0) << exported.err;
+  EXPECT_THAT(exported.out, HasSubstr("run: nimble run " + Temp("lstm.relay") + " --params " +
+                                      Temp("lstm.npz") + " --input xs.npy"));
+  ASSERT_EQ(Nimble({"random", "-o", Temp("xs.npy"), "--tensor", "xs:5x300"}).status, 0);
+  EXPECT_EQ(RunOnBothEngines(
+                {Temp("lstm.relay"), "--params", Temp("lstm.npz"), "--input", Temp("xs.npy")})
+                ->shape(),
+            (Shape{1, 512}));
+
+  ASSERT_EQ(Nimble({"export-model", "lstm", "--layers", "2", "--weights", Temp("lstm.npz"), "-o",
+                    Temp("again.relay"), "--params", Temp("again.npz")})
+                .status,
+            0);
+  EXPECT_EQ(ReadFile(Temp("again.relay")), ReadFile(Temp("lstm.relay")));
+  EXPECT_EQ(ReadFile(Temp("again.npz")), ReadFile(Temp("lstm.npz")));
+  ASSERT_EQ(Nimble({"export-model", "lstm", "--layers", "2", "--seed", "2", "-o",
+                    Temp("other.relay"), "--params", Temp("other.npz")})
+                .status,
+            0);
+  EXPECT_NE(ReadFile(Temp("other.npz")), ReadFile(Temp("lstm.npz")));
+}
+
+// The Tree-LSTM takes an ADT, which `nimble run` cannot read; its
+// @main_arrays takes the tree as arrays.
+TEST_F(NimbleExport, TreeLstmRunsOnArrays) {
+  Outcome exported =
+      Nimble({"export-model", "treelstm", "-o", Temp("tree.relay"), "--params", Temp("tree.npz")});
+  ASSERT_EQ(exported.status, 0) << exported.err;
+  EXPECT_THAT(exported.out,
+              HasSubstr("--function main_arrays --input children.npy --input leaves.npy"));
+  // ((leaf 0, leaf 1), leaf 2)
+  WriteNpy(Temp("children.npy"), TensorNode::FromVector<int32_t>(
+                                     {5, 2}, DataType::Int32(), {-1, 0, -1, 1, 0, 1, -1, 2, 2, 3}));
+  ASSERT_EQ(Nimble({"random", "-o", Temp("leaves.npy"), "--tensor", "leaves:3x300"}).status, 0);
+  EXPECT_EQ(RunOnBothEngines({Temp("tree.relay"), "--params", Temp("tree.npz"), "--function",
+                              "main_arrays", "--input", Temp("children.npy"), Temp("leaves.npy")})
+                ->shape(),
+            (Shape{1, 150}));
+}
+
+TEST_F(NimbleExport, Errors) {
+  const std::vector<std::string> out{"-o", Temp("m.relay"), "--params", Temp("m.npz")};
+  auto export_model = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "export-model");
+    args.insert(args.end(), out.begin(), out.end());
+    return Nimble(args);
+  };
+  ExpectUserError(export_model({"treelstm", "--layers", "2"}),
+                  "--layers applies to lstm and bert, not treelstm");
+  ExpectUserError(export_model({"lstm", "--layers", "9"}),
+                  "lstm: layers must be between 1 and 8, got 9");
+  ASSERT_EQ(export_model({"treelstm"}).status, 0);
+  Outcome wrong_weights = export_model({"lstm", "--weights", Temp("m.npz")});
+  ExpectUserError(wrong_weights, Temp("m.npz") + ": missing weight 'weight_ih_l0'");
+  EXPECT_THAT(wrong_weights.err, HasSubstr("(2048, 300)"));
+  Outcome absent = export_model({"lstm", "--weights", Temp("absent.npz")});
+  ExpectUserError(absent, "cannot open");
+  EXPECT_THAT(absent.err, HasSubstr(Temp("absent.npz")));
+  EXPECT_EQ(export_model({"gru"}).status, 2);
+  EXPECT_EQ(Nimble({"export-model", "lstm", "-o", Temp("m.relay")}).status, 2);  // no --params
+  EXPECT_EQ(export_model({"lstm", "--layers", "two"}).status, 2);
+}
+
 }  // namespace
 }  // namespace nimble

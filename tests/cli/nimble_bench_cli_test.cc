@@ -1,0 +1,136 @@
+// nimble-bench's acceptance tests: the real binary as a child process, on
+// small models over synthetic data, recording into a real results.db.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+struct Outcome {
+  int status = -1;
+  std::string out;
+};
+
+// Runs nimble-bench with `args`; stdout and stderr together.
+Outcome Bench(const std::vector<std::string>& args) {
+  std::string command = NIMBLE_BENCH_BINARY;
+  for (const std::string& arg : args) command += " '" + arg + "'";
+  command += " 2>&1";
+  Outcome outcome;
+  FILE* pipe = popen(command.c_str(), "r");
+  std::array<char, 4096> buffer{};
+  size_t read = 0;
+  while ((read = fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    outcome.out.append(buffer.data(), read);
+  const int status = pclose(pipe);
+  outcome.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return outcome;
+}
+
+class NimbleBenchCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("nimble_bench_cli_" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Db() const { return (dir_ / "results.db").string(); }
+
+  // The rows of `sql`'s first column.
+  std::vector<std::string> Query(const std::string& sql) const {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open(Db().c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* statement = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &statement, nullptr), SQLITE_OK) << sql;
+    std::vector<std::string> rows;
+    while (sqlite3_step(statement) == SQLITE_ROW) {
+      const unsigned char* text = sqlite3_column_text(statement, 0);
+      rows.emplace_back(text ? reinterpret_cast<const char*>(text) : "NULL");
+    }
+    sqlite3_finalize(statement);
+    sqlite3_close(db);
+    return rows;
+  }
+
+  fs::path dir_;
+};
+
+const std::vector<std::string> kQuick = {"--sentences", "4", "--warmup",  "1",
+                                         "--repeat",    "2", "--threads", "1"};
+
+std::vector<std::string> With(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+TEST_F(NimbleBenchCli, LstmRunIsRecorded) {
+  const Outcome run = Bench(
+      With({"run", "--model", "lstm", "--hidden-size", "16", "--db", Db(), "--json"}, kQuick));
+  ASSERT_EQ(run.status, 0) << run.out;
+  const nlohmann::json result = nlohmann::json::parse(run.out);
+  EXPECT_EQ(result["model"], "lstm");
+  EXPECT_EQ(result["configuration"]["hidden_size"], 16);
+  const nlohmann::json& figures = result["measurements"];
+  EXPECT_GT(figures["us_per_token"]["value"].get<double>(), 0);
+  EXPECT_EQ(figures["us_per_token"]["unit"], "us");
+  EXPECT_EQ(figures["sentences"]["value"].get<double>(), 4);
+  EXPECT_GT(figures["kernel_fraction"]["value"].get<double>(), 0);
+  EXPECT_LT(figures["kernel_fraction"]["value"].get<double>(), 1);
+  EXPECT_LT(figures["allocations_written_planned"]["value"].get<double>(),
+            figures["allocations_written_unplanned"]["value"].get<double>());
+  EXPECT_LT(figures["alloc_storage_per_sentence_planned"]["value"].get<double>(),
+            figures["alloc_storage_per_sentence_unplanned"]["value"].get<double>());
+
+  EXPECT_THAT(Query("SELECT status FROM runs"), ::testing::ElementsAre("done"));
+  EXPECT_THAT(Query("SELECT model || ' ' || threads || ' ' || dataset FROM runs"),
+              ::testing::ElementsAre("lstm 1 synthetic"));
+  EXPECT_EQ(Query("SELECT count(*) FROM measurements")[0], std::to_string(figures.size()));
+}
+
+TEST_F(NimbleBenchCli, TreeLstmAndBertWithAStaticLength) {
+  const Outcome tree =
+      Bench(With({"run", "--model", "treelstm", "--hidden-size", "8", "--db", Db()}, kQuick));
+  ASSERT_EQ(tree.status, 0) << tree.out;
+  EXPECT_THAT(tree.out, HasSubstr("us/token"));
+  const Outcome bert =
+      Bench(With({"run", "--model", "bert", "--layers", "2", "--hidden-size", "32", "--heads", "2",
+                  "--ffn-size", "64", "--static-seq-len", "24", "--db", Db()},
+                 kQuick));
+  ASSERT_EQ(bert.status, 0) << bert.out;
+  EXPECT_THAT(bert.out, HasSubstr("at length 24"));
+  EXPECT_THAT(Query("SELECT model FROM runs WHERE status = 'done' ORDER BY id"),
+              ::testing::ElementsAre("treelstm", "bert"));
+  EXPECT_THAT(Query("SELECT name FROM measurements WHERE name LIKE 'fixed_len_static_us%'"),
+              ::testing::ElementsAre("fixed_len_static_us_per_token"));
+}
+
+TEST_F(NimbleBenchCli, ErrorsAreReportedAndRecorded) {
+  const Outcome missing = Bench(With({"run", "--model", "lstm", "--hidden-size", "8", "--dataset",
+                                      (dir_ / "nope.tsv").string(), "--db", Db()},
+                                     kQuick));
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_THAT(missing.out, HasSubstr("error: "));
+  EXPECT_THAT(missing.out, HasSubstr("nope.tsv"));
+  EXPECT_THAT(Query("SELECT status FROM runs"), ::testing::ElementsAre("failed"));
+
+  EXPECT_EQ(Bench({"run", "--model", "resnet"}).status, 2);
+  EXPECT_EQ(Bench({"run"}).status, 2);
+  const Outcome bert_no_vocab = Bench(With(
+      {"run", "--model", "bert", "--dataset", (dir_ / "x.tsv").string(), "--db", Db()}, kQuick));
+  EXPECT_EQ(bert_no_vocab.status, 1);
+}
+
+}  // namespace
