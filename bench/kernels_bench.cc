@@ -9,6 +9,7 @@
 
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nimble/vm/dlpack.h"
@@ -59,8 +60,11 @@ void DenseShapes(benchmark::internal::Benchmark* benchmark) {
   for (int64_t m : {16, 64, 128}) {
     for (int64_t n : {768, 3072}) benchmark->Args({m, 768, n});  // BERT-base
   }
-  benchmark->Args({1, 812, 2048});  // LSTM cell: [x, h] x 4 gates
-  benchmark->Args({1, 450, 600});   // Tree-LSTM cell
+  // Batch 1 (matrix-vector): the LSTM's W_ih and W_hh (300 or 512 in, 4 gates
+  // of 512 out), both fused as [x, h], layer 2's fused [x, h], Tree-LSTM cells.
+  for (int64_t k : {300, 512, 812, 1024}) benchmark->Args({1, k, 2048});
+  benchmark->Args({1, 300, 750});  // Tree-LSTM node
+  benchmark->Args({1, 450, 600});
   benchmark->UseRealTime();
 }
 
@@ -143,6 +147,20 @@ BENCHMARK_CAPTURE(BM_OpKernel, lstm_sigmoid, std::string("sigmoid"), std::vector
 BENCHMARK_CAPTURE(BM_OpKernel, lstm_tanh, std::string("tanh"), std::vector<Shape>{{1, 512}},
                   Attrs())
     ->UseRealTime();
+// The transcendental unary ops at an LSTM gate's width and at BERT's FFN
+// activation (sequence length 128).
+const bool kTranscendentalsRegistered = [] {
+  for (const char* op : {"exp", "tanh", "sigmoid", "erf", "gelu"}) {
+    for (const auto& [rows, cols] : {std::pair{1, 512}, std::pair{128, 3072}}) {
+      const std::string name = std::string("BM_OpKernel/") + op + "/" + std::to_string(rows) + "x" +
+                               std::to_string(cols);
+      benchmark::RegisterBenchmark(name.c_str(), BM_OpKernel, std::string(op),
+                                   std::vector<Shape>{{rows, cols}}, Attrs())
+          ->UseRealTime();
+    }
+  }
+  return true;
+}();
 // BERT-base at sequence length 128.
 BENCHMARK_CAPTURE(BM_OpKernel, bert_bias_add, std::string("add"),
                   std::vector<Shape>{{128, 768}, {768}}, Attrs())

@@ -138,6 +138,20 @@ TEST_P(DenseKernelsTest, DenseMatchesNaiveLoopOnOddSizes) {
   }
 }
 
+// A single row (the built-in kernel's matrix-vector loop): k around every
+// vector width's single and double step, n around its group of four rows,
+// and a batch whose row of x or y broadcasts.
+TEST_P(DenseKernelsTest, MatrixVectorProductsCoverEveryTail) {
+  uint32_t seed = 100;
+  for (int64_t k : {1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 300}) {
+    for (int64_t n : {1, 3, 4, 5, 67}) CheckDense({1, k}, n, seed += 2);
+  }
+  CheckBatchMatMul({3, 3, 1, 9, 37, false, true}, 200);
+  CheckBatchMatMul({1, 3, 1, 9, 37, true, true}, 202);
+  CheckBatchMatMul({3, 1, 1, 9, 37, false, true}, 204);
+  CheckBatchMatMul({2, 2, 1, 9, 37, false, false}, 206);
+}
+
 TEST_P(DenseKernelsTest, DenseFlattensLeadingDimensions) {
   CheckDense({2, 3, 7}, 5, 10);
   CheckDense({300}, 33, 11);
@@ -147,6 +161,7 @@ TEST_P(DenseKernelsTest, DenseFlattensLeadingDimensions) {
 TEST_P(DenseKernelsTest, DenseAtModelSizes) {
   CheckDense({100, 1100}, 130, 20);  // several blocks and depth slices
   CheckDense({1, 812}, 2048, 21);    // the LSTM's matrix-vector product
+  CheckDense({1, 1100}, 1030, 23);   // split over threads, rows not a multiple of four
   CheckDense({16, 768}, 768, 22);    // BERT
 }
 

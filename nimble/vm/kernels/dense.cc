@@ -22,6 +22,7 @@
 
 #include "nimble/vm/dlpack.h"
 #include "nimble/vm/error.h"
+#include "nimble/vm/kernels/vector_math.h"
 #include "nimble/vm/tensor.h"
 #include "nimble/vm/thread_pool.h"
 
@@ -62,6 +63,8 @@ int64_t CeilDiv(int64_t a, int64_t b) {
 // vector dot products stay in registers. k is split into slices of about
 // kDepthSlice so that a tile's rows of a stay in L1 while it sweeps the
 // block's rows of b, which stay in L2.
+// A single row of a with b as [n, k] (nn.dense on one token) skips the
+// blocks: MultiplyVector streams b's rows in contiguous chunks of n per thread.
 
 constexpr int64_t kRowBlock = 48;
 constexpr int64_t kColBlock = 48;
@@ -246,30 +249,108 @@ inline void MultiplyBlock(const NtBlock& block) {
   }
 }
 
-// One instance per instruction set, chosen at run time: the tile shapes fit
-// the register files (AVX-512: 32 zmm, AVX2: 16 ymm; the baseline, SSE2 or
-// NEON, has 16 or 32 128-bit registers).
+// Batch 1 (m = 1, nn.dense on one token): c[j] = the dot product of a and
+// b's row j for j < rows, b's rows k long and contiguous. Streaming b is the
+// whole cost, so the loop keeps four rows in flight with two accumulators
+// each (enough independent sums to cover the FMA latency) and loads each
+// vector of a once for the four rows.
+template <typename V>
+inline void MultiplyVector(const float* a, const float* b, float* c, int64_t rows, int64_t k) {
+  constexpr int L = kLanes<V>;
+  constexpr int kRows = 4;
+  int64_t row = 0;
+  const auto dot_rows = [&]<int R>(std::integral_constant<int, R>) {
+    const float* b_rows[R];
+    for (int j = 0; j < R; ++j) b_rows[j] = b + (row + j) * k;
+    V even[R] = {};
+    V odd[R] = {};
+    int64_t p = 0;
+    for (; p + 2 * L <= k; p += 2 * L) {
+      V a_even, a_odd;
+      std::memcpy(&a_even, a + p, sizeof(V));
+      std::memcpy(&a_odd, a + p + L, sizeof(V));
+#pragma GCC unroll 4
+      for (int j = 0; j < R; ++j) {
+        V b_even, b_odd;
+        std::memcpy(&b_even, b_rows[j] + p, sizeof(V));
+        std::memcpy(&b_odd, b_rows[j] + p + L, sizeof(V));
+        even[j] += a_even * b_even;
+        odd[j] += a_odd * b_odd;
+      }
+    }
+    if (p + L <= k) {
+      V a_even;
+      std::memcpy(&a_even, a + p, sizeof(V));
+#pragma GCC unroll 4
+      for (int j = 0; j < R; ++j) {
+        V b_even;
+        std::memcpy(&b_even, b_rows[j] + p, sizeof(V));
+        even[j] += a_even * b_even;
+      }
+      p += L;
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < R; ++j) even[j] += odd[j];
+    float sums[R];
+    SumLanes(even, sums);
+    for (int j = 0; j < R; ++j) {
+      for (int64_t q = p; q < k; ++q) sums[j] += a[q] * b_rows[j][q];
+      c[row + j] = sums[j];
+    }
+  };
+  for (; row + kRows <= rows; row += kRows) dot_rows(std::integral_constant<int, kRows>());
+  for (; row < rows; ++row) dot_rows(std::integral_constant<int, 1>());
+}
+
+// One instance of each loop per instruction set, chosen at run time: the
+// tile shapes fit the register files (AVX-512: 32 zmm, AVX2: 16 ymm; the
+// baseline, SSE2 or NEON, has 16 or 32 128-bit registers).
 using MultiplyBlockFn = void (*)(const NtBlock& block);
+using MultiplyVectorFn = void (*)(const float* a, const float* b, float* c, int64_t rows,
+                                  int64_t k);
+
+struct BuiltinLoops {
+  MultiplyBlockFn multiply_block;
+  MultiplyVectorFn multiply_vector;
+};
 
 #if defined(__x86_64__)
 [[gnu::target("avx512f"), gnu::flatten]] void MultiplyBlockAvx512(const NtBlock& block) {
   MultiplyBlock<VectorOf<64>::type, 6, 24>(block);
 }
+[[gnu::target("avx512f"), gnu::flatten]] void MultiplyVectorAvx512(const float* a, const float* b,
+                                                                   float* c, int64_t rows,
+                                                                   int64_t k) {
+  MultiplyVector<VectorOf<64>::type>(a, b, c, rows, k);
+}
 [[gnu::target("avx2,fma"), gnu::flatten]] void MultiplyBlockAvx2(const NtBlock& block) {
   MultiplyBlock<VectorOf<32>::type, 3, 12>(block);
+}
+[[gnu::target("avx2,fma"), gnu::flatten]] void MultiplyVectorAvx2(const float* a, const float* b,
+                                                                  float* c, int64_t rows,
+                                                                  int64_t k) {
+  MultiplyVector<VectorOf<32>::type>(a, b, c, rows, k);
 }
 #endif
 [[gnu::flatten]] void MultiplyBlockBaseline(const NtBlock& block) {
   MultiplyBlock<VectorOf<16>::type, 3, 12>(block);
 }
+[[gnu::flatten]] void MultiplyVectorBaseline(const float* a, const float* b, float* c, int64_t rows,
+                                             int64_t k) {
+  MultiplyVector<VectorOf<16>::type>(a, b, c, rows, k);
+}
 
-MultiplyBlockFn SelectMultiplyBlock() {
+BuiltinLoops SelectBuiltinLoops() {
+  switch (vector_math::HostVectorIsa()) {
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return MultiplyBlockAvx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return MultiplyBlockAvx2;
+    case vector_math::VectorIsa::kAvx512:
+      return {MultiplyBlockAvx512, MultiplyVectorAvx512};
+    case vector_math::VectorIsa::kAvx2:
+      return {MultiplyBlockAvx2, MultiplyVectorAvx2};
 #endif
-  return MultiplyBlockBaseline;
+    default:
+      return {MultiplyBlockBaseline, MultiplyVectorBaseline};
+  }
 }
 
 // The [cols, rows] transposes of `count` consecutive [rows, cols] matrices.
@@ -285,8 +366,25 @@ std::vector<float> TransposeEach(const float* data, int64_t count, int64_t rows,
   return out;
 }
 
+// Rows of b per chunk of a matrix-vector product: whole cache lines of c
+// and enough streaming to outweigh handing the chunk to a thread.
+constexpr int64_t kVectorRowGrain = 64;
+
 void BuiltinMatMul(const MatMulProblem& p, const float* a, const float* b, float* c) {
-  static const MultiplyBlockFn multiply_block = SelectMultiplyBlock();
+  static const BuiltinLoops loops = SelectBuiltinLoops();
+  if (p.m == 1 && p.transpose_b) {
+    // A single row of a is k contiguous values whichever way it is stored.
+    const int64_t grain = std::max(kVectorRowGrain, CeilDiv(kMinChunkFlops, 2 * p.k) / 16 * 16);
+    for (int64_t batch = 0; batch < p.batch(); ++batch) {
+      const float* a_i = a + (p.batch_a == 1 ? 0 : batch) * p.k;
+      const float* b_i = b + (p.batch_b == 1 ? 0 : batch) * p.n * p.k;
+      float* c_i = c + batch * p.n;
+      ParallelFor(0, p.n, grain, [&](int64_t first, int64_t last) {
+        loops.multiply_vector(a_i, b_i + first * p.k, c_i + first, last - first, p.k);
+      });
+    }
+    return;
+  }
   std::vector<float> a_rows;
   std::vector<float> b_rows;
   if (p.transpose_a) {
@@ -319,7 +417,7 @@ void BuiltinMatMul(const MatMulProblem& p, const float* a, const float* b, float
           .col_begin = col_block * kColBlock,
           .col_end = std::min(p.n, (col_block + 1) * kColBlock),
       };
-      multiply_block(block);
+      loops.multiply_block(block);
     }
   });
 }

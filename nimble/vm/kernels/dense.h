@@ -4,6 +4,7 @@
 //
 //   nn.dense, nn.batch_matmul                    built-in: cache-blocked tiles of
 //                                                dot products on the thread pool
+//                                                (one row: a matrix-vector loop)
 //   nn.dense.dnnl, nn.batch_matmul.dnnl          oneDNN's matmul primitive, created
 //                                                once per shape and cached
 //   nn.dense.openblas, nn.batch_matmul.openblas  cblas_sgemm, or cblas_sgemv for a

@@ -8,7 +8,6 @@
 // of neighbouring lines is processed together, so the inner loops still run
 // over contiguous memory (one lane per line) and nothing is transposed.
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -22,6 +21,7 @@
 #include "nimble/vm/kernels/element.h"
 #include "nimble/vm/kernels/op_kernel.h"
 #include "nimble/vm/kernels/shape_util.h"
+#include "nimble/vm/kernels/vector_math.h"
 #include "nimble/vm/thread_pool.h"
 
 namespace nimble::vm {
@@ -284,38 +284,12 @@ void BiasAddKernel(TensorArgs inputs, TensorArgs outputs, const Attrs& attrs) {
 // ---------------------------------------------------------------------------
 // nn.softmax
 
-// exp(x) for x <= 0 (an element minus its line's maximum), within 1 ulp, as
-// branch-free float code that vectorises (std::exp does not). Cephes' expf:
-// exp(x) = 2^n * exp(r) with n = round(x / ln 2), r = x - n ln 2 (ln 2 split
-// in two constants, Cody-Waite) and exp(r) by a degree-6 polynomial. Below
-// the smallest normal result it returns 0 (a mask, not a branch: selects on
-// floats keep the loop from vectorising under -ftrapping-math); NaN stays NaN.
-inline float ExpOfNonPositive(float x) {
-  constexpr float kLowest = -87.3365447f;   // ln(FLT_MIN)
-  constexpr float kRound = 12582912.0f;     // 1.5 * 2^23: adding it rounds to an integer
-  constexpr float kLn2High = 0.693359375f;  // ln 2 = kLn2High + kLn2Low
-  constexpr float kLn2Low = -2.12194440e-4f;
-  const float shifted = x * 1.44269504088896341f + kRound;
-  const float n = shifted - kRound;
-  const float r = x - n * kLn2High - n * kLn2Low;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  // 2^n from the bits of n, which `shifted` holds in its low mantissa bits.
-  const uint32_t scale_bits =
-      (std::bit_cast<uint32_t>(shifted) - std::bit_cast<uint32_t>(kRound) + 127u) << 23;
-  const uint32_t keep = 0u - static_cast<uint32_t>(!(x < kLowest));
-  return std::bit_cast<float>(std::bit_cast<uint32_t>(p * std::bit_cast<float>(scale_bits)) & keep);
-}
-
+// exp(x - max) <= 1: vector_math's exponential for float, which vectorises
+// (std::exp does not), libm's for double.
 template <typename A>
 A ExpShifted(A x) {
   if constexpr (std::is_same_v<A, float>) {
-    return ExpOfNonPositive(x);
+    return vector_math::ExpOfNonPositive(x);
   } else {
     return std::exp(x);
   }

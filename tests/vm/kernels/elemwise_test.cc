@@ -324,6 +324,145 @@ TEST(ElemwiseKernels, LargeOutputsTakeTheParallelPath) {
                 Random({70001, 3}, f32, rng, -4.0, 4.0)});
 }
 
+// The float32 kernel of `op` (its vector loop) on `values`.
+std::vector<float> RunFloat32(const std::string& op, const std::vector<float>& values) {
+  const int64_t n = static_cast<int64_t>(values.size());
+  const Tensor x = TensorNode::FromVector<float>({n}, DataType::Float32(), values);
+  const Tensor y = TensorNode::Empty({n}, DataType::Float32());
+  CallKernel(op, {}, {x, y});
+  return std::vector<float>(y->data<float>(), y->data<float>() + n);
+}
+
+// The spacing of floats at `value` (the subnormal spacing below FLT_MIN).
+double UlpOf(double value) {
+  const double magnitude = std::max(std::abs(value), double{std::numeric_limits<float>::min()});
+  int exponent = 0;
+  std::frexp(magnitude, &exponent);
+  return std::ldexp(1.0, exponent - std::numeric_limits<float>::digits);
+}
+
+// out = fn(in) in vector_math's portable loop, compiled for the baseline
+// instruction set (no FMA): what a CPU without AVX2 runs.
+template <typename Fn>
+std::vector<float> RunBaseline(const Fn& fn, const std::vector<float>& values) {
+  std::vector<float> out(values.size());
+  vector_math::detail::MapLoop(values.data(), out.data(), static_cast<int64_t>(values.size()), fn);
+  return out;
+}
+
+// vector_math.h's float32 functions against double-precision libm on 10^6
+// evenly spaced points per range, within the bounds it documents (ulps of the
+// result; gelu as relative error, where float rounding of x / sqrt(2) and x^2
+// bounds it), in the kernel's loop (this CPU's widest vectors) and in the
+// baseline loop.
+TEST(ElemwiseKernels, Float32TranscendentalsMatchLibmWithinDocumentedBounds) {
+  struct Case {
+    std::string op;
+    std::vector<float> (*baseline)(const std::vector<float>&);
+    double (*reference)(double);
+    double low, high;
+    double max_ulps;      // 0: use max_relative
+    double max_relative;  // 0: use max_ulps
+  };
+  constexpr auto gelu = [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); };
+  const std::vector<Case> cases = {
+      {"exp", [](const std::vector<float>& x) { return RunBaseline(elemwise::Exp(), x); },
+       [](double x) { return std::exp(x); }, -87.3, 88.72, 1.01, 0},
+      {"tanh", [](const std::vector<float>& x) { return RunBaseline(elemwise::Tanh(), x); },
+       [](double x) { return std::tanh(x); }, -10, 10, 1.3, 0},
+      {"tanh", [](const std::vector<float>& x) { return RunBaseline(elemwise::Tanh(), x); },
+       [](double x) { return std::tanh(x); }, -0.7, 0.7, 1.3, 0},
+      {"sigmoid", [](const std::vector<float>& x) { return RunBaseline(elemwise::Sigmoid(), x); },
+       [](double x) { return 1 / (1 + std::exp(-x)); }, -87, 20, 2.8, 0},
+      {"erf", [](const std::vector<float>& x) { return RunBaseline(elemwise::Erf(), x); },
+       [](double x) { return std::erf(x); }, -5, 5, 2.4, 0},
+      {"erf", [](const std::vector<float>& x) { return RunBaseline(elemwise::Erf(), x); },
+       [](double x) { return std::erf(x); }, -1.1, 1.1, 2.4, 0},
+      {"gelu", [](const std::vector<float>& x) { return RunBaseline(elemwise::Gelu(), x); }, gelu,
+       -3, 10, 0, 1e-6},
+      {"gelu", [](const std::vector<float>& x) { return RunBaseline(elemwise::Gelu(), x); }, gelu,
+       -5, -3, 0, 2e-6},
+      {"gelu", [](const std::vector<float>& x) { return RunBaseline(elemwise::Gelu(), x); }, gelu,
+       -13, -5, 0, 2e-5},
+  };
+  constexpr int kPoints = 1000000;
+  for (const Case& test : cases) {
+    SCOPED_TRACE(test.op + " on [" + std::to_string(test.low) + ", " + std::to_string(test.high) +
+                 "]");
+    std::vector<float> x(kPoints);
+    for (int i = 0; i < kPoints; ++i) {
+      x[i] = static_cast<float>(test.low + (test.high - test.low) * i / (kPoints - 1));
+    }
+    for (const bool baseline : {false, true}) {
+      const std::vector<float> y = baseline ? test.baseline(x) : RunFloat32(test.op, x);
+      double worst = 0;
+      float worst_x = 0;
+      for (int i = 0; i < kPoints; ++i) {
+        const double expected = test.reference(x[i]);
+        const double error =
+            std::abs(y[i] - expected) / (test.max_ulps > 0 ? UlpOf(expected) : std::abs(expected));
+        if (!(error <= worst)) {
+          worst = error;
+          worst_x = x[i];
+        }
+      }
+      EXPECT_LE(worst, test.max_ulps > 0 ? test.max_ulps : test.max_relative)
+          << (baseline ? "baseline" : "kernel") << " loop, worst at x = " << worst_x;
+    }
+  }
+}
+
+// Softmax's exponential of x - max <= 0: Exp's accuracy down to the smallest
+// normal result, 0 below it.
+TEST(ElemwiseKernels, SoftmaxExponentialMatchesLibm) {
+  std::vector<float> x(1000000);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = -87.3f * static_cast<float>(i) / (x.size() - 1);
+  const std::vector<float> y = RunBaseline(vector_math::ExpOfNonPositive, x);
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double expected = std::exp(static_cast<double>(x[i]));
+    worst = std::max(worst, std::abs(y[i] - expected) / UlpOf(expected));
+  }
+  EXPECT_LE(worst, 1.01);
+  EXPECT_EQ(vector_math::ExpOfNonPositive(-87.34f), 0.0f);
+  EXPECT_EQ(vector_math::ExpOfNonPositive(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_TRUE(std::isnan(vector_math::ExpOfNonPositive(std::numeric_limits<float>::quiet_NaN())));
+}
+
+// Limits and special values of the float32 functions, exactly; float64 keeps
+// libm's values.
+TEST(ElemwiseKernels, Float32TranscendentalLimits) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {nan, -nan, inf, -inf, 0.0f, -0.0f, 1e30f, -1e30f, 100.0f, -100.0f};
+  const auto expect = [&](const std::string& op, const std::vector<float>& expected) {
+    SCOPED_TRACE(op);
+    const std::vector<float> y = RunFloat32(op, x);
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (std::isnan(expected[i])) {
+        EXPECT_TRUE(std::isnan(y[i])) << "x = " << x[i] << " gave " << y[i];
+      } else {
+        EXPECT_EQ(y[i], expected[i]) << "x = " << x[i];
+        EXPECT_EQ(std::signbit(y[i]), std::signbit(expected[i])) << "x = " << x[i];
+      }
+    }
+  };
+  // exp(-100) and sigmoid(-100) are subnormal: the correctly rounded ones.
+  expect("exp", {nan, nan, inf, 0, 1, 1, inf, 0, inf, std::exp(-100.0f)});
+  expect("tanh", {nan, nan, 1, -1, 0.0f, -0.0f, 1, -1, 1, -1});
+  expect("sigmoid", {nan, nan, 1, 0, 0.5f, 0.5f, 1, 0, 1, std::exp(-100.0f)});
+  expect("erf", {nan, nan, 1, -1, 0.0f, -0.0f, 1, -1, 1, -1});
+  expect("gelu", {nan, nan, inf, -0.0f, 0.0f, -0.0f, 1e30f, -0.0f, 100, -0.0f});
+
+  const std::vector<double> doubles = {-3.7, -0.2, 0.0, 1e-8, 0.9, 5.5};
+  const Tensor x64 = TensorNode::FromVector<double>({6}, DataType::Float64(), doubles);
+  const Tensor y64 = TensorNode::Empty({6}, DataType::Float64());
+  CallKernel("tanh", {}, {x64, y64});
+  for (size_t i = 0; i < doubles.size(); ++i) {
+    EXPECT_EQ(y64->data<double>()[i], std::tanh(doubles[i]));
+  }
+}
+
 // Integer semantics the scalar functions define (numpy's wrap-around; C's
 // truncating division), checked as values on the built-in kernel and as
 // agreement with the reference.
