@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "models/splitmix64.h"
 #include "nimble/compiler/typing/type_infer.h"
 #include "nimble/vm/error.h"
 #include "nimble/vm/npy.h"
@@ -15,30 +16,6 @@
 namespace nimble::models {
 
 namespace {
-
-// splitmix64 (Steele, Lea and Flood 2014): a tiny generator whose every
-// state, including consecutive seeds, gives a well-mixed stream.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t state) : state_(state) {}
-
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-
-  // Uniform in [-scale, scale): 24 random bits make 2u - 1 exact in float,
-  // and scaling a value below 1 by `scale` stays below `scale`.
-  float Symmetric(float scale) {
-    const float unit = static_cast<float>(Next() >> 40) * 0x1p-24f;
-    return scale * (2.0f * unit - 1.0f);
-  }
-
- private:
-  uint64_t state_;
-};
 
 // The seed of one stream: `seed` mixed with `key`, so that nearby seeds and
 // keys give unrelated streams.

@@ -3,6 +3,8 @@
 // standard libraries), so a seed names the same bytes everywhere.
 #include "harness/datasets/synthetic.h"
 
+#include "models/splitmix64.h"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -12,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "models/splitmix64.h"
 #include "nimble/vm/error.h"
 
 namespace nimble::datasets {
@@ -47,27 +50,10 @@ constexpr std::array<uint32_t, 55> kSstLengths = {
 
 constexpr size_t kBertVocabSize = 30522;
 
-// SplitMix64 (Steele, Lea, Flood 2014).
-class Random {
+// The seeded generator, with the draws the generators need.
+class Random : public models::SplitMix64 {
  public:
-  explicit Random(uint64_t seed) : state_(seed) {}
-
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-
-  // Uniform in [0, bound), by rejection so that no value is favoured.
-  uint64_t Below(uint64_t bound) {
-    const uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
-    uint64_t value;
-    do {
-      value = Next();
-    } while (value >= limit);
-    return value % bound;
-  }
+  using SplitMix64::SplitMix64;
 
   // An index drawn with probability weights[i] / sum(weights).
   size_t Weighted(std::span<const uint64_t> weights) {
@@ -83,9 +69,6 @@ class Random {
   const T& Choose(const std::vector<T>& items) {
     return items[Below(items.size())];
   }
-
- private:
-  uint64_t state_;
 };
 
 int SampleHistogram(Random& random, int first, std::span<const uint32_t> counts) {
