@@ -3,8 +3,6 @@
 // standard libraries), so a seed names the same bytes everywhere.
 #include "harness/datasets/synthetic.h"
 
-#include "models/splitmix64.h"
-
 #include <algorithm>
 #include <array>
 #include <cctype>
