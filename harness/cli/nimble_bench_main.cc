@@ -4,7 +4,7 @@
 //   nimble-bench run --model lstm|treelstm|bert [--layers N] [--target intel|arm|nvidia]
 //                    [--dataset PATH|synthetic] [--vocab vocab.txt] [--split test]
 //                    [--sentences N] [--warmup N] [--repeat N] [--threads N]
-//                    [--static-seq-len L] [--db results.db] [--json]
+//                    [--static-seq-len L] [--weights W.npz] [--db results.db] [--json]
 //
 // Exit status: 0 on success, 1 on an error (one line on stderr), 2 on bad usage.
 #include <unistd.h>
@@ -38,6 +38,7 @@ struct RunCommand {
   int64_t ffn_size = 0;
   int sentences = 0;
   int threads = 0;
+  std::string weights;
   std::string db = "results.db";
   bool json = false;
 };
@@ -60,6 +61,7 @@ void ApplySizes(RunCommand& command) {
     bench.treelstm.hidden_size = command.hidden_size;
     bench.bert.hidden_size = command.hidden_size;
   }
+  bench.lstm.weights_path = bench.treelstm.weights_path = bench.bert.weights_path = command.weights;
   if (command.heads > 0) bench.bert.heads = command.heads;
   if (command.ffn_size > 0) bench.bert.ffn_size = command.ffn_size;
   bench.dataset.count = command.sentences > 0 ? command.sentences : DefaultSentences(bench.model);
@@ -238,6 +240,9 @@ int Main(int argc, char** argv) {
       ->add_option("--static-seq-len", run.bench.static_seq_len,
                    "BERT: also time a static program at this length (paper Table 4)")
       ->check(CLI::Range(1, 512));
+  run_command->add_option("--weights", run.weights,
+                          "The model's weights (.npz, e.g. from nimble export-model) instead of "
+                          "seeded ones");
   run_command->add_option("--seed", run.bench.dataset.seed, "Seed of synthetic data and weights")
       ->capture_default_str();
   run_command->add_option("--db", run.db, "The results database")->capture_default_str();

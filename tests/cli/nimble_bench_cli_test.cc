@@ -126,6 +126,11 @@ TEST_F(NimbleBenchCli, ErrorsAreReportedAndRecorded) {
   EXPECT_THAT(missing.out, HasSubstr("nope.tsv"));
   EXPECT_THAT(Query("SELECT status FROM runs"), ::testing::ElementsAre("failed"));
 
+  const Outcome no_weights = Bench(With(
+      {"run", "--model", "lstm", "--weights", (dir_ / "w.npz").string(), "--db", Db()}, kQuick));
+  EXPECT_EQ(no_weights.status, 1);
+  EXPECT_THAT(no_weights.out, HasSubstr("w.npz"));
+
   EXPECT_EQ(Bench({"run", "--model", "resnet"}).status, 2);
   EXPECT_EQ(Bench({"run"}).status, 2);
   const Outcome bert_no_vocab = Bench(With(
