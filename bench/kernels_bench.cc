@@ -57,9 +57,10 @@ void BM_Dense(benchmark::State& state, const std::string& kernel_name) {
 
 void DenseShapes(benchmark::internal::Benchmark* benchmark) {
   benchmark->ArgNames({"m", "k", "n"});
-  for (int64_t m : {16, 64, 128}) {
+  for (int64_t m : {16, 54, 64, 128}) {                          // 54: MRPC's mean pair length
     for (int64_t n : {768, 3072}) benchmark->Args({m, 768, n});  // BERT-base
   }
+  benchmark->Args({54, 3072, 768});  // BERT's FFN output
   // Batch 1 (matrix-vector): the LSTM's W_ih and W_hh (300 or 512 in, 4 gates
   // of 512 out), both fused as [x, h], layer 2's fused [x, h], Tree-LSTM cells.
   for (int64_t k : {300, 512, 812, 1024}) benchmark->Args({1, k, 2048});
