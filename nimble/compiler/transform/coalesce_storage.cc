@@ -29,13 +29,6 @@ namespace {
 
 using ir::ExprKind;
 
-// The name of the op `value` calls, or "" when it is not an op call.
-std::string CalledOp(const ir::Expr& value) {
-  if (value->kind != ExprKind::kCall) return "";
-  const ir::Expr& callee = static_cast<const ir::CallNode&>(*value).callee;
-  return callee->kind == ExprKind::kOp ? static_cast<const ir::OpNode&>(*callee).name : "";
-}
-
 // The value of an integer scalar constant, if `expr` is one.
 std::optional<int64_t> ConstantScalar(const ir::Expr& expr) {
   if (expr->kind != ExprKind::kConstant) return std::nullopt;
@@ -86,7 +79,7 @@ class Coalescer {
     std::map<const ir::VarNode*, size_t> candidate_of;
     for (size_t i = 0; i < chain.bindings.size(); ++i) {
       const Binding& binding = chain.bindings[i];
-      if (CalledOp(binding.value) != "memory.alloc_storage") continue;
+      if (CalledOpName(*binding.value) != "memory.alloc_storage") continue;
       const auto& call = static_cast<const ir::CallNode&>(*binding.value);
       const std::optional<int64_t> size = ConstantScalar(call.args[0]);
       const int shape_number =
@@ -220,7 +213,7 @@ class Coalescer {
   // Whether `value` is `memory.alloc_tensor(storage, <constant>, ...)` and
   // uses `storage` nowhere else.
   static bool AllocatesTensorIn(const ir::Expr& value, const ir::VarNode* storage) {
-    if (CalledOp(value) != "memory.alloc_tensor") return false;
+    if (CalledOpName(*value) != "memory.alloc_tensor") return false;
     const auto& call = static_cast<const ir::CallNode&>(*value);
     if (call.args[0].get() != storage || !ConstantScalar(call.args[1])) return false;
     return std::none_of(call.args.begin() + 1, call.args.end(),
@@ -234,7 +227,7 @@ class Coalescer {
   static PointsTo PointsToOf(const Binding& binding, const std::vector<ir::Var>& used,
                              const std::map<const ir::VarNode*, size_t>& candidate_of,
                              const std::map<const ir::VarNode*, PointsTo>& points_to) {
-    const std::string op = CalledOp(binding.value);
+    const std::string_view op = CalledOpName(*binding.value);
     if (op == "memory.alloc_storage") {
       const auto candidate = candidate_of.find(binding.var.get());
       return candidate == candidate_of.end() ? PointsTo{} : PointsTo{candidate->second};
@@ -308,7 +301,7 @@ class Coalescer {
   static ir::Expr Relocated(
       const ir::Expr& value,
       const std::map<const ir::VarNode*, std::pair<ir::Var, int64_t>>& moved) {
-    if (CalledOp(value) != "memory.alloc_tensor") return value;
+    if (CalledOpName(*value) != "memory.alloc_tensor") return value;
     const auto& call = static_cast<const ir::CallNode&>(*value);
     const auto found = moved.find(static_cast<const ir::VarNode*>(call.args[0].get()));
     if (found == moved.end()) return value;

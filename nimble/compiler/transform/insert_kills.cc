@@ -28,13 +28,6 @@ bool IsUnit(const ir::Type& type) {
          static_cast<const ir::TupleTypeNode&>(*type).fields.empty();
 }
 
-bool IsKill(const ir::Expr& value) {
-  if (value->kind != ExprKind::kCall) return false;
-  const ir::Expr& callee = static_cast<const ir::CallNode&>(*value).callee;
-  return callee->kind == ExprKind::kOp &&
-         static_cast<const ir::OpNode&>(*callee).name == "memory.kill";
-}
-
 class KillInserter {
  public:
   // Variables `body` kills already (a second run) are left alone.
@@ -169,7 +162,7 @@ class KillInserter {
      public:
       explicit Finder(std::set<const ir::VarNode*>* killed) : killed_(*killed) {}
       void VisitCall(const ir::CallNode* node) override {
-        if (IsKill(ir::RefOf<ir::ExprNode>(node)) && node->args.size() == 1 &&
+        if (CalledOpName(*node) == "memory.kill" && node->args.size() == 1 &&
             node->args[0]->kind == ExprKind::kVar) {
           killed_.insert(static_cast<const ir::VarNode*>(node->args[0].get()));
         }

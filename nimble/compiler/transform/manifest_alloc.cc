@@ -15,6 +15,7 @@
 #include "nimble/compiler/op/op.h"
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/let_chain.h"
+#include "nimble/compiler/transform/pass_util.h"
 #include "nimble/compiler/typing/type_infer.h"
 #include "nimble/vm/error.h"
 
@@ -34,16 +35,11 @@ std::string At(const ir::Span& span) {
   return span.valid() ? " at " + span.ToString() : "";
 }
 
-bool IsPrimitive(const ir::FunctionNode& function) {
-  const AttrValue* value = function.attrs.Find("Primitive");
-  return value && std::holds_alternative<int64_t>(*value) && std::get<int64_t>(*value) == 1;
-}
-
 // The primitive function literal `call` invokes, or null.
 const ir::FunctionNode* CalledPrimitive(const ir::CallNode& call) {
   if (call.callee->kind != ExprKind::kFunction) return nullptr;
   const auto* function = static_cast<const ir::FunctionNode*>(call.callee.get());
-  return IsPrimitive(*function) ? function : nullptr;
+  return HasFlag(function, kPrimitiveAttr) ? function : nullptr;
 }
 
 // How much a shape-function mode asks of the caller; a fused body needs what
@@ -317,7 +313,7 @@ class Manifester : public ir::ExprMutator {
   }
 
   ir::Expr VisitFunction(const ir::FunctionNode* node) override {
-    if (IsPrimitive(*node)) {
+    if (HasFlag(node, kPrimitiveAttr)) {
       throw Error("ManifestAlloc: primitive function" + At(node->span) +
                   " is used as a value; it may only be called directly");
     }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "nimble/compiler/ir/module.h"
@@ -18,6 +19,20 @@ inline bool HasFlag(const ir::FunctionNode* function, const std::string& attr) {
   const ir::AttrValue* value = function->attrs.Find(attr);
   const int64_t* flag = value ? std::get_if<int64_t>(value) : nullptr;
   return flag && *flag == 1;
+}
+
+// The operator `expr` calls, or null when it is not a call of an operator.
+inline const ir::OpNode* CalledOp(const ir::ExprNode& expr) {
+  if (expr.kind != ir::ExprKind::kCall) return nullptr;
+  const ir::Expr& callee = static_cast<const ir::CallNode&>(expr).callee;
+  return callee->kind == ir::ExprKind::kOp ? static_cast<const ir::OpNode*>(callee.get()) : nullptr;
+}
+
+// The name of the operator `expr` calls, or "" (operators are interned, so
+// the view stays valid).
+inline std::string_view CalledOpName(const ir::ExprNode& expr) {
+  const ir::OpNode* op = CalledOp(expr);
+  return op ? std::string_view(op->name) : std::string_view();
 }
 
 // Whether `expr` is a function literal marked `Primitive=1`.

@@ -51,21 +51,13 @@ const ir::CallNode* AsCall(const ir::Expr& expr) {
   return expr->kind == ExprKind::kCall ? static_cast<const ir::CallNode*>(expr.get()) : nullptr;
 }
 
-// The name of the operator `call` calls, or "" when it calls something else.
-const std::string& OpName(const ir::CallNode& call) {
-  static const std::string none;
-  return call.callee->kind == ExprKind::kOp
-             ? static_cast<const ir::OpNode*>(call.callee.get())->name
-             : none;
-}
-
 // A constant, or a constant already wrapped in device_copy by this pass: both
 // stand for the constant, which the VM compiler loads on the device its use
 // asks for.
 const ir::ConstantNode* AsConstant(const ir::Expr& expr) {
   if (expr->kind == ExprKind::kConstant) return static_cast<const ir::ConstantNode*>(expr.get());
   const ir::CallNode* call = AsCall(expr);
-  if (call && OpName(*call) == "device_copy" && call->args[0]->kind == ExprKind::kConstant) {
+  if (call && CalledOpName(*call) == "device_copy" && call->args[0]->kind == ExprKind::kConstant) {
     return static_cast<const ir::ConstantNode*>(call->args[0].get());
   }
   return nullptr;
@@ -165,7 +157,7 @@ bool ReadsOnlyMetadata(const ir::Expr& primitive) {
     void VisitCall(const ir::CallNode* node) override {
       if (node->callee->kind == ExprKind::kOp) {
         any = true;
-        only_metadata = only_metadata && IsMetadataOp(OpName(*node));
+        only_metadata = only_metadata && IsMetadataOp(CalledOpName(*node));
       }
       ir::ExprVisitor::VisitCall(node);
     }
@@ -387,7 +379,8 @@ class Placement : public ir::ExprFunctor<Places> {
       const auto* let = static_cast<const ir::LetNode*>(expr.get());
       vars_[let->var.get()] = VisitExpr(let->value);
       const ir::CallNode* call = AsCall(let->value);
-      if (call && OpName(*call) == "memory.alloc_tensor" && call->args[0]->kind == ExprKind::kVar) {
+      if (call && CalledOpName(*call) == "memory.alloc_tensor" &&
+          call->args[0]->kind == ExprKind::kVar) {
         views_[let->var.get()] = static_cast<const ir::VarNode*>(call->args[0].get());
       }
       expr = let->body;
@@ -482,7 +475,7 @@ class Placement : public ir::ExprFunctor<Places> {
   }
 
   Places VisitOpCall(const ir::CallNode& call) {
-    const std::string& name = OpName(call);
+    const std::string_view name = CalledOpName(call);
     if (name == "memory.invoke_mut" || name == "memory.shape_func") {
       const bool host = name == "memory.shape_func" || KernelRunsOnHost(call);
       if (host) host_kernels_.insert(&call);
@@ -651,7 +644,8 @@ class Rewriter {
   // Notes the outputs `let` writes, when its value is a kernel or shape function.
   void NoteWriter(const ir::LetNode& let) {
     const ir::CallNode* call = AsCall(let.value);
-    if (!call || (OpName(*call) != "memory.invoke_mut" && OpName(*call) != "memory.shape_func")) {
+    if (!call || (CalledOpName(*call) != "memory.invoke_mut" &&
+                  CalledOpName(*call) != "memory.shape_func")) {
       return;
     }
     for (const ir::Expr& output : static_cast<const ir::TupleNode&>(*call->args[2]).fields) {
@@ -814,7 +808,7 @@ class Rewriter {
     Attrs attrs = call.attrs;
     switch (call.callee->kind) {
       case ExprKind::kOp: {
-        const std::string& name = OpName(call);
+        const std::string_view name = CalledOpName(call);
         // Sizes, offsets and shapes are read by the VM on the CPU.
         size_t first_size = args.size();
         if (name == "memory.alloc_storage") {
@@ -878,7 +872,7 @@ class Rewriter {
 class OnCpu : public ir::ExprMutator {
  public:
   ir::Expr VisitCall(const ir::CallNode* node) override {
-    if (OpName(*node) != "memory.alloc_storage" || node->attrs.GetString("device") == kCpu) {
+    if (CalledOpName(*node) != "memory.alloc_storage" || node->attrs.GetString("device") == kCpu) {
       return ir::ExprMutator::VisitCall(node);
     }
     Attrs attrs = node->attrs;

@@ -7,6 +7,7 @@
 #include "nimble/compiler/ir/type.h"
 #include "nimble/compiler/op/op.h"
 #include "nimble/compiler/transform/let_chain.h"
+#include "nimble/compiler/transform/pass_util.h"
 
 namespace nimble::transform {
 
@@ -16,12 +17,6 @@ using ir::ExprKind;
 
 // Kinds of key, the first element of each.
 enum KeyKind : int64_t { kStatic, kShapeOfValue, kShapeFunction };
-
-const ir::OpNode* CalledOp(const ir::Expr& value) {
-  if (value->kind != ExprKind::kCall) return nullptr;
-  const ir::Expr& callee = static_cast<const ir::CallNode&>(*value).callee;
-  return callee->kind == ExprKind::kOp ? static_cast<const ir::OpNode*>(callee.get()) : nullptr;
-}
 
 const ir::VarNode* AsVar(const ir::Expr& expr) {
   return expr->kind == ExprKind::kVar ? static_cast<const ir::VarNode*>(expr.get()) : nullptr;
@@ -97,7 +92,7 @@ void ShapeNumbering::Bind(const ir::VarNode* var, const ir::Expr& value) {
     default:
       break;
   }
-  const ir::OpNode* op = CalledOp(value);
+  const ir::OpNode* op = CalledOp(*value);
   if (!op) return;
   const auto& call = static_cast<const ir::CallNode&>(*value);
   if (op->name == "shape_of") {
@@ -116,7 +111,7 @@ void ShapeNumbering::Bind(const ir::VarNode* var, const ir::Expr& value) {
 
 void ShapeNumbering::NumberShapeFunction(const ir::CallNode& call) {
   const auto& primitive = static_cast<const ir::FunctionNode&>(*call.args[0]);
-  const ir::OpNode* op = CalledOp(primitive.body);
+  const ir::OpNode* op = CalledOp(*primitive.body);
   // A shape function is a pure function of its inputs' values (shapes, or
   // the data of a data-dependent op): equal inputs, equal outputs.
   std::vector<int64_t> inputs;
