@@ -144,7 +144,7 @@ Places Join(const Places& a, const Places& b) {
   return joined;
 }
 
-bool IsMetadataOp(const std::string& name) {
+bool IsMetadataOp(std::string_view name) {
   return name == "shape_of" || name == "ndarray_size";
 }
 
