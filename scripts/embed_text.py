@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes a C++ header defining `inline constexpr char NAME[]` with a text
-file's bytes, so a binary carries a file (results/schema.sql) that must also
+file's bytes, so a binary carries a file (results/migrations/*.sql) that must also
 stay readable on its own. Usage: embed_text.py INPUT OUTPUT NAME"""
 import sys
 

@@ -9,7 +9,7 @@ packages=(
   llvm-19-dev clang-19 lld-19 libzstd-dev
   libzip-dev libdlpack-dev
   libdnnl-dev libopenblas-dev libsqlite3-dev libboost-dev
-  libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
+  libssl-dev openssl libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   python3-torch python3-numpy
 )
 

@@ -2,99 +2,20 @@
 
 #include <sqlite3.h>
 
-#include <chrono>
-#include <ctime>
+#include <iterator>
 
-#include "harness/bench/schema_sql.h"
+#include "harness/bench/migration_001.h"
+#include "harness/bench/migration_002.h"
+#include "harness/bench/sqlite_util.h"
 #include "nimble/vm/error.h"
 
 namespace nimble::bench {
 
 namespace {
 
-std::string NowUtc() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
-
-// A prepared statement, finalised on every path.
-class Statement {
- public:
-  Statement(sqlite3* db, const std::string& sql, const std::string& path) : db_(db), path_(path) {
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &statement_, nullptr) != SQLITE_OK) {
-      throw Error(path + ": " + sqlite3_errmsg(db));
-    }
-  }
-  ~Statement() { sqlite3_finalize(statement_); }
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-
-  Statement& Bind(int index, const std::string& value) {
-    Check(sqlite3_bind_text(statement_, index, value.c_str(), -1, SQLITE_TRANSIENT));
-    return *this;
-  }
-  Statement& Bind(int index, int64_t value) {
-    Check(sqlite3_bind_int64(statement_, index, value));
-    return *this;
-  }
-  Statement& Bind(int index, double value) {
-    Check(sqlite3_bind_double(statement_, index, value));
-    return *this;
-  }
-  // Ready to run again with new bindings.
-  void Reset() {
-    sqlite3_reset(statement_);
-    sqlite3_clear_bindings(statement_);
-  }
-  // True while a row is available.
-  bool Step() {
-    const int status = sqlite3_step(statement_);
-    if (status == SQLITE_ROW) return true;
-    if (status != SQLITE_DONE) throw Error(path_ + ": " + sqlite3_errmsg(db_));
-    return false;
-  }
-  std::string Text(int column) const {
-    const unsigned char* text = sqlite3_column_text(statement_, column);
-    return text ? reinterpret_cast<const char*>(text) : "";
-  }
-  double Real(int column) const { return sqlite3_column_double(statement_, column); }
-  int64_t Integer(int column) const { return sqlite3_column_int64(statement_, column); }
-
- private:
-  void Check(int status) const {
-    if (status != SQLITE_OK) throw Error(path_ + ": " + sqlite3_errmsg(db_));
-  }
-
-  sqlite3* db_;
-  std::string path_;
-  sqlite3_stmt* statement_ = nullptr;
-};
-
-// Runs `body` in an IMMEDIATE transaction (the write lock taken up front, so
-// concurrent writers wait on the busy timeout instead of failing mid-way).
-template <typename Body>
-void InTransaction(sqlite3* db, const std::string& path, Body body) {
-  auto exec = [&](const char* sql) {
-    char* message = nullptr;
-    if (sqlite3_exec(db, sql, nullptr, nullptr, &message) != SQLITE_OK) {
-      const std::string text = message ? message : sqlite3_errmsg(db);
-      sqlite3_free(message);
-      throw Error(path + ": " + text);
-    }
-  };
-  exec("BEGIN IMMEDIATE");
-  try {
-    body();
-  } catch (...) {
-    sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-    throw;
-  }
-  exec("COMMIT");
-}
+// results/migrations/NNN.sql, in order: entry i takes version i to i + 1.
+constexpr const char* kMigrations[] = {kMigration001, kMigration002};
+static_assert(std::size(kMigrations) == ResultsDb::kSchemaVersion);
 
 }  // namespace
 
@@ -123,12 +44,7 @@ ResultsDb::~ResultsDb() {
 }
 
 void ResultsDb::Execute(const std::string& sql) const {
-  char* message = nullptr;
-  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
-    const std::string text = message ? message : sqlite3_errmsg(db_);
-    sqlite3_free(message);
-    throw Error(path_ + ": " + text);
-  }
+  bench::Execute(db_, path_, sql);
 }
 
 void ResultsDb::Migrate() {
@@ -147,38 +63,64 @@ void ResultsDb::Migrate() {
     if (found == 0 && tables.Integer(0) > 0) {
       throw Error(path_ + ": not a results database (it has tables but no schema version)");
     }
-    // Version 0 is an empty file; later versions add their steps here.
-    Execute(kResultsSchema);
+    for (int64_t version = found; version < kSchemaVersion; ++version) {
+      Execute(kMigrations[version]);
+    }
     Execute("PRAGMA user_version = " + std::to_string(kSchemaVersion));
   });
 }
 
+int64_t ResultsDb::InsertRun(const RunInfo& info, const std::string& status) {
+  Statement insert(db_,
+                   "INSERT INTO runs (started_at, status, commit_id, host, cpu_model, cpu_flags, "
+                   "cores, threads, target, model, configuration, dataset, split, sentences, "
+                   "warmup, repeat, kind, arch, emulated, emulator, job_id, agent) VALUES "
+                   "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   path_);
+  insert.Bind(1, info.started_at.empty() ? NowUtc() : info.started_at)
+      .Bind(2, status)
+      .Bind(3, info.commit_id)
+      .Bind(4, info.host)
+      .Bind(5, info.cpu_model)
+      .Bind(6, info.cpu_flags)
+      .Bind(7, info.cores)
+      .Bind(8, info.threads)
+      .Bind(9, info.target)
+      .Bind(10, info.model)
+      .Bind(11, info.configuration)
+      .Bind(12, info.dataset)
+      .Bind(13, info.split)
+      .Bind(14, info.sentences)
+      .Bind(15, info.warmup)
+      .Bind(16, info.repeat)
+      .Bind(17, info.kind)
+      .Bind(18, info.arch)
+      .Bind(19, static_cast<int64_t>(info.emulated));
+  if (info.emulated) {
+    insert.Bind(20, info.emulator);
+  } else {
+    insert.BindNull(20);
+  }
+  if (info.job_id > 0) {
+    insert.Bind(21, info.job_id).Bind(22, info.agent);
+  } else {
+    insert.BindNull(21).BindNull(22);
+  }
+  insert.Step();
+  return sqlite3_last_insert_rowid(db_);
+}
+
 int64_t ResultsDb::BeginRun(const RunInfo& info) {
   int64_t id = 0;
+  InTransaction(db_, path_, [&] { id = InsertRun(info, "running"); });
+  return id;
+}
+
+int64_t ResultsDb::RecordRun(const RunInfo& info, const std::vector<Measurement>& measurements) {
+  int64_t id = 0;
   InTransaction(db_, path_, [&] {
-    Statement insert(
-        db_,
-        "INSERT INTO runs (started_at, status, commit_id, host, cpu_model, cpu_flags, "
-        "cores, threads, target, model, configuration, dataset, split, sentences, "
-        "warmup, repeat) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        path_);
-    insert.Bind(1, NowUtc())
-        .Bind(2, info.commit_id)
-        .Bind(3, info.host)
-        .Bind(4, info.cpu_model)
-        .Bind(5, info.cpu_flags)
-        .Bind(6, info.cores)
-        .Bind(7, info.threads)
-        .Bind(8, info.target)
-        .Bind(9, info.model)
-        .Bind(10, info.configuration)
-        .Bind(11, info.dataset)
-        .Bind(12, info.split)
-        .Bind(13, info.sentences)
-        .Bind(14, info.warmup)
-        .Bind(15, info.repeat);
-    insert.Step();
-    id = sqlite3_last_insert_rowid(db_);
+    id = InsertRun(info, "running");
+    FinishRun(id, measurements);
   });
   return id;
 }
@@ -224,6 +166,40 @@ std::string ResultsDb::Status(int64_t run_id) const {
   select.Bind(1, run_id);
   if (!select.Step()) throw Error(path_ + ": no run " + std::to_string(run_id));
   return select.Text(0);
+}
+
+RunRecord ResultsDb::Run(int64_t run_id) const {
+  Statement select(db_,
+                   "SELECT started_at, commit_id, host, cpu_model, cpu_flags, cores, threads, "
+                   "target, model, configuration, dataset, split, sentences, warmup, repeat, kind, "
+                   "arch, emulated, emulator, job_id, agent FROM runs WHERE id = ?",
+                   path_);
+  select.Bind(1, run_id);
+  if (!select.Step()) throw Error(path_ + ": no run " + std::to_string(run_id));
+  RunRecord record;
+  record.info = RunInfo{.started_at = select.Text(0),
+                        .commit_id = select.Text(1),
+                        .host = select.Text(2),
+                        .cpu_model = select.Text(3),
+                        .cpu_flags = select.Text(4),
+                        .cores = select.Integer(5),
+                        .threads = select.Integer(6),
+                        .target = select.Text(7),
+                        .model = select.Text(8),
+                        .configuration = select.Text(9),
+                        .dataset = select.Text(10),
+                        .split = select.Text(11),
+                        .sentences = select.Integer(12),
+                        .warmup = select.Integer(13),
+                        .repeat = select.Integer(14),
+                        .kind = select.Text(15),
+                        .arch = select.Text(16),
+                        .emulated = select.Integer(17) != 0,
+                        .emulator = select.Text(18),
+                        .job_id = select.Integer(19),
+                        .agent = select.Text(20)};
+  record.measurements = Measurements(run_id);
+  return record;
 }
 
 }  // namespace nimble::bench

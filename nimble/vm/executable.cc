@@ -1,6 +1,8 @@
-// The file layout (all integers little-endian):
+// The file layout is the same on every host: integers have the fixed widths
+// named below and are little-endian, floats are their IEEE-754 bit patterns
+// stored as such integers, and constants' bytes are little-endian elements.
 //
-//   "NIMBLEVM"  uint32 format version
+//   "NIMBLEVM"  uint32 byte-order mark 0x01020304  uint32 format version
 //   then each section as  uint32 tag, uint64 payload length, payload,
 //   in this fixed order:
 //   1 target          string
@@ -28,7 +30,9 @@
 // (ParamType::Kind), then for a tensor its dtype, uint32 ndim and int64
 // dims (-1 for `?`), for a tuple a uint32 count and the fields' types, for
 // another type its name as a string. Counts are checked against the bytes
-// left before anything is allocated.
+// left before anything is allocated. The byte-order mark comes before
+// everything else read as an integer, so that a file whose integers were
+// written big-endian is named as such rather than as a strange version.
 #include "nimble/vm/executable.h"
 
 #include <algorithm>
@@ -49,6 +53,14 @@ namespace nimble::vm {
 namespace {
 
 constexpr char kMagic[8] = {'N', 'I', 'M', 'B', 'L', 'E', 'V', 'M'};
+constexpr uint32_t kByteOrderMark = 0x01020304;
+constexpr uint32_t kBigEndianByteOrderMark = 0x04030201;  // the mark written big-endian
+// Constants' bytes are copied as they lie in memory, which is the file's
+// layout on every host the runtime builds for (x86-64, aarch64).
+static_assert(std::endian::native == std::endian::little,
+              "executable constants are stored little-endian");
+static_assert(std::numeric_limits<float>::is_iec559 && std::numeric_limits<double>::is_iec559,
+              "executable floats are IEEE-754");
 constexpr size_t kSectionHeaderBytes = sizeof(uint32_t) + sizeof(uint64_t);
 
 enum class Section : uint32_t {
@@ -67,6 +79,12 @@ constexpr Section kSectionOrder[] = {
     Section::kConstants, Section::kPrimitives,    Section::kMessages,
     Section::kBytecode,  Section::kKernelLibrary, Section::kSourceMap,
 };
+
+std::string Hex32(uint32_t value) {
+  char text[11];
+  std::snprintf(text, sizeof(text), "0x%08x", value);
+  return text;
+}
 
 std::string SectionName(Section section) {
   switch (section) {
@@ -1038,6 +1056,7 @@ int32_t Executable::FunctionIndex(const std::string& name) const {
 std::vector<std::byte> Executable::Save() const {
   Writer file;
   file.Bytes(std::as_bytes(std::span(kMagic)));
+  file.U32(kByteOrderMark);
   file.U32(kFormatVersion);
   WriteSections(*this, file);
   return file.Take();
@@ -1050,6 +1069,15 @@ Executable Executable::Load(std::span<const std::byte> bytes) {
     throw Error("executable: not a Nimble executable (bad magic number)");
   }
   file.Bytes(sizeof(kMagic) - magic.size());
+  const uint32_t mark = file.U32();
+  if (mark == kBigEndianByteOrderMark) {
+    throw Error("executable: written big-endian (byte-order mark " + Hex32(mark) +
+                "), but the format is little-endian on every host");
+  }
+  if (mark != kByteOrderMark) {
+    throw Error("executable: byte-order mark " + Hex32(mark) + " is not " + Hex32(kByteOrderMark) +
+                " (format versions before 3 have none: recompile the program)");
+  }
   const uint32_t version = file.U32();
   if (version != kFormatVersion) {
     throw Error("executable: format version " + std::to_string(version) +

@@ -1,5 +1,6 @@
 // An executable: everything the VM needs to run a compiled program, and its
-// versioned binary file format. Loading checks every length, index, register
+// versioned binary file format, the same on every host (fixed-width
+// little-endian fields behind a byte-order mark). Loading checks every length, index, register
 // number, jump target and dtype, and rejects a bad file with nimble::Error
 // naming the section and the cause; it never reads out of bounds. Besides the
 // code, an executable carries what makes errors readable: each function's
@@ -95,7 +96,7 @@ struct ConstantEntry {
 
 struct Executable {
   // Bumped on any change of the file layout; loading requires an exact match.
-  static constexpr uint32_t kFormatVersion = 2;
+  static constexpr uint32_t kFormatVersion = 3;
 
   std::string target;  // "intel", "arm" or "nvidia"
   // Devices by index (as used by AllocStorage, DeviceCopy, constants); one of

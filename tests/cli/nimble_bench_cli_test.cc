@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -139,3 +140,48 @@ TEST_F(NimbleBenchCli, ErrorsAreReportedAndRecorded) {
 }
 
 }  // namespace
+
+TEST_F(NimbleBenchCli, ARunRecordsWhatReallyRanIt) {
+  const Outcome run =
+      Bench(With({"run", "--model", "lstm", "--hidden-size", "8", "--db", Db()}, kQuick));
+  ASSERT_EQ(run.status, 0) << run.out;
+  struct utsname system {};
+  uname(&system);
+  EXPECT_THAT(Query("SELECT arch || ' ' || emulated || ' ' || target FROM runs"),
+              ::testing::ElementsAre(std::string(system.machine) + " 0 " +
+                                     (std::string(system.machine) == "aarch64" ? "arm" : "intel")));
+  // The record an agent's child prints: the same row, written nowhere.
+  const Outcome record = Bench(With(
+      {"run", "--model", "lstm", "--hidden-size", "8", "--record-json", "--db", Db()}, kQuick));
+  ASSERT_EQ(record.status, 0) << record.out;
+  const nlohmann::json json = nlohmann::json::parse(record.out);
+  EXPECT_EQ(json["arch"], system.machine);
+  EXPECT_EQ(json["emulated"], false);
+  EXPECT_FALSE(json["measurements"].empty());
+  EXPECT_THAT(Query("SELECT count(*) FROM runs"), ::testing::ElementsAre("1"));
+}
+
+TEST_F(NimbleBenchCli, AForeignTargetIsRefusedNotMislabelled) {
+  struct utsname system {};
+  uname(&system);
+  if (std::string(system.machine) != "x86_64") GTEST_SKIP() << "checks an x86-64 host";
+  const Outcome arm =
+      Bench(With({"run", "--model", "lstm", "--target", "arm", "--db", Db()}, kQuick));
+  EXPECT_EQ(arm.status, 1);
+  EXPECT_THAT(arm.out, HasSubstr("--target arm on this x86_64 host would record x86 figures"));
+  EXPECT_THAT(arm.out, HasSubstr("--emulate"));
+  // Nothing was recorded under a target that did not run it.
+  EXPECT_FALSE(fs::exists(Db()));
+}
+
+TEST_F(NimbleBenchCli, ProbeDescribesThisHost) {
+  const Outcome probe = Bench({"probe"});
+  ASSERT_EQ(probe.status, 0) << probe.out;
+  const nlohmann::json host = nlohmann::json::parse(probe.out);
+  struct utsname system {};
+  uname(&system);
+  EXPECT_EQ(host["arch"], system.machine);
+  EXPECT_GT(host["cores"].get<int>(), 0);
+  EXPECT_GT(host["memory_bytes"].get<int64_t>(), 0);
+  EXPECT_FALSE(host["cpu_model"].get<std::string>().empty());
+}

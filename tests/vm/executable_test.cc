@@ -64,12 +64,62 @@ TEST(ExecutableTest, EmptyExecutableRoundTrips) {
   EXPECT_EQ(loaded.devices, (std::vector<Device>{Device{DeviceType::kCPU, 0}}));
 }
 
-TEST(ExecutableTest, FileStartsWithMagicAndVersion) {
+TEST(ExecutableTest, FileStartsWithMagicByteOrderMarkAndVersion) {
   const Bytes bytes = MakeTinyExecutable().Save();
   ASSERT_GE(bytes.size(), kFileHeaderBytes);
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(bytes.data()), 8), "NIMBLEVM");
-  EXPECT_EQ(ReadLE(bytes, 8, 4), Executable::kFormatVersion);
+  EXPECT_EQ(Bytes(bytes.begin() + 8, bytes.begin() + 12), MakeBytes({4, 3, 2, 1}));
+  EXPECT_EQ(ReadLE(bytes, 12, 4), Executable::kFormatVersion);
   EXPECT_EQ(ReadLE(bytes, kFileHeaderBytes, 4), uint32_t{kTarget});
+}
+
+// The bytes of a file do not depend on the host that wrote it: fixed-width
+// little-endian integers, IEEE-754 floats, little-endian tensor elements.
+TEST(ExecutableTest, LayoutIsLittleEndianOnEveryHost) {
+  Executable exe = MakeTinyExecutable();
+  exe.constants = {{TensorNode::FromVector<float>({2}, DataType::Float32(), {1.0f, -2.5f}), 0}};
+  Attrs attrs;
+  attrs.Set("scale", 0.5);
+  attrs.Set("axis", int64_t{-2});
+  exe.primitives = {{"k", attrs}};
+  const Bytes bytes = exe.Save();
+  const auto payload = [&](uint32_t tag) {
+    const size_t begin = PayloadOffset(bytes, tag);
+    return Bytes(bytes.begin() + begin, bytes.begin() + begin + ReadLE(bytes, begin - 8, 8));
+  };
+  const auto concat = [](std::initializer_list<Bytes> parts) {
+    Bytes all;
+    for (const Bytes& part : parts) all.insert(all.end(), part.begin(), part.end());
+    return all;
+  };
+  EXPECT_EQ(payload(kConstants),
+            concat({MakeBytes({1, 0, 0, 0}),                             // one constant
+                    MakeBytes({2, 32}),                                  // float32
+                    MakeBytes({1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0}),     // shape (2)
+                    MakeBytes({0, 0, 0, 0}),                             // device 0
+                    MakeBytes({8, 0, 0, 0, 0, 0, 0, 0}),                 // 8 bytes:
+                    MakeBytes({0, 0, 0x80, 0x3f, 0, 0, 0x20, 0xc0})}));  // 1.0f, -2.5f
+  EXPECT_EQ(payload(kPrimitives),
+            concat({MakeBytes({1, 0, 0, 0, 1, 0, 0, 0, 'k'}),             // one primitive "k"
+                    MakeBytes({2, 0, 0, 0}),                              // two attributes:
+                    MakeBytes({5, 0, 0, 0, 's', 'c', 'a', 'l', 'e', 3}),  // scale, a float64
+                    MakeBytes({0, 0, 0, 0, 0, 0, 0xe0, 0x3f}),            // 0.5
+                    MakeBytes({4, 0, 0, 0, 'a', 'x', 'i', 's', 2}),       // axis, an int64
+                    MakeBytes({0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})}));  // -2
+}
+
+TEST(ExecutableTest, RejectsAWrongByteOrderMark) {
+  Bytes bytes = MakeTinyExecutable().Save();
+  WriteLE(bytes, 8, 4, 0x04030201);
+  EXPECT_EQ(LoadError(bytes),
+            "executable: written big-endian (byte-order mark 0x04030201), but the format is "
+            "little-endian on every host");
+  // A file of format version 2 has its version where the mark now is.
+  WriteLE(bytes, 8, 4, 2);
+  EXPECT_EQ(LoadError(bytes),
+            "executable: byte-order mark 0x00000002 is not 0x01020304 (format versions before 3 "
+            "have none: recompile the program)");
+  EXPECT_EQ(LoadError(Bytes(bytes.begin(), bytes.begin() + 10)), "executable: truncated header");
 }
 
 TEST(ExecutableTest, BytecodeIsVariableLength) {
@@ -140,7 +190,7 @@ TEST(ExecutableTest, RejectsBadMagic) {
 
 TEST(ExecutableTest, RejectsAnotherFormatVersion) {
   Bytes bytes = MakeTinyExecutable().Save();
-  WriteLE(bytes, 8, 4, Executable::kFormatVersion + 1);
+  WriteLE(bytes, 12, 4, Executable::kFormatVersion + 1);
   EXPECT_EQ(LoadError(bytes),
             "executable: format version " + std::to_string(Executable::kFormatVersion + 1) +
                 ", but this runtime reads version " + std::to_string(Executable::kFormatVersion));
@@ -525,7 +575,7 @@ TEST(ExecutableTest, FunctionIndex) {
 TEST(ExecutableTest, ExecutableToStringListsTablesAndCode) {
   Executable exe = MakeSampleExecutable();
   const std::string text = ExecutableToString(exe, false);
-  EXPECT_THAT(text, ::testing::StartsWith("target \"intel\", format version 2\n"
+  EXPECT_THAT(text, ::testing::StartsWith("target \"intel\", format version 3\n"
                                           "source \"prog.relay\"\ndevices:\n"
                                           "  device[0] cpu(0) (host)\n  device[1] cuda(0)\n"
                                           "  device[2] cuda(1)\nkernels:\n  kernel[0] add\n"));

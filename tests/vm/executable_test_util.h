@@ -31,7 +31,7 @@ enum Tag : uint32_t {
   kKernelLibrary,
   kSourceMap
 };
-constexpr size_t kFileHeaderBytes = 12;
+constexpr size_t kFileHeaderBytes = 16;  // magic, byte-order mark, version
 constexpr size_t kSectionHeaderBytes = 12;
 
 inline Bytes MakeBytes(std::initializer_list<int> values) {

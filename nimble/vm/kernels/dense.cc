@@ -1,7 +1,6 @@
 #include "nimble/vm/kernels/dense.h"
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -18,7 +17,11 @@
 #include <utility>
 #include <vector>
 
+#if defined(NIMBLE_HAVE_DNNL)
+#include <omp.h>
+
 #include <oneapi/dnnl/dnnl.hpp>
+#endif
 
 #include "nimble/vm/dlpack.h"
 #include "nimble/vm/error.h"
@@ -42,11 +45,6 @@ struct MatMulProblem {
 
   int64_t batch() const { return batch_a == 1 ? batch_b : batch_a; }
 };
-
-std::string ProblemString(const MatMulProblem& p) {
-  return "batch " + std::to_string(p.batch_a) + "/" + std::to_string(p.batch_b) +
-         ", m=" + std::to_string(p.m) + ", n=" + std::to_string(p.n) + ", k=" + std::to_string(p.k);
-}
 
 // One implementation of MatMulProblem. Every size it gets is positive.
 using MatMulImpl = void (*)(const MatMulProblem& problem, const float* a, const float* b, float* c);
@@ -422,6 +420,7 @@ void BuiltinMatMul(const MatMulProblem& p, const float* a, const float* b, float
   });
 }
 
+#if defined(NIMBLE_HAVE_DNNL)
 // ---------------------------------------------------------------------------
 // oneDNN: one matmul primitive per problem, created on first use (creation
 // costs far more than a small product) and kept for the life of the process.
@@ -469,6 +468,11 @@ std::shared_ptr<const DnnlPrimitive> CachedDnnlPrimitive(const MatMulProblem& p)
   return entry;
 }
 
+std::string ProblemString(const MatMulProblem& p) {
+  return "batch " + std::to_string(p.batch_a) + "/" + std::to_string(p.batch_b) +
+         ", m=" + std::to_string(p.m) + ", n=" + std::to_string(p.n) + ", k=" + std::to_string(p.k);
+}
+
 void DnnlMatMul(const MatMulProblem& p, const float* a, const float* b, float* c) {
   UsePoolThreadsInOpenMp();
   try {
@@ -486,6 +490,7 @@ void DnnlMatMul(const MatMulProblem& p, const float* a, const float* b, float* c
     throw Error("oneDNN matmul (" + ProblemString(p) + ") failed: " + error.what());
   }
 }
+#endif
 
 // ---------------------------------------------------------------------------
 // OpenBLAS: one cblas call per batch entry; OpenBLAS threads each call itself.
@@ -734,8 +739,11 @@ Kernel BindBatchMatMul(const std::string& kernel, MatMulImpl impl, const Attrs& 
 }  // namespace
 
 void RegisterDenseKernels(KernelRegistry& registry) {
-  const std::pair<std::string, MatMulImpl> implementations[] = {
-      {"", BuiltinMatMul}, {".dnnl", DnnlMatMul}, {".openblas", OpenBlasMatMul}};
+  std::vector<std::pair<std::string, MatMulImpl>> implementations = {{"", BuiltinMatMul},
+                                                                     {".openblas", OpenBlasMatMul}};
+#if defined(NIMBLE_HAVE_DNNL)
+  implementations.emplace_back(".dnnl", DnnlMatMul);
+#endif
   for (const auto& [suffix, impl] : implementations) {
     const std::string dense = "nn.dense" + suffix;
     registry.Register(dense,
@@ -745,6 +753,16 @@ void RegisterDenseKernels(KernelRegistry& registry) {
       return BindBatchMatMul(batch_matmul, impl, attrs);
     });
   }
+#if !defined(NIMBLE_HAVE_DNNL)
+  // Still registered, so that a program naming them says why it cannot run.
+  for (const std::string op : {"nn.dense", "nn.batch_matmul"}) {
+    const std::string kernel = op + ".dnnl";
+    registry.Register(kernel, [kernel, op](const Attrs&) -> Kernel {
+      throw Error(kernel + ": oneDNN is not in this build (libdnnl was not found when it was " +
+                  "configured); use " + op + " or " + op + ".openblas");
+    });
+  }
+#endif
 }
 
 }  // namespace nimble::vm

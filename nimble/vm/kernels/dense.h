@@ -18,6 +18,8 @@
 //                   y's batch may be 1 and broadcasts. Attrs: out_dtype,
 //                   transpose_a (default False), transpose_b (default True).
 // out_dtype must be None or float32. Binding rejects other attributes.
+// oneDNN is optional (NIMBLE_HAVE_DNNL): in a build without it, such as the
+// aarch64 one, binding a .dnnl kernel throws nimble::Error saying so.
 //
 // Threads: the built-in kernels run on the process's ThreadPool. The library
 // kernels are given the same number of threads, so nothing oversubscribes the

@@ -35,7 +35,8 @@ class ResultsDbTest : public ::testing::Test {
 };
 
 RunInfo Info(const std::string& model) {
-  return RunInfo{.commit_id = "abc",
+  return RunInfo{.started_at = "",
+                 .commit_id = "abc",
                  .host = "h",
                  .cpu_model = "cpu",
                  .cpu_flags = "avx2",
@@ -48,7 +49,13 @@ RunInfo Info(const std::string& model) {
                  .split = "test",
                  .sentences = 3,
                  .warmup = 1,
-                 .repeat = 1};
+                 .repeat = 1,
+                 .kind = "run",
+                 .arch = "x86_64",
+                 .emulated = false,
+                 .emulator = "",
+                 .job_id = 0,
+                 .agent = ""};
 }
 
 // Runs `sql` on `path` directly, outside ResultsDb.
@@ -73,6 +80,10 @@ TEST_F(ResultsDbTest, RunsAndFiguresRoundTrip) {
   const int64_t run = db.BeginRun(Info("lstm"));
   EXPECT_EQ(db.Status(run), "running");
   db.FinishRun(run, {{"us_per_token", 61.5, "us"}, {"allocations", 9, "count"}});
+  const RunRecord record = db.Run(run);
+  EXPECT_EQ(record.info.arch, "x86_64");
+  EXPECT_EQ(record.info.model, "lstm");
+  EXPECT_EQ(record.measurements.size(), 2u);
   EXPECT_EQ(db.Status(run), "done");
   const std::vector<Measurement> figures = db.Measurements(run);
   ASSERT_EQ(figures.size(), 2u);

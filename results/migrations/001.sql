@@ -1,7 +1,7 @@
--- results.db: what `nimble-bench run` measures, one row per figure.
--- Schema version 1 (PRAGMA user_version = 1); docs/results.md describes
--- every table and column. Opening a database of another version migrates it
--- forward or refuses (harness/bench/results_db.h).
+-- results.db, version 1: what `nimble-bench run` measures, one row per
+-- figure. A new file gets every migration in order (001, 002, ...), an older
+-- one the migrations above its PRAGMA user_version; docs/results.md
+-- describes every table and column of the latest version.
 
 -- One benchmark run: which commit, host and configuration produced it.
 CREATE TABLE runs (

@@ -1,0 +1,436 @@
+#include "harness/cli/fleet_commands.h"
+
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "harness/agent/agent.h"
+#include "harness/bench/build_info.h"
+#include "harness/bench/host_info.h"
+#include "harness/bench/results_db.h"
+#include "harness/cli/run_command.h"
+#include "harness/coordinator/coordinator.h"
+#include "harness/fleet/slurm.h"
+#include "harness/protocol/auth.h"
+#include "harness/protocol/client.h"
+#include "harness/protocol/tls.h"
+#include "nimble/vm/error.h"
+
+namespace nimble::bench {
+
+namespace {
+
+using protocol::Json;
+
+// Where the fleet is: every client command takes these two.
+struct FleetAddress {
+  std::string coordinator;
+  std::string secret_file;
+  std::string tls_ca;  // set: TLS, the coordinator's certificate checked against it
+};
+
+void AddFleetAddress(CLI::App* command, FleetAddress& address) {
+  command->add_option("--coordinator", address.coordinator, "The coordinator's HOST:PORT")
+      ->required();
+  command->add_option("--secret-file", address.secret_file, "The fleet's shared secret (chmod 600)")
+      ->required();
+  command->add_option("--tls-ca", address.tls_ca,
+                      "Connect with TLS, checking the coordinator's certificate against this CA");
+}
+
+std::shared_ptr<protocol::TlsContext> ClientTlsFor(const FleetAddress& address) {
+  return address.tls_ca.empty() ? nullptr : protocol::ClientTls(address.tls_ca);
+}
+
+protocol::Client Connect(const FleetAddress& address) {
+  return protocol::Client(address.coordinator, protocol::ReadSecretFile(address.secret_file),
+                          ClientTlsFor(address));
+}
+
+std::string SelfExecutable() {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) throw Error("cannot find this executable: " + error.message());
+  return self;
+}
+
+std::string ProbeJson() {
+  const HostInfo host = DescribeHost();
+  protocol::AgentInfo info;
+  info.name = host.host;
+  info.host = host;
+  info.commit_id = kBuildCommit;
+  return protocol::ToJson(info).dump();
+}
+
+// ---- coordinator ----
+
+struct CoordinatorCommand {
+  std::string listen = "127.0.0.1:7450";
+  std::string db = "results.db";
+  std::string secret_file;
+  std::string port_file;
+  std::string tls_cert;
+  std::string tls_key;
+  coordinator::CoordinatorOptions options;
+};
+
+int RunCoordinator(const CoordinatorCommand& command) {
+  coordinator::CoordinatorOptions options = command.options;
+  const protocol::HostPort listen = protocol::ParseHostPort(command.listen);
+  options.host = listen.host;
+  options.port = listen.port;
+  options.secret = protocol::ReadSecretFile(command.secret_file);
+  if (command.tls_cert.empty() != command.tls_key.empty()) {
+    throw Error("--tls-cert and --tls-key go together");
+  }
+  if (!command.tls_cert.empty())
+    options.tls = protocol::ServerTls(command.tls_cert, command.tls_key);
+  ResultsDb db(command.db);
+  boost::asio::io_context io;
+  coordinator::Coordinator server(io, db, options);
+  server.Start();
+  if (!command.port_file.empty()) {
+    // Written whole, then renamed, so a reader never sees half a number.
+    const std::string partial = command.port_file + ".partial";
+    std::ofstream(partial) << server.port() << "\n";
+    std::filesystem::rename(partial, command.port_file);
+  }
+  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+  signals.async_wait([&](boost::system::error_code error, int) {
+    if (error) return;
+    server.Stop();
+    io.stop();
+  });
+  io.run();
+  return 0;
+}
+
+// ---- agent ----
+
+struct AgentCommand {
+  FleetAddress address;
+  std::string name;
+  std::string job_binary;
+  double give_up_s = 120;
+};
+
+int RunAgentCommand(const AgentCommand& command) {
+  agent::AgentOptions options;
+  options.coordinator = protocol::ParseHostPort(command.address.coordinator);
+  options.secret = protocol::ReadSecretFile(command.address.secret_file);
+  options.tls = ClientTlsFor(command.address);
+  options.give_up_s = command.give_up_s;
+  agent::JobContext& jobs = options.jobs;
+  const std::string self = SelfExecutable();
+  jobs.nimble_bench = command.job_binary.empty() ? self : command.job_binary;
+  jobs.bench_dir = std::filesystem::path(self).parent_path().parent_path().parent_path() / "bench";
+  // Under qemu-user without binfmt, a child of an emulated agent must be
+  // started through the emulator too (NIMBLE_EMULATOR names it).
+  if (const char* emulator = std::getenv("NIMBLE_EMULATOR"); emulator && *emulator) {
+    std::istringstream words(emulator);
+    for (std::string word; words >> word;) jobs.emulator.push_back(word);
+  }
+  protocol::AgentInfo& info = jobs.agent;
+  info.host = DescribeHost();
+  info.commit_id = kBuildCommit;
+  const char* slurm_job = std::getenv("SLURM_JOB_ID");
+  info.slurm_job_id = slurm_job ? slurm_job : "";
+  info.name = !command.name.empty()        ? command.name
+              : !info.slurm_job_id.empty() ? info.host.host + "-slurm" + info.slurm_job_id
+                                           : info.host.host + "-" + std::to_string(getpid());
+  return agent::RunAgent(options);
+}
+
+// ---- submit ----
+
+struct SubmitCommand {
+  FleetAddress address;
+  RunCommand run;
+  std::string kind = "run";
+  std::string suite = "kernels";
+  std::string filter;
+  double min_time = 0;
+  int count = 1;
+  int max_failures = 3;
+  double timeout_s = 0;
+  std::vector<std::string> cpu_flags;
+  int min_cores = 0;
+  bool wait = false;
+  bool json = false;
+};
+
+int RunSubmit(const SubmitCommand& command, const CLI::App* cli) {
+  protocol::JobSpec spec;
+  spec.kind = command.kind;
+  spec.target =
+      command.kind == "probe" && cli->count("--target") == 0 ? "any" : command.run.bench.target;
+  spec.allow_emulated = command.run.emulate || command.kind == "probe";
+  spec.cpu_flags = command.cpu_flags;
+  spec.min_cores = command.min_cores;
+  spec.max_failures = command.max_failures;
+  spec.timeout_s = command.timeout_s;
+  if (command.kind == "run") {
+    if (command.run.bench.model.empty()) throw Error("submit --kind run needs --model");
+    spec.options = {{"args", ForwardedRunArgs(cli)}};
+  } else if (command.kind == "microbench") {
+    spec.options = {{"suite", command.suite}};
+    if (!command.filter.empty()) spec.options["filter"] = command.filter;
+    if (command.min_time > 0) spec.options["min_time"] = command.min_time;
+  }
+  Json jobs = Json::array();
+  for (int i = 0; i < command.count; ++i) jobs.push_back(protocol::ToJson(spec));
+  protocol::Client client = Connect(command.address);
+  const Json ids = client.Request({{"type", "submit"}, {"jobs", jobs}}).at("job_ids");
+  if (!command.wait) {
+    std::cout << (command.json ? Json{{"job_ids", ids}}.dump(2)
+                               : "submitted jobs " + ids.front().dump() + ".." + ids.back().dump())
+              << "\n";
+    return 0;
+  }
+  // Follow the jobs until every one is done or failed.
+  while (true) {
+    const Json reply = client.Request({{"type", "jobs"}, {"job_ids", ids}});
+    int open = 0, failed = 0;
+    for (const Json& job : reply.at("jobs")) {
+      const std::string state = job.at("state");
+      open += state == "queued" || state == "leased";
+      failed += state == "failed" || state == "unknown";
+    }
+    if (open == 0) {
+      if (command.json) {
+        std::cout << reply.at("jobs").dump(2) << "\n";
+      } else {
+        std::cout << ids.size() - failed << " done, " << failed << " failed\n";
+        for (const Json& job : reply.at("jobs")) {
+          if (job.at("state") != "done") {
+            std::cout << "  job " << job.at("id") << ": " << job.value("error", std::string())
+                      << "\n";
+          }
+        }
+      }
+      return failed ? 1 : 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+}
+
+// ---- status ----
+
+int RunStatus(const FleetAddress& address, bool json) {
+  const Json status = Connect(address).Request({{"type", "status"}});
+  if (json) {
+    std::cout << status.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "jobs:";
+  for (const auto& [state, count] : status.at("jobs").items())
+    std::cout << " " << state << " " << count;
+  std::cout << "\nagents:\n";
+  for (const Json& agent : status.at("agents")) {
+    std::cout << "  " << std::left << std::setw(28) << agent.at("name").get<std::string>() << " "
+              << std::setw(12) << agent.at("state").get<std::string>() << " "
+              << agent.at("arch").get<std::string>()
+              << (agent.at("emulated").get<bool>() ? " (emulated)" : "") << ", "
+              << agent.at("cores") << " cores, " << agent.at("jobs_done") << " jobs done"
+              << (agent.at("slurm_job_id").get<std::string>().empty()
+                      ? ""
+                      : ", slurm job " + agent.at("slurm_job_id").get<std::string>())
+              << "\n";
+  }
+  if (!status.at("failures").empty()) std::cout << "failed jobs:\n";
+  for (const Json& job : status.at("failures")) {
+    std::cout << "  job " << job.at("id") << " (" << job.at("kind").get<std::string>() << ", "
+              << job.at("target").get<std::string>() << "): " << job.at("error").get<std::string>()
+              << "\n";
+  }
+  return 0;
+}
+
+// ---- agents start|stop ----
+
+struct AgentsStartCommand {
+  FleetAddress address;
+  std::string via = "slurm";
+  fleet::SlurmAgentLaunch launch;
+  double give_up_s = 120;
+};
+
+int RunAgentsStart(AgentsStartCommand command) {
+  fleet::SlurmAgentLaunch& launch = command.launch;
+  if (launch.output_dir.empty()) launch.output_dir = std::filesystem::current_path();
+  launch.agent_argv = {SelfExecutable(), "agent",
+                       "--coordinator",  command.address.coordinator,
+                       "--secret-file",  std::filesystem::absolute(command.address.secret_file),
+                       "--give-up",      std::to_string(command.give_up_s)};
+  if (!command.address.tls_ca.empty()) {
+    launch.agent_argv.insert(launch.agent_argv.end(),
+                             {"--tls-ca", std::filesystem::absolute(command.address.tls_ca)});
+  }
+  // Check the coordinator and the secret before asking Slurm for anything.
+  protocol::Client client = Connect(command.address);
+  const std::vector<std::string> ids = fleet::SubmitAgents(launch);
+  const Json options = {{"count", launch.count},     {"constraint", launch.constraint},
+                        {"gres", launch.gres},       {"partition", launch.partition},
+                        {"time", launch.time_limit}, {"exclusive", launch.exclusive}};
+  client.Request({{"type", "launched"}, {"slurm_job_ids", ids}, {"options", options}});
+  std::cout << "submitted " << ids.size() << " agent(s) to Slurm: jobs";
+  for (const std::string& id : ids) std::cout << " " << id;
+  std::cout << "\n";
+  return 0;
+}
+
+int RunAgentsStop(const FleetAddress& address) {
+  const Json reply = Connect(address).Request({{"type", "stop_agents"}});
+  const std::vector<std::string> ids = reply.at("slurm_job_ids");
+  std::cout << "asked " << reply.at("agents").size() << " agent(s) to stop";
+  if (!ids.empty()) {
+    // The agents hand their jobs back on the stop message; scancel ends
+    // the allocations, also of agents that never connected.
+    fleet::CancelJobs(ids);
+    std::cout << "; cancelled Slurm jobs";
+    for (const std::string& id : ids) std::cout << " " << id;
+  }
+  std::cout << "\n";
+  return 0;
+}
+
+}  // namespace
+
+std::vector<std::pair<CLI::App*, CommandRunner>> AddFleetCommands(CLI::App& app) {
+  std::vector<std::pair<CLI::App*, CommandRunner>> commands;
+
+  auto coordinator = std::make_shared<CoordinatorCommand>();
+  CLI::App* coordinator_command =
+      app.add_subcommand("coordinator", "Serve the job queue and results.db to agents and clients");
+  coordinator_command->add_option("--listen", coordinator->listen, "HOST:PORT (port 0: any free)")
+      ->capture_default_str();
+  coordinator_command->add_option("--db", coordinator->db, "The results database")
+      ->capture_default_str();
+  coordinator_command
+      ->add_option("--secret-file", coordinator->secret_file,
+                   "The fleet's shared secret (chmod 600)")
+      ->required();
+  coordinator_command->add_option("--port-file", coordinator->port_file,
+                                  "Write the port it listens on to this file");
+  coordinator_command->add_option("--tls-cert", coordinator->tls_cert,
+                                  "Serve TLS with this certificate (PEM chain)");
+  coordinator_command->add_option("--tls-key", coordinator->tls_key, "The certificate's key (PEM)");
+  coordinator_command
+      ->add_option("--heartbeat", coordinator->options.heartbeat_s,
+                   "Seconds between heartbeats; a peer silent for three is cut off")
+      ->check(CLI::Range(0.05, 600.0))
+      ->capture_default_str();
+  coordinator_command
+      ->add_option("--lease", coordinator->options.lease_s,
+                   "Seconds a job stays leased without a heartbeat")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
+  coordinator_command
+      ->add_option("--max-connections", coordinator->options.max_connections,
+                   "Connections served at once; more are refused")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  commands.emplace_back(coordinator_command,
+                        [coordinator] { return RunCoordinator(*coordinator); });
+
+  auto agent = std::make_shared<AgentCommand>();
+  CLI::App* agent_command = app.add_subcommand(
+      "agent", "Run jobs of a coordinator on this host, each in a child process");
+  AddFleetAddress(agent_command, agent->address);
+  agent_command->add_option("--name", agent->name, "Its name (default: HOST-PID or HOST-slurmJOB)");
+  agent_command
+      ->add_option("--give-up", agent->give_up_s,
+                   "Exit when the coordinator is unreachable for this many seconds")
+      ->check(CLI::Range(1.0, 1e7))
+      ->capture_default_str();
+  agent_command->add_option("--job-binary", agent->job_binary,
+                            "The nimble-bench that runs run and probe jobs (default: this one)");
+  commands.emplace_back(agent_command, [agent] { return RunAgentCommand(*agent); });
+
+  CLI::App* probe_command =
+      app.add_subcommand("probe", "Print this host as an agent reports it (JSON)");
+  commands.emplace_back(probe_command, [] {
+    std::cout << ProbeJson() << "\n";
+    return 0;
+  });
+
+  auto submit = std::make_shared<SubmitCommand>();
+  CLI::App* submit_command = app.add_subcommand("submit", "Queue jobs on a coordinator");
+  AddFleetAddress(submit_command, submit->address);
+  submit_command->add_option("--kind", submit->kind, "The job kind")
+      ->check(CLI::IsMember({"run", "microbench", "probe"}))
+      ->capture_default_str();
+  AddRunOptions(submit_command, submit->run);
+  submit_command->add_flag("--emulate", submit->run.emulate,
+                           "Emulated agents may take it (a correctness run, never a latency)");
+  submit_command->add_option("--suite", submit->suite, "microbench: kernels or vm")
+      ->check(CLI::IsMember({"kernels", "vm"}))
+      ->capture_default_str();
+  submit_command->add_option("--filter", submit->filter, "microbench: --benchmark_filter");
+  submit_command->add_option("--min-time", submit->min_time, "microbench: --benchmark_min_time");
+  submit_command->add_option("--count", submit->count, "Copies of the job")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  submit_command
+      ->add_option("--max-failures", submit->max_failures,
+                   "Failed or lost attempts before the job fails")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  submit_command->add_option("--timeout", submit->timeout_s, "The job's hard limit in seconds");
+  submit_command->add_option("--cpu-flag", submit->cpu_flags, "A CPU flag the agent must have");
+  submit_command->add_option("--min-cores", submit->min_cores, "Cores the agent must have");
+  submit_command->add_flag("--wait", submit->wait, "Wait until every job is done or failed");
+  submit_command->add_flag("--json", submit->json, "Print JSON");
+  commands.emplace_back(submit_command,
+                        [submit, submit_command] { return RunSubmit(*submit, submit_command); });
+
+  auto status = std::make_shared<std::pair<FleetAddress, bool>>();
+  CLI::App* status_command =
+      app.add_subcommand("status", "The coordinator's agents, jobs, failures");
+  AddFleetAddress(status_command, status->first);
+  status_command->add_flag("--json", status->second, "Print JSON");
+  commands.emplace_back(status_command,
+                        [status] { return RunStatus(status->first, status->second); });
+
+  CLI::App* agents_command = app.add_subcommand("agents", "Launch or stop agents through Slurm");
+  agents_command->require_subcommand(1);
+  auto start = std::make_shared<AgentsStartCommand>();
+  CLI::App* start_command =
+      agents_command->add_subcommand("start", "Submit agents as Slurm batch jobs (sbatch + srun)");
+  AddFleetAddress(start_command, start->address);
+  start_command->add_option("--via", start->via, "The engine that places agents")
+      ->check(CLI::IsMember({"slurm"}))
+      ->required();
+  start_command->add_option("--count", start->launch.count, "Agents to start")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  start_command->add_option("--constraint", start->launch.constraint, "sbatch --constraint");
+  start_command->add_option("--gres", start->launch.gres, "sbatch --gres (e.g. gpu:1)");
+  start_command->add_option("--partition", start->launch.partition, "sbatch --partition");
+  start_command->add_option("--time", start->launch.time_limit, "sbatch --time (e.g. 2:00:00)");
+  start_command->add_flag("--exclusive", start->launch.exclusive, "sbatch --exclusive");
+  start_command->add_option("--output-dir", start->launch.output_dir,
+                            "Where Slurm writes the agents' logs (default: here)");
+  start_command
+      ->add_option("--give-up", start->give_up_s,
+                   "Agents exit after this many seconds without a coordinator")
+      ->capture_default_str();
+  commands.emplace_back(start_command, [start] { return RunAgentsStart(*start); });
+  auto stop = std::make_shared<FleetAddress>();
+  CLI::App* stop_command =
+      agents_command->add_subcommand("stop", "Stop every agent; scancel the Slurm launches");
+  AddFleetAddress(stop_command, *stop);
+  commands.emplace_back(stop_command, [stop] { return RunAgentsStop(*stop); });
+  return commands;
+}
+
+}  // namespace nimble::bench

@@ -1,0 +1,338 @@
+#include "harness/cli/run_command.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "harness/bench/build_info.h"
+#include "harness/bench/emulation.h"
+#include "harness/bench/host_info.h"
+#include "harness/bench/results_db.h"
+#include "harness/bench/run_record.h"
+#include "harness/bench/sqlite_util.h"
+#include "harness/protocol/auth.h"
+#include "harness/protocol/client.h"
+#include "harness/protocol/messages.h"
+#include "harness/protocol/tls.h"
+#include "nimble/vm/error.h"
+#include "nimble/vm/thread_pool.h"
+
+namespace nimble::bench {
+
+namespace {
+
+// Default sample counts: the paper's datasets are larger; these keep a run
+// on the defaults to a few minutes on two cores.
+int DefaultSentences(const std::string& model) {
+  if (model == "bert") return 40;
+  return model == "treelstm" ? 300 : 200;
+}
+
+void ApplySizes(RunCommand& command) {
+  BenchOptions& bench = command.bench;
+  if (command.layers > 0) {
+    bench.lstm.layers = command.layers;
+    bench.bert.layers = command.layers;
+  }
+  if (command.hidden_size > 0) {
+    bench.lstm.hidden_size = command.hidden_size;
+    bench.treelstm.hidden_size = command.hidden_size;
+    bench.bert.hidden_size = command.hidden_size;
+  }
+  bench.lstm.weights_path = bench.treelstm.weights_path = bench.bert.weights_path = command.weights;
+  if (command.heads > 0) bench.bert.heads = command.heads;
+  if (command.ffn_size > 0) bench.bert.ffn_size = command.ffn_size;
+  bench.dataset.count = command.sentences > 0 ? command.sentences : DefaultSentences(bench.model);
+}
+
+// A one-line progress bar on stderr, redrawn in place; only on a terminal.
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool enabled) : enabled_(enabled) {}
+  ~ProgressBar() {
+    if (drawn_) std::cerr << "\r\033[K" << std::flush;
+  }
+  void operator()(const std::string& phase, size_t done, size_t total) {
+    if (!enabled_ || total == 0) return;
+    constexpr size_t kWidth = 30;
+    const size_t filled = done * kWidth / total;
+    std::cerr << "\r" << std::left << std::setw(12) << phase << " [" << std::string(filled, '#')
+              << std::string(kWidth - filled, '.') << "] " << done << "/" << total << "\033[K"
+              << std::flush;
+    drawn_ = true;
+  }
+
+ private:
+  bool enabled_;
+  bool drawn_ = false;
+};
+
+const Measurement* Find(const std::vector<Measurement>& figures, const std::string& name) {
+  for (const Measurement& figure : figures) {
+    if (figure.name == name) return &figure;
+  }
+  return nullptr;
+}
+
+double Value(const std::vector<Measurement>& figures, const std::string& name) {
+  const Measurement* figure = Find(figures, name);
+  return figure ? figure->value : 0;
+}
+
+// A figure that counts things, printed without decimals.
+long long Count(const std::vector<Measurement>& figures, const std::string& name) {
+  return std::llround(Value(figures, name));
+}
+
+// The help group of AddRunOptions' options: the ones a job forwards.
+constexpr const char* kRunOptionsGroup = "Model, data and protocol";
+
+// Runs `command` as a job of its coordinator, following it until it ends.
+int RunViaCoordinator(const RunCommand& command, const CLI::App* cli) {
+  protocol::Client client(command.coordinator, protocol::ReadSecretFile(command.secret_file),
+                          command.tls_ca.empty() ? nullptr : protocol::ClientTls(command.tls_ca));
+  protocol::JobSpec spec;
+  spec.kind = "run";
+  spec.target = command.bench.target;
+  spec.options = {{"args", ForwardedRunArgs(cli)}};
+  spec.allow_emulated = command.emulate;
+  const protocol::Json submitted =
+      client.Request({{"type", "submit"}, {"jobs", {protocol::ToJson(spec)}}});
+  const int64_t job_id = submitted.at("job_ids").at(0).get<int64_t>();
+  const bool terminal = !command.json && isatty(STDERR_FILENO);
+  std::cerr << "submitted job " << job_id << " to " << command.coordinator << std::endl;
+  std::string last;
+  while (true) {
+    const protocol::Json job =
+        client.Request({{"type", "jobs"}, {"job_ids", {job_id}}}).at("jobs").at(0);
+    const std::string state = job.at("state").get<std::string>();
+    if (state == "done") {
+      const RunRecord record = RunRecordFromJson(job.at("run"));
+      if (terminal) std::cerr << "\r\033[K" << std::flush;
+      std::cout << (command.json
+                        ? RunJson(record.info, job.at("run_id"), record.measurements)
+                        : RunSummary(command, record.info, job.at("run_id"), record.measurements));
+      return 0;
+    }
+    if (state == "failed" || state == "unknown") {
+      if (terminal) std::cerr << "\r\033[K" << std::flush;
+      throw Error("job " + std::to_string(job_id) + " " + state + ": " +
+                  job.value("error", std::string()));
+    }
+    const std::string now = state +
+                            (job.value("agent", std::string()).empty()
+                                 ? ""
+                                 : " on agent " + job["agent"].get<std::string>()) +
+                            ", attempt " + std::to_string(job.value("attempts", 0));
+    if (terminal && now != last)
+      std::cerr << "\rjob " << job_id << ": " << now << "\033[K" << std::flush;
+    last = now;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+// `--emulate` on a host that is not ARM: the cross-built aarch64
+// nimble-bench runs the same command under qemu-aarch64 and records it.
+int RunEmulated(const RunCommand& command, const CLI::App* cli) {
+  std::vector<std::string> args = {"run"};
+  const std::vector<std::string> forwarded = ForwardedRunArgs(cli);
+  args.insert(args.end(), forwarded.begin(), forwarded.end());
+  args.insert(args.end(), {"--target", "arm", "--emulate", "--db", command.db});
+  if (command.json) args.push_back("--json");
+  if (command.record_json) args.push_back("--record-json");
+  return RunUnderEmulator(FindArmEmulator(), args);
+}
+
+}  // namespace
+
+void AddRunOptions(CLI::App* command, RunCommand& run) {
+  // Every option of the group is forwarded to an agent's run; --target,
+  // added after it, is the job's own.
+  command->option_defaults()->group(kRunOptionsGroup);
+  command->add_option("--model", run.bench.model, "The model (required for run jobs)")
+      ->check(CLI::IsMember({"lstm", "treelstm", "bert"}));
+  command->add_option("--layers", run.layers, "LSTM: 1 or 2 (default 1); BERT: default 12")
+      ->check(CLI::Range(1, 24));
+  command
+      ->add_option("--hidden-size", run.hidden_size,
+                   "Override the model's hidden size (for quick runs)")
+      ->check(CLI::Range(1, 8192));
+  command->add_option("--heads", run.heads, "BERT: override the attention heads")
+      ->check(CLI::Range(1, 64));
+  command->add_option("--ffn-size", run.ffn_size, "BERT: override the feed-forward size")
+      ->check(CLI::Range(1, 65536));
+  command
+      ->add_option("--dataset", run.bench.dataset.path,
+                   "synthetic, an MRPC TSV (lstm, bert), an SST directory or PTB file (treelstm)")
+      ->capture_default_str();
+  command->add_option("--vocab", run.bench.dataset.vocab,
+                      "BERT's WordPiece vocab.txt, for a real MRPC file");
+  command->add_option("--split", run.bench.dataset.split, "train, dev or test")
+      ->check(CLI::IsMember({"train", "dev", "test"}))
+      ->capture_default_str();
+  command
+      ->add_option("--sentences", run.sentences,
+                   "Sentences to run (default: bert 40, lstm 200, treelstm 300)")
+      ->check(CLI::Range(1, 1000000));
+  command->add_option("--warmup", run.bench.warmup, "Untimed runs first")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  command->add_option("--repeat", run.bench.repeat, "Timed passes over the sentences")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  command->add_option("--threads", run.threads, "Threads (default: NIMBLE_NUM_THREADS or all)")
+      ->check(CLI::Range(1, 1024));
+  command
+      ->add_option("--static-seq-len", run.bench.static_seq_len,
+                   "BERT: also time a static program at this length (paper Table 4)")
+      ->check(CLI::Range(1, 512));
+  command->add_option("--weights", run.weights,
+                      "The model's weights (.npz, e.g. from nimble export-model) instead of "
+                      "seeded ones");
+  command->add_option("--seed", run.bench.dataset.seed, "Seed of synthetic data and weights")
+      ->capture_default_str();
+  command->option_defaults()->group("Options");
+  command->add_option("--target", run.bench.target, "The target hosts")
+      ->check(CLI::IsMember({"intel", "arm", "nvidia"}))
+      ->capture_default_str();
+}
+
+std::vector<std::string> ForwardedRunArgs(const CLI::App* command) {
+  std::vector<std::string> args;
+  for (const CLI::Option* option : command->get_options()) {
+    const std::string name = option->get_name(/*positional=*/false, /*all_options=*/false);
+    if (option->count() == 0 || option->get_group() != kRunOptionsGroup) continue;
+    args.push_back(name);
+    if (option->get_type_size() != 0) {
+      for (const std::string& value : option->results()) args.push_back(value);
+    }
+  }
+  return args;
+}
+
+std::string RunSummary(const RunCommand& command, const RunInfo& info, int64_t run_id,
+                       const std::vector<Measurement>& figures) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(1);
+  out << "nimble-bench " << info.model << " " << info.configuration << "\n"
+      << "  data           " << info.dataset << " (" << info.split << "), "
+      << Count(figures, "sentences") << " sentences, " << Count(figures, "tokens") << " tokens\n"
+      << "  host           " << info.host << ": " << info.cpu_model << " (" << info.arch
+      << (info.emulated ? ", emulated by " + info.emulator : "") << "), " << info.threads
+      << " threads, target " << info.target << "\n"
+      << "  us/token       " << Value(figures, "us_per_token") << "\n"
+      << "  latency (us)   mean " << Value(figures, "latency_mean") << ", p50 "
+      << Value(figures, "latency_p50") << ", p90 " << Value(figures, "latency_p90") << ", p99 "
+      << Value(figures, "latency_p99") << "\n"
+      << "  kernels/others " << 100 * Value(figures, "kernel_fraction") << "% / "
+      << 100 * (1 - Value(figures, "kernel_fraction")) << "% ("
+      << Value(figures, "kernel_us_per_token") << " / " << Value(figures, "other_us_per_token")
+      << " us/token)\n"
+      << "  allocations    written " << Count(figures, "allocations_written_planned")
+      << " planned vs " << Count(figures, "allocations_written_unplanned")
+      << " unplanned; executed per sentence "
+      << Value(figures, "alloc_storage_per_sentence_planned") << " vs "
+      << Value(figures, "alloc_storage_per_sentence_unplanned") << "\n"
+      << "  peak bytes     " << Count(figures, "peak_bytes_planned") << " planned vs "
+      << Count(figures, "peak_bytes_unplanned") << " unplanned\n";
+  if (command.bench.static_seq_len > 0) {
+    out << "  at length " << command.bench.static_seq_len << "   dynamic "
+        << Value(figures, "fixed_len_dynamic_us_per_token") << " us/token (others "
+        << Value(figures, "fixed_len_dynamic_other_us_per_token") << "), static "
+        << Value(figures, "fixed_len_static_us_per_token") << " (others "
+        << Value(figures, "fixed_len_static_other_us_per_token") << ")\n";
+  }
+  out << "  recorded       run " << run_id << " in "
+      << (command.coordinator.empty() ? command.db : "the results.db of " + command.coordinator)
+      << (info.job_id > 0 ? " (job " + std::to_string(info.job_id) + " on agent " + info.agent + ")"
+                          : "")
+      << "\n";
+  return out.str();
+}
+
+std::string RunJson(const RunInfo& info, int64_t run_id, const std::vector<Measurement>& figures) {
+  nlohmann::ordered_json result = {
+      {"run_id", run_id},         {"commit", info.commit_id},
+      {"model", info.model},      {"configuration", nlohmann::json::parse(info.configuration)},
+      {"target", info.target},    {"threads", info.threads},
+      {"dataset", info.dataset},  {"split", info.split},
+      {"host", info.host},        {"arch", info.arch},
+      {"emulated", info.emulated}};
+  if (info.job_id > 0) {
+    result["job_id"] = info.job_id;
+    result["agent"] = info.agent;
+  }
+  nlohmann::ordered_json measurements = nlohmann::ordered_json::object();
+  for (const Measurement& figure : figures) {
+    measurements[figure.name] = {{"value", figure.value}, {"unit", figure.unit}};
+  }
+  result["measurements"] = measurements;
+  return result.dump(2) + "\n";
+}
+
+int Run(RunCommand command, const CLI::App* cli) {
+  ApplySizes(command);
+  if (!command.coordinator.empty()) return RunViaCoordinator(command, cli);
+  const HostInfo host = DescribeHost();
+  if (command.emulate && command.bench.target == "arm" && host.arch != "aarch64") {
+    return RunEmulated(command, cli);
+  }
+  CheckTargetRunsHere(command.bench.target, host, command.emulate);
+  if (command.threads > 0) {
+    // Read once, when the pool is first used: set it before anything runs.
+    setenv("NIMBLE_NUM_THREADS", std::to_string(command.threads).c_str(), 1);
+  }
+  RunInfo info{.started_at = NowUtc(),
+               .commit_id = kBuildCommit,
+               .host = host.host,
+               .cpu_model = host.cpu_model,
+               .cpu_flags = host.cpu_flags,
+               .cores = host.cores,
+               .threads = ThreadPool::Global().num_threads(),
+               .target = command.bench.target,
+               .model = command.bench.model,
+               .configuration = ConfigurationJson(command.bench),
+               .dataset = command.bench.dataset.path,
+               .split = command.bench.dataset.split,
+               .sentences = command.bench.dataset.count,
+               .warmup = command.bench.warmup,
+               .repeat = command.bench.repeat,
+               .arch = host.arch,
+               .emulated = host.emulated,
+               .emulator = host.emulator,
+               .job_id = 0,
+               .agent = ""};
+  if (command.record_json) {
+    // An agent's child: the record goes to the agent, which sends it to
+    // the coordinator; no database here.
+    const BenchResult result =
+        RunBenchmark(command.bench, [](const std::string&, size_t, size_t) {});
+    std::cout << ToJson(RunRecord{info, result.measurements}).dump() << "\n";
+    return 0;
+  }
+  ResultsDb db(command.db);
+  const int64_t run_id = db.BeginRun(info);
+  BenchResult result;
+  try {
+    ProgressBar bar(!command.json && isatty(STDERR_FILENO));
+    result = RunBenchmark(command.bench, [&](const std::string& phase, size_t done, size_t total) {
+      bar(phase, done, total);
+    });
+  } catch (const Error& error) {
+    db.FailRun(run_id, error.what());
+    throw;
+  }
+  db.FinishRun(run_id, result.measurements);
+  std::cout << (command.json ? RunJson(info, run_id, result.measurements)
+                             : RunSummary(command, info, run_id, result.measurements));
+  return 0;
+}
+
+}  // namespace nimble::bench

@@ -1,0 +1,48 @@
+// `nimble-bench run`: its options (shared with `submit`, which sends them
+// to an agent) and the three ways it runs: in this process, under
+// qemu-aarch64 (--emulate on a non-ARM host), or as a job of a coordinator
+// (--coordinator), printing the same summary each way.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "harness/bench/model_runner.h"
+
+namespace nimble::bench {
+
+struct RunCommand {
+  BenchOptions bench;
+  int layers = 0;  // 0: the model's default
+  int64_t hidden_size = 0;
+  int heads = 0;
+  int64_t ffn_size = 0;
+  int sentences = 0;
+  int threads = 0;
+  std::string weights;
+  std::string db = "results.db";
+  bool json = false;
+  bool emulate = false;      // correctness run under an emulator, recorded as such
+  bool record_json = false;  // print the run record, write no database (an agent's child)
+  std::string coordinator;   // HOST:PORT: run as a job of this coordinator
+  std::string secret_file;
+  std::string tls_ca;
+};
+
+// The run options (model, sizes, data, protocol) on `command`, into `run`.
+void AddRunOptions(CLI::App* command, RunCommand& run);
+
+// The options given on `command` that an agent's `nimble-bench run` should
+// see again: everything but where the run happens and where it is recorded.
+std::vector<std::string> ForwardedRunArgs(const CLI::App* command);
+
+// Runs it as `run` asks; the CLI's exit status.
+int Run(RunCommand run, const CLI::App* command);
+
+// The figures as the summary table or JSON, as a local run prints them.
+std::string RunSummary(const RunCommand& command, const RunInfo& info, int64_t run_id,
+                       const std::vector<Measurement>& figures);
+std::string RunJson(const RunInfo& info, int64_t run_id, const std::vector<Measurement>& figures);
+
+}  // namespace nimble::bench

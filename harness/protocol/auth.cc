@@ -1,0 +1,78 @@
+#include "harness/protocol/auth.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "nimble/vm/error.h"
+
+namespace nimble::protocol {
+
+namespace {
+
+std::string Hex(const unsigned char* bytes, size_t size) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string text(2 * size, '\0');
+  for (size_t i = 0; i < size; ++i) {
+    text[2 * i] = kDigits[bytes[i] >> 4];
+    text[2 * i + 1] = kDigits[bytes[i] & 15];
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string ReadSecretFile(const std::string& path) {
+  struct stat status {};
+  if (stat(path.c_str(), &status) != 0) throw Error(path + ": cannot read the secret file");
+  if (status.st_mode & (S_IRWXG | S_IRWXO)) {
+    throw Error(path + ": the secret file is readable by others (chmod 600 it)");
+  }
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream content;
+  content << file.rdbuf();
+  std::string secret = content.str();
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+  if (!file || secret.empty()) throw Error(path + ": the secret file is empty or unreadable");
+  return secret;
+}
+
+std::string RandomNonce() {
+  unsigned char bytes[32];
+  if (RAND_bytes(bytes, sizeof(bytes)) != 1) throw Error("no random bytes from OpenSSL");
+  return Hex(bytes, sizeof(bytes));
+}
+
+std::string HmacSha256Hex(const std::string& secret, const std::string& message) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  if (!HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+            reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest,
+            &size)) {
+    throw Error("HMAC-SHA256 failed in OpenSSL");
+  }
+  return Hex(digest, size);
+}
+
+bool ProofsEqual(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::string PeerProof(const std::string& secret, const std::string& server_nonce,
+                      const std::string& peer_nonce, const std::string& role,
+                      const std::string& name) {
+  return HmacSha256Hex(
+      secret, "nimble peer\n" + server_nonce + "\n" + peer_nonce + "\n" + role + "\n" + name);
+}
+
+std::string CoordinatorProof(const std::string& secret, const std::string& server_nonce,
+                             const std::string& peer_nonce) {
+  return HmacSha256Hex(secret, "nimble coordinator\n" + server_nonce + "\n" + peer_nonce);
+}
+
+}  // namespace nimble::protocol

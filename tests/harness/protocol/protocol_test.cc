@@ -1,0 +1,338 @@
+// The protocol layer over real loopback sockets: frames round-trip and are
+// bounded, malformed bytes are refused, a slow peer is cut off by the read
+// deadline, HMAC-SHA256 matches RFC 4231, secrets files are checked, and the
+// handshake refuses a wrong secret on both sides.
+#include <sys/stat.h>
+
+// Boost 1.74's awaitable.hpp uses std::exchange without including it.
+#include <utility>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/asio/write.hpp>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "harness/protocol/auth.h"
+#include "harness/protocol/connection.h"
+#include "harness/protocol/handshake.h"
+#include "harness/protocol/messages.h"
+#include "harness/protocol/tls.h"
+#include "nimble/vm/error.h"
+#include "tests/error_of.h"
+
+namespace nimble::protocol {
+namespace {
+
+namespace asio = boost::asio;
+using ::testing::HasSubstr;
+using tcp = asio::ip::tcp;
+
+// A connected pair of loopback sockets on one io_context.
+struct SocketPair {
+  asio::io_context io;
+  Socket client{io};
+  Socket server{io};
+
+  SocketPair() {
+    tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    client.connect(acceptor.local_endpoint());
+    acceptor.accept(server);
+  }
+
+  // Runs `operation` on the io_context to completion.
+  template <typename T>
+  T Await(asio::awaitable<T> operation) {
+    auto future = asio::co_spawn(io, std::move(operation), asio::use_future);
+    io.restart();
+    while (future.wait_for(std::chrono::seconds(0)) != std::future_status::ready) io.run_one();
+    return future.get();
+  }
+};
+
+TEST(Frame, RoundTripsThroughAConnection) {
+  SocketPair pair;
+  auto sender = std::make_shared<Connection>(std::move(pair.client), std::chrono::seconds(5));
+  auto receiver = std::make_shared<Connection>(std::move(pair.server), std::chrono::seconds(5));
+  sender->Start();
+  receiver->Start();
+  sender->Send({{"type", "hello"}, {"n", 1}});
+  sender->Send({{"type", "world"}, {"text", std::string(100000, 'x')}});
+  const Json first = pair.Await(receiver->Read(std::chrono::seconds(5)));
+  const Json second = pair.Await(receiver->Read(std::chrono::seconds(5)));
+  EXPECT_EQ(first["type"], "hello");
+  EXPECT_EQ(first["n"], 1);
+  EXPECT_EQ(second["text"].get<std::string>().size(), 100000u);
+  sender->Close();
+  receiver->Close();
+}
+
+TEST(Frame, EncodesTheLengthBigEndian) {
+  const std::string frame = EncodeFrame({{"type", "x"}});
+  ASSERT_GE(frame.size(), 4u);
+  EXPECT_EQ(frame.substr(0, 4), std::string("\0\0\0\x0c", 4));
+  EXPECT_EQ(frame.substr(4), R"({"type":"x"})");
+}
+
+// Reads one message from raw `bytes` written by the peer.
+std::string ErrorReading(const std::string& bytes) {
+  SocketPair pair;
+  asio::write(pair.client, asio::buffer(bytes));
+  Deadline deadline(pair.server);
+  asio::co_spawn(pair.io, deadline.Watch(), asio::detached);
+  try {
+    pair.Await(ReadMessage(pair.server, deadline, std::chrono::seconds(5)));
+  } catch (const std::exception& error) {
+    pair.server.close();
+    pair.io.poll();
+    return error.what();
+  }
+  pair.server.close();
+  return "";
+}
+
+TEST(Frame, RefusesOversizedFramesBeforeReadingThem) {
+  EXPECT_THAT(ErrorReading(std::string("\xff\xff\xff\xff", 4)),
+              HasSubstr("frame of 4294967295 bytes (the limit is 1048576)"));
+  EXPECT_THAT(ErrorReading(std::string("\0\0\0\0", 4)), HasSubstr("frame of 0 bytes"));
+}
+
+TEST(Frame, RefusesWhatIsNotAMessage) {
+  auto framed = [](const std::string& body) {
+    std::string frame(4, '\0');
+    frame[3] = static_cast<char>(body.size());
+    return frame + body;
+  };
+  EXPECT_THAT(ErrorReading(framed("{not json")), HasSubstr("not JSON"));
+  EXPECT_THAT(ErrorReading(framed("[1,2]")), HasSubstr("not an object with a string 'type'"));
+  EXPECT_THAT(ErrorReading(framed(R"({"type":3})")), HasSubstr("string 'type'"));
+}
+
+TEST(Frame, ASlowPeerIsCutOffAtTheDeadline) {
+  SocketPair pair;
+  // Two bytes of a header, then nothing: the read must not wait forever.
+  asio::write(pair.client, asio::buffer(std::string("\0\0", 2)));
+  Deadline deadline(pair.server);
+  asio::co_spawn(pair.io, deadline.Watch(), asio::detached);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(pair.Await(ReadMessage(pair.server, deadline, std::chrono::milliseconds(200))),
+               boost::system::system_error);
+  EXPECT_TRUE(deadline.expired());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  EXPECT_FALSE(pair.server.is_open());
+}
+
+TEST(Auth, HmacSha256MatchesRfc4231) {
+  // RFC 4231, test case 2.
+  EXPECT_EQ(HmacSha256Hex("Jefe", "what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+}
+
+TEST(Auth, ProofsBindBothNoncesTheRoleAndTheName) {
+  const std::string proof = PeerProof("s", "n1", "n2", "agent", "a");
+  EXPECT_TRUE(ProofsEqual(proof, PeerProof("s", "n1", "n2", "agent", "a")));
+  EXPECT_FALSE(ProofsEqual(proof, PeerProof("t", "n1", "n2", "agent", "a")));
+  EXPECT_FALSE(ProofsEqual(proof, PeerProof("s", "n3", "n2", "agent", "a")));
+  EXPECT_FALSE(ProofsEqual(proof, PeerProof("s", "n1", "n2", "client", "a")));
+  EXPECT_FALSE(ProofsEqual(proof, PeerProof("s", "n1", "n2", "agent", "b")));
+  EXPECT_FALSE(ProofsEqual(proof, CoordinatorProof("s", "n1", "n2")));
+  EXPECT_FALSE(ProofsEqual(proof, proof.substr(1)));
+  EXPECT_NE(RandomNonce(), RandomNonce());
+  EXPECT_EQ(RandomNonce().size(), 64u);
+}
+
+TEST(Auth, SecretFilesMustBePrivateAndNonEmpty) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("nimble_secret_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = dir / "secret";
+  std::ofstream(path) << "hunter2\n";
+  chmod(path.c_str(), 0600);
+  EXPECT_EQ(ReadSecretFile(path), "hunter2");
+  chmod(path.c_str(), 0644);
+  EXPECT_THAT(ErrorOf([&] { ReadSecretFile(path); }), HasSubstr("readable by others"));
+  std::ofstream(path, std::ios::trunc) << "\n";
+  chmod(path.c_str(), 0600);
+  EXPECT_THAT(ErrorOf([&] { ReadSecretFile(path); }), HasSubstr("empty"));
+  EXPECT_THAT(ErrorOf([&] { ReadSecretFile((dir / "missing").string()); }),
+              HasSubstr("cannot read"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(HostPort, ParsesAndRejects) {
+  const HostPort address = ParseHostPort("10.0.0.1:7450");
+  EXPECT_EQ(address.host, "10.0.0.1");
+  EXPECT_EQ(address.port, 7450);
+  EXPECT_THAT(ErrorOf([] { ParseHostPort("nohost"); }), HasSubstr("is not HOST:PORT"));
+  EXPECT_THAT(ErrorOf([] { ParseHostPort("h:99999"); }), HasSubstr("0..65535"));
+  EXPECT_THAT(ErrorOf([] { ParseHostPort("h:12x"); }), HasSubstr("0..65535"));
+}
+
+TEST(Messages, JobSpecsRoundTripAndAreChecked) {
+  JobSpec spec;
+  spec.kind = "run";
+  spec.target = "arm";
+  spec.options = {{"args", {"--model", "lstm"}}};
+  spec.allow_emulated = true;
+  spec.cpu_flags = {"neon"};
+  spec.min_cores = 4;
+  const JobSpec back = JobSpecFromJson(ToJson(spec));
+  EXPECT_EQ(ToJson(back), ToJson(spec));
+  EXPECT_THAT(ErrorOf([] {
+                JobSpecFromJson({{"kind", "run"}, {"target", "mips"}});
+              }),
+              HasSubstr("unknown target 'mips'"));
+  EXPECT_THAT(ErrorOf([] { JobSpecFromJson({{"target", "arm"}}); }), HasSubstr("without 'kind'"));
+  EXPECT_THAT(ErrorOf([] {
+                JobSpecFromJson({{"kind", "run"}, {"min_cores", "many"}});
+              }),
+              HasSubstr("'min_cores' has the wrong type"));
+}
+
+// The coordinator's side of the handshake, by hand: a challenge, then a
+// reply built by `reply` from the peer's hello.
+std::string HandshakeError(
+    const std::function<Json(const Json& hello, const std::string& nonce)>& reply) {
+  SocketPair pair;
+  auto peer = std::make_shared<Connection>(std::move(pair.client), std::chrono::seconds(5));
+  auto server = std::make_shared<Connection>(std::move(pair.server), std::chrono::seconds(5));
+  peer->Start();
+  server->Start();
+  const std::string nonce = RandomNonce();
+  server->Send({{"type", "challenge"}, {"protocol", kProtocolVersion}, {"nonce", nonce}});
+  std::string error;
+  asio::co_spawn(
+      pair.io,
+      [&]() -> asio::awaitable<void> {
+        const Json hello = co_await server->Read(std::chrono::seconds(5));
+        server->Send(reply(hello, nonce));
+      },
+      asio::detached);
+  try {
+    pair.Await(PeerHandshake(*peer, "secret", "client", "me", Json::object()));
+  } catch (const std::exception& thrown) {
+    error = thrown.what();
+  }
+  peer->Close();
+  server->Close();
+  pair.io.poll();
+  return error;
+}
+
+TEST(Handshake, AcceptsOnlyACoordinatorThatProvesTheSecret) {
+  EXPECT_EQ(HandshakeError([](const Json& hello, const std::string& nonce) {
+              EXPECT_EQ(hello["proof"], PeerProof("secret", nonce, hello["nonce"], "client", "me"));
+              return Json{{"type", "welcome"},
+                          {"proof", CoordinatorProof("secret", nonce, hello["nonce"])}};
+            }),
+            "");
+  EXPECT_THAT(HandshakeError([](const Json& hello, const std::string& nonce) {
+                return Json{{"type", "welcome"},
+                            {"proof", CoordinatorProof("other", nonce, hello["nonce"])}};
+              }),
+              HasSubstr("did not prove it holds the secret"));
+  EXPECT_THAT(HandshakeError([](const Json&, const std::string&) {
+                return Json{{"type", "refused"}, {"reason", "wrong proof of the shared secret"}};
+              }),
+              HasSubstr("refused: wrong proof of the shared secret"));
+}
+
+}  // namespace
+}  // namespace nimble::protocol
+
+namespace nimble::protocol {
+namespace {
+
+// A self-signed certificate for 127.0.0.1 made with the openssl command.
+class TlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("nimble_tls_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    const std::string command =
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " +
+        (dir_ / "key.pem").string() + " -out " + (dir_ / "cert.pem").string() +
+        " -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -days 1 2>/dev/null";
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Runs both handshakes over `pair`; the client's error, or "".
+  std::string Handshake(SocketPair& pair, const std::string& server_name, Json* received) {
+    auto server_tls = ServerTls(dir_ / "cert.pem", dir_ / "key.pem");
+    auto client_tls = ClientTls(dir_ / "cert.pem");
+    auto server = std::make_shared<Connection>(std::move(pair.server), std::chrono::seconds(5),
+                                               server_tls.get());
+    auto client = std::make_shared<Connection>(std::move(pair.client), std::chrono::seconds(5),
+                                               client_tls.get());
+    server->Start();
+    client->Start();
+    asio::co_spawn(
+        pair.io,
+        [&]() -> asio::awaitable<void> {
+          try {
+            co_await server->TlsHandshake(true, "", std::chrono::seconds(5));
+            *received = co_await server->Read(std::chrono::seconds(5));
+          } catch (const std::exception&) {
+            server->Close();
+          }
+        },
+        asio::detached);
+    std::string error;
+    try {
+      pair.Await([&]() -> asio::awaitable<int> {
+        co_await client->TlsHandshake(false, server_name, std::chrono::seconds(5));
+        client->Send({{"type", "over-tls"}});
+        co_await client->Drain();
+        co_return 0;
+      }());
+      pair.Await([&]() -> asio::awaitable<int> {
+        // Let the server read what was sent.
+        asio::steady_timer timer(pair.io, std::chrono::milliseconds(100));
+        co_await timer.async_wait(asio::use_awaitable);
+        co_return 0;
+      }());
+    } catch (const std::exception& thrown) {
+      error = thrown.what();
+    }
+    client->Close();
+    server->Close();
+    pair.io.restart();
+    pair.io.poll();
+    return error;
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(TlsTest, MessagesCrossAVerifiedTlsConnection) {
+  SocketPair pair;
+  Json received;
+  EXPECT_EQ(Handshake(pair, "127.0.0.1", &received), "");
+  EXPECT_EQ(received["type"], "over-tls");
+}
+
+TEST_F(TlsTest, ACertificateForAnotherNameIsRefused) {
+  SocketPair pair;
+  Json received;
+  EXPECT_THAT(Handshake(pair, "coordinator.example", &received),
+              HasSubstr("certificate verify failed"));
+  EXPECT_TRUE(received.is_null());
+}
+
+TEST_F(TlsTest, UnusableFilesAreNamed) {
+  EXPECT_THAT(ErrorOf([&] { ServerTls(dir_ / "missing.pem", dir_ / "key.pem"); }),
+              HasSubstr("missing.pem: cannot use the TLS certificate"));
+  EXPECT_THAT(ErrorOf([&] { ServerTls(dir_ / "cert.pem", dir_ / "cert.pem"); }),
+              HasSubstr("cannot use the TLS key"));
+  EXPECT_THAT(ErrorOf([&] { ClientTls(dir_ / "missing.pem"); }),
+              HasSubstr("cannot load the TLS CA"));
+}
+
+}  // namespace
+}  // namespace nimble::protocol
