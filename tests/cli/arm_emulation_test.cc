@@ -8,25 +8,20 @@
 // (AVX-512 or AVX2 lanes on x86-64, NEON's 4 on aarch64), and GCC contracts
 // a * b + c into one fused multiply-add on aarch64 but not in x86-64's
 // baseline code, so the last bits of float sums differ.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "harness/agent/child_process.h"
+#include "harness/bench/emulation.h"
+#include "nimble/vm/error.h"
 #include "nimble/vm/npy.h"
-
-extern char** environ;
 
 namespace nimble {
 namespace {
@@ -34,7 +29,6 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kSourceDir = NIMBLE_SOURCE_DIR;
-const std::string kArmNimble = kSourceDir + "/build-arm/harness/cli/nimble";
 
 // Each example's --params and --input files (examples/README.md), under examples/.
 struct ExampleData {
@@ -52,49 +46,17 @@ const std::map<std::string, ExampleData> kExampleData = {
 constexpr double kAbsolute = 1e-6;
 constexpr double kRelative = 1e-5;
 
-struct Outcome {
-  int status = -1;
-  std::string err;
-};
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-}
-
-// The first executable file `name` in the directories of PATH, or "".
-std::string FindOnPath(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "";
-  for (size_t begin = 0; begin <= dirs.size();) {
-    size_t end = dirs.find(':', begin);
-    if (end == std::string::npos) end = dirs.size();
-    const std::string dir = dirs.substr(begin, end - begin);
-    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    if (access(candidate.c_str(), X_OK) == 0 && fs::is_regular_file(candidate)) return candidate;
-    begin = end + 1;
-  }
-  return "";
-}
-
-// Whether `path` is a little-endian ELF file for aarch64 (e_machine 183).
-bool IsAarch64Elf(const std::string& path) {
-  std::string header(20, '\0');
-  std::ifstream file(path, std::ios::binary);
-  if (!file.read(header.data(), static_cast<std::streamsize>(header.size()))) return false;
-  return header.starts_with("\177ELF") && header[5] == 1 &&
-         static_cast<unsigned char>(header[18]) == 183 && header[19] == 0;
-}
-
 class ArmEmulation : public ::testing::Test {
  protected:
   void SetUp() override {
-    qemu_ = FindOnPath("qemu-aarch64");
-    if (qemu_.empty() || !fs::exists(kArmNimble)) {
-      GTEST_SKIP() << "needs qemu-aarch64 on PATH and " << kArmNimble
-                   << ": run scripts/build-arm.sh (as root) first";
+    // The same search and checks as `nimble-bench run --emulate`.
+    try {
+      const bench::Emulator emulator = bench::FindArmEmulator();
+      qemu_ = emulator.qemu;
+      arm_nimble_ = (fs::path(emulator.arm_nimble_bench).parent_path() / "nimble").string();
+    } catch (const Error& missing) {
+      GTEST_SKIP() << missing.what();
     }
-    ASSERT_TRUE(IsAarch64Elf(kArmNimble)) << kArmNimble << " is not an aarch64 executable";
     std::string pattern = (fs::temp_directory_path() / "nimble_arm_XXXXXX").string();
     ASSERT_NE(mkdtemp(pattern.data()), nullptr);
     dir_ = pattern;
@@ -103,34 +65,16 @@ class ArmEmulation : public ::testing::Test {
     if (!dir_.empty()) fs::remove_all(dir_);
   }
 
-  // Runs `argv` (argv[0] looked up on PATH) with stdout discarded and stderr
-  // kept. Emulated runs go through timeout(1): a hang under qemu fails the
-  // test instead of stalling the suite.
-  Outcome Spawn(std::vector<std::string> argv) const {
-    const std::string err_path = (dir_ / "stderr.txt").string();
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                     0644);
-    std::vector<char*> args;
-    for (std::string& arg : argv) args.push_back(arg.data());
-    args.push_back(nullptr);
-    pid_t pid = 0;
-    Outcome outcome;
-    const int spawned = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    EXPECT_EQ(spawned, 0) << "cannot start " << argv[0];
-    if (spawned != 0) return outcome;
-    int wait_status = 0;
-    waitpid(pid, &wait_status, 0);
-    outcome.status =
-        WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
-    outcome.err = ReadFile(err_path);
-    return outcome;
+  // Runs `argv`; a hang under qemu fails the test instead of stalling the
+  // suite.
+  static agent::ChildResult Run(const std::vector<std::string>& argv) {
+    agent::ChildOptions options;
+    options.timeout_s = 300;
+    return agent::RunChild(argv, options);
   }
 
   std::string qemu_;
+  std::string arm_nimble_;
   fs::path dir_;
 };
 
@@ -178,8 +122,8 @@ TEST_F(ArmEmulation, ExamplesGiveTheOutputsOfTheX86Run) {
     if (!data->second.params.empty()) {
       compile.insert(compile.end(), {"--params", kSourceDir + "/examples/" + data->second.params});
     }
-    const Outcome compiled = Spawn(compile);
-    ASSERT_EQ(compiled.status, 0) << compiled.err;
+    const agent::ChildResult compiled = Run(compile);
+    ASSERT_TRUE(compiled.ok()) << compiled.Describe();
 
     const auto run = [&](std::vector<std::string> argv, const std::string& out) {
       argv.insert(argv.end(), {"run", executable, "--out", (dir_ / name / out).string()});
@@ -187,14 +131,14 @@ TEST_F(ArmEmulation, ExamplesGiveTheOutputsOfTheX86Run) {
       for (const std::string& input : data->second.inputs) {
         argv.push_back(kSourceDir + "/examples/" + input);
       }
-      return Spawn(argv);
+      return Run(argv);
     };
-    const Outcome x86 = run({NIMBLE_BINARY}, "x86");
-    ASSERT_EQ(x86.status, 0) << x86.err;
-    const Outcome arm = run({"timeout", "300", qemu_, kArmNimble}, "arm");
-    ASSERT_EQ(arm.status, 0) << arm.err
-                             << "(an old build-arm/ rejects newer executables: rerun "
-                                "scripts/build-arm.sh)";
+    const agent::ChildResult x86 = run({NIMBLE_BINARY}, "x86");
+    ASSERT_TRUE(x86.ok()) << x86.Describe();
+    const agent::ChildResult arm = run({qemu_, arm_nimble_}, "arm");
+    ASSERT_TRUE(arm.ok()) << arm.Describe()
+                          << " (an old build-arm/ rejects newer executables: rerun "
+                             "scripts/build-arm.sh)";
     ExpectSameOutputs(dir_ / name / "arm", dir_ / name / "x86");
   }
   EXPECT_EQ(examples, static_cast<int>(kExampleData.size()));
