@@ -185,3 +185,19 @@ TEST_F(NimbleBenchCli, ProbeDescribesThisHost) {
   EXPECT_GT(host["memory_bytes"].get<int64_t>(), 0);
   EXPECT_FALSE(host["cpu_model"].get<std::string>().empty());
 }
+
+TEST_F(NimbleBenchCli, EmulateRunsTheArmBuildUnderQemuAndSaysSo) {
+  struct utsname system {};
+  uname(&system);
+  if (std::string(system.machine) != "x86_64") GTEST_SKIP() << "checks an x86-64 host";
+  if (!fs::exists(NIMBLE_SOURCE_DIR "/build-arm/harness/cli/nimble-bench")) {
+    GTEST_SKIP() << "no build-arm/: run scripts/build-arm.sh (as root) first";
+  }
+  const Outcome arm = Bench(With({"run", "--model", "lstm", "--hidden-size", "8", "--target", "arm",
+                                  "--emulate", "--db", Db()},
+                                 kQuick));
+  ASSERT_EQ(arm.status, 0) << arm.out;
+  EXPECT_THAT(arm.out, HasSubstr("(aarch64, emulated by qemu-aarch64)"));
+  EXPECT_THAT(Query("SELECT target || ' ' || arch || ' ' || emulated || ' ' || emulator FROM runs"),
+              ::testing::ElementsAre("arm aarch64 1 qemu-aarch64"));
+}
