@@ -9,6 +9,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <csignal>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -35,6 +36,14 @@ Clock::duration Seconds(double seconds) {
 
 void Log(const std::string& name, const std::string& line) {
   std::cerr << "agent " << name << ": " << line << std::endl;
+}
+
+// A child ended by SIGTERM, SIGINT or SIGHUP that the agent did not send
+// (its own cancels and timeouts are other outcomes): stopped from outside,
+// not failed.
+bool InterruptedFromOutside(const ChildResult& result) {
+  return result.outcome == ChildResult::Outcome::kSignaled &&
+         (result.signal == SIGTERM || result.signal == SIGINT || result.signal == SIGHUP);
 }
 
 // The job in hand: its child runs on a thread of its own (RunChild
@@ -183,9 +192,18 @@ class Agent {
         child.timeout_s = command.timeout_s;
         child.cancel = &job->cancel;
         const ChildResult result = RunChild(command.argv, child);
-        outcome = result.ok() ? Result(job->job_id, job->attempt, true, "",
-                                       ResultOf(spec, result.out, options_.jobs))
-                              : Result(job->job_id, job->attempt, false, result.Describe());
+        if (result.ok()) {
+          outcome = Result(job->job_id, job->attempt, true, "",
+                           ResultOf(spec, result.out, options_.jobs));
+        } else if (InterruptedFromOutside(result)) {
+          // Someone else stopped the job (scancel signals every process of
+          // the Slurm step, an operator's kill): hand it back uncounted.
+          outcome =
+              Release(job->job_id, job->attempt,
+                      "its process was interrupted from outside the agent: " + result.Describe());
+        } else {
+          outcome = Result(job->job_id, job->attempt, false, result.Describe());
+        }
       } catch (const std::exception& error) {
         outcome = Result(job->job_id, job->attempt, false, error.what());
       }
@@ -200,10 +218,7 @@ class Agent {
     const bool handing_back = job_->handing_back;
     job_.reset();
     if (handing_back) {
-      Send({{"type", "release"},
-            {"job_id", job_id},
-            {"attempt", attempt},
-            {"reason", "agent " + name_ + " stopping (" + stop_reason_ + ")"}});
+      Send(Release(job_id, attempt, "agent " + name_ + " stopping (" + stop_reason_ + ")"));
       Finish();
       return;
     }
@@ -211,8 +226,13 @@ class Agent {
       if (!stopping_) Send({{"type", "ready"}});
       return;
     }
-    unacknowledged_[{job_id, attempt}] = outcome;
+    // A release needs no resend: if it is lost, the lease expires.
+    if (protocol::MessageType(outcome) == "result") unacknowledged_[{job_id, attempt}] = outcome;
     Send(outcome);
+  }
+
+  static Json Release(int64_t job_id, int64_t attempt, const std::string& reason) {
+    return {{"type", "release"}, {"job_id", job_id}, {"attempt", attempt}, {"reason", reason}};
   }
 
   Json Result(int64_t job_id, int64_t attempt, bool ok, const std::string& reason,

@@ -165,6 +165,7 @@ asio::awaitable<void> Coordinator::Serve(std::shared_ptr<Connection> connection)
   ++connections_;
   open_.insert(connection);
   const std::string peer = connection->peer();
+  std::string cut_off;
   try {
     // The handshake (docs/harness.md); every read has the handshake's
     // deadline, so a client trickling bytes is cut off.
@@ -215,11 +216,17 @@ asio::awaitable<void> Coordinator::Serve(std::shared_ptr<Connection> connection)
     }
   } catch (const ProtocolError& error) {
     Log(peer + ": cut off: " + error.what());
-    connection->Send({{"type", "error"}, {"reason", error.what()}});
+    cut_off = error.what();
   } catch (const boost::system::system_error& error) {
     if (error.code() != asio::error::eof) Log(peer + ": connection lost: " + error.what());
   } catch (const std::exception& error) {
     Log(peer + ": " + error.what());
+  }
+  // The peer learns why before the connection closes (a catch block cannot
+  // wait for the write).
+  if (!cut_off.empty()) {
+    connection->Send({{"type", "error"}, {"reason", cut_off}});
+    co_await connection->Drain();
   }
   connection->Close();
   open_.erase(connection);
@@ -262,6 +269,7 @@ asio::awaitable<void> Coordinator::ServeAgent(std::shared_ptr<AgentSession> sess
   }
   asio::co_spawn(io_, Heartbeats(session->connection), asio::detached);
   std::string why = "disconnected";
+  std::string bad_message;
   try {
     while (session->connection->open()) {
       const Json message = co_await session->connection->Read(Seconds(3 * options_.heartbeat_s));
@@ -272,7 +280,11 @@ asio::awaitable<void> Coordinator::ServeAgent(std::shared_ptr<AgentSession> sess
                                            : "went silent or failed: " + std::string(error.what());
   } catch (const std::exception& error) {
     why = std::string("sent a bad message: ") + error.what();
-    session->connection->Send({{"type", "error"}, {"reason", error.what()}});
+    bad_message = error.what();
+  }
+  if (!bad_message.empty()) {
+    session->connection->Send({{"type", "error"}, {"reason", bad_message}});
+    co_await session->connection->Drain();
   }
   session->connection->Close();
   if (const auto current = agents_.find(name);

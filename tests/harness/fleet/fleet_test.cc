@@ -1,0 +1,691 @@
+// The fleet end to end: the real nimble-bench coordinator, agents (native,
+// aarch64 under qemu-user in a network namespace of its own, and placed by
+// a real Slurm) and clients, over real loopback and veth TCP, recording into
+// a real results.db. Every outcome is read back from results.db and from the
+// CLI's output and exit status; nothing is mocked. The timings (a 0.5 s
+// heartbeat, 3 s leases, tiny models) keep the suite to about 20 s.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness/bench/emulation.h"
+#include "harness/fleet/slurm.h"
+#include "nimble/vm/error.h"
+#include "tests/harness/fleet/fleet_processes.h"
+#include "tests/harness/fleet/slurm_cluster.h"
+
+namespace nimble::fleet_test {
+namespace {
+
+using Json = nlohmann::json;
+using ::testing::AnyOf;
+using ::testing::Contains;
+using ::testing::Each;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using Rows = std::vector<std::vector<std::string>>;
+
+// A run job small enough for qemu: the LSTM at hidden size 16, three
+// sentences, one timed pass.
+const std::vector<std::string> kTinyRun = {"--kind",        "run", "--model",     "lstm",
+                                           "--hidden-size", "16",  "--sentences", "3",
+                                           "--warmup",      "0",   "--repeat",    "1"};
+
+// The LSTM at its default size over 400 sentences: a run of about a second,
+// long enough to be caught (and killed) in the middle.
+const std::vector<std::string> kLongRun = {"--kind",      "run", "--model",  "lstm",
+                                           "--sentences", "400", "--warmup", "0",
+                                           "--repeat",    "1",   "--target", "intel"};
+
+template <typename T>
+std::vector<T> Concat(std::vector<T> head, const std::vector<T>& tail) {
+  head.insert(head.end(), tail.begin(), tail.end());
+  return head;
+}
+
+std::string Join(const std::vector<int64_t>& ids) {
+  std::string text;
+  for (const int64_t id : ids) text += (text.empty() ? "" : ",") + std::to_string(id);
+  return text;
+}
+
+// A network namespace joined to ours by a veth pair: a second "host" for the
+// ARM agent, whose only way to the coordinator is the veth link. Addresses
+// and names derive from our PID, so parallel runs of the suite do not clash.
+class NetNamespace {
+ public:
+  NetNamespace() {
+    const int index = static_cast<int>(getpid() % 16384);
+    const std::string subnet = "10.201." + std::to_string(index / 64) + ".";
+    const int base = (index % 64) * 4;
+    host_address_ = subnet + std::to_string(base + 1);
+    inner_address_ = subnet + std::to_string(base + 2);
+    name_ = "nbfleet" + std::to_string(getpid());
+    host_link_ = "nbfh" + std::to_string(getpid());
+    inner_link_ = "nbfn" + std::to_string(getpid());
+  }
+  ~NetNamespace() {
+    if (!created_) return;
+    // Deleting the namespace deletes its end of the pair, and with it ours.
+    Ip({"netns", "del", name_});
+    Ip({"link", "del", host_link_});
+  }
+  NetNamespace(const NetNamespace&) = delete;
+  NetNamespace& operator=(const NetNamespace&) = delete;
+
+  // "" when up, else what failed.
+  std::string Create() {
+    created_ = true;
+    const std::vector<std::vector<std::string>> steps = {
+        {"netns", "add", name_},
+        {"link", "add", host_link_, "type", "veth", "peer", "name", inner_link_},
+        {"link", "set", inner_link_, "netns", name_},
+        {"addr", "add", host_address_ + "/30", "dev", host_link_},
+        {"link", "set", host_link_, "up"},
+        {"-n", name_, "addr", "add", inner_address_ + "/30", "dev", inner_link_},
+        {"-n", name_, "link", "set", inner_link_, "up"},
+        {"-n", name_, "link", "set", "lo", "up"},
+    };
+    for (const auto& step : steps) {
+      const CliResult result = Ip(step);
+      if (result.exit_code != 0) {
+        std::string command = "ip";
+        for (const std::string& word : step) command += " " + word;
+        return command + ": " + result.err;
+      }
+    }
+    return "";
+  }
+  const std::string& name() const { return name_; }
+  const std::string& host_address() const { return host_address_; }
+  const std::string& inner_address() const { return inner_address_; }
+
+ private:
+  static CliResult Ip(const std::vector<std::string>& args) {
+    return RunCommand(Concat({"ip"}, args), 10s);
+  }
+  std::string name_, host_link_, inner_link_, host_address_, inner_address_;
+  bool created_ = false;
+};
+
+class FleetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::make_unique<TempDir>("nimble-fleet");
+    secret_file_ = *dir_ / "secret";
+    WriteFile(secret_file_, "fleet-test-secret-" + std::to_string(getpid()), 0600);
+    db_path_ = *dir_ / "results.db";
+    db_ = std::make_unique<ResultsReader>(db_path_);
+  }
+
+  void TearDown() override {
+    if (HasFailure()) {
+      for (const auto& [name, process] : processes_) {
+        std::string log = process->Log();
+        if (log.size() > 6000) log = "..." + log.substr(log.size() - 6000);
+        std::cerr << "---- log of " << name << " (pid " << process->pid() << ")\n" << log << "\n";
+      }
+      // The logs of agents that Slurm started (%x-%j.out).
+      std::error_code ignored;
+      for (const auto& entry :
+           std::filesystem::recursive_directory_iterator(dir_->path(), ignored)) {
+        if (entry.path().extension() == ".out") {
+          std::cerr << "---- " << entry.path() << "\n" << ReadFile(entry.path()) << "\n";
+        }
+      }
+    }
+    // In reverse order of starting (agents before their coordinator); each
+    // Process kills its whole tree and reaps it.
+    for (auto it = processes_.rbegin(); it != processes_.rend(); ++it) it->second.reset();
+    processes_.clear();
+    netns_.reset();
+    slurm_.reset();
+    dir_.reset();
+  }
+
+  Process& Start(const std::string& name, const std::vector<std::string>& argv,
+                 const std::map<std::string, std::string>& environment = {}) {
+    processes_.emplace_back(name,
+                            std::make_unique<Process>(argv, *dir_ / (name + ".log"), environment));
+    return *processes_.back().second;
+  }
+
+  // Starts a coordinator and waits for its port; `listen` with port 0 picks
+  // a free one. Fails the test (returns 0) when it does not come up.
+  uint16_t StartCoordinator(const std::string& listen = "127.0.0.1:0",
+                            const std::string& name = "coordinator") {
+    const std::string port_file = *dir_ / (name + ".port");
+    coordinator_ = &Start(name, {NIMBLE_BENCH_BINARY, "coordinator", "--listen", listen, "--db",
+                                 db_path_, "--secret-file", secret_file_, "--port-file", port_file,
+                                 "--heartbeat", "0.5", "--lease", "3"});
+    uint16_t port = 0;
+    const bool up = WaitFor(
+        [&] {
+          std::ifstream file(port_file);
+          return static_cast<bool>(file >> port) && port > 0;
+        },
+        15s, 20ms);
+    EXPECT_TRUE(up) << "no port file from the coordinator: " << coordinator_->Log();
+    address_ = "127.0.0.1:" + std::to_string(port);
+    return up ? port : 0;
+  }
+
+  Process& StartAgent(const std::string& name, const std::vector<std::string>& extra = {}) {
+    return Start(name, Concat({NIMBLE_BENCH_BINARY, "agent", "--coordinator", address_,
+                               "--secret-file", secret_file_, "--name", name, "--give-up", "30"},
+                              extra));
+  }
+
+  // nimble-bench `command` against the coordinator, with `args` after it.
+  CliResult Client(const std::vector<std::string>& command, const std::vector<std::string>& args,
+                   Clock::duration limit = 60s) {
+    return RunCommand(Concat(Concat(Concat({NIMBLE_BENCH_BINARY}, command),
+                                    {"--coordinator", address_, "--secret-file", secret_file_}),
+                             args),
+                      limit);
+  }
+
+  // Queues jobs with `submit ... --json`; their ids.
+  std::vector<int64_t> Submit(const std::vector<std::string>& args) {
+    const CliResult result = Client({"submit"}, Concat(args, {"--json"}));
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    std::vector<int64_t> ids;
+    try {
+      const Json reply = Json::parse(result.out);
+      for (const Json& id : reply.at("job_ids")) ids.push_back(id.get<int64_t>());
+    } catch (const Json::exception& error) {
+      ADD_FAILURE() << "submit printed no job ids (" << error.what() << "): " << result.out;
+    }
+    return ids;
+  }
+
+  Json Status() {
+    const CliResult result = Client({"status"}, {"--json"});
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    try {
+      return Json::parse(result.out);
+    } catch (const Json::exception& error) {
+      ADD_FAILURE() << "status --json printed no JSON (" << error.what() << "): " << result.out;
+      return Json::object();
+    }
+  }
+
+  // The state an agent's own status entry shows, or "" when it is not listed.
+  static std::string AgentState(const Json& status, const std::string& name) {
+    for (const Json& agent : status.value("agents", Json::array())) {
+      if (agent.value("name", "") == name) return agent.value("state", "");
+    }
+    return "";
+  }
+
+  ::testing::AssertionResult AgentConnects(const std::string& name, Clock::duration limit = 20s) {
+    const std::string sql =
+        "SELECT count(*) FROM agents WHERE state = 'connected' AND name = " + SqlQuote(name);
+    if (WaitFor([&] { return db_->Count(sql) == 1; }, limit)) {
+      return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure()
+           << "agent " << name << " did not connect (" << db_->error() << ")";
+  }
+
+  // Waits until none of `ids` is queued or leased.
+  ::testing::AssertionResult JobsFinish(const std::vector<int64_t>& ids, Clock::duration limit) {
+    const std::string open = "SELECT count(*) FROM jobs WHERE id IN (" + Join(ids) +
+                             ") AND state NOT IN ('done', 'failed')";
+    if (!ids.empty() &&
+        WaitFor([&] { return db_->Count(open) == 0 && db_->error().empty(); }, limit)) {
+      return ::testing::AssertionSuccess();
+    }
+    ::testing::AssertionResult failure = ::testing::AssertionFailure();
+    failure << "jobs still open after the deadline:";
+    for (const auto& row : db_->Rows("SELECT id, state, agent, attempts FROM jobs")) {
+      failure << " [" << row[0] << " " << row[1] << " on " << row[2] << ", attempt " << row[3]
+              << "]";
+    }
+    return failure << " " << db_->error();
+  }
+
+  // The lines of `log` that mention `text`.
+  static std::vector<std::string> LinesWith(const std::string& log, const std::string& text) {
+    std::vector<std::string> lines;
+    std::istringstream in(log);
+    for (std::string line; std::getline(in, line);) {
+      if (line.find(text) != std::string::npos) lines.push_back(line);
+    }
+    return lines;
+  }
+
+  std::unique_ptr<TempDir> dir_;
+  std::string secret_file_;
+  std::string db_path_;
+  std::unique_ptr<ResultsReader> db_;
+  std::string address_;
+  Process* coordinator_ = nullptr;
+  std::vector<std::pair<std::string, std::unique_ptr<Process>>> processes_;
+  std::unique_ptr<NetNamespace> netns_;
+  std::unique_ptr<fleet::SlurmCluster> slurm_;
+};
+
+// An x86-64 agent and an aarch64 one (the cross-built nimble-bench under
+// qemu-aarch64, in its own network namespace) share one queue: each job goes
+// to an agent that can run it, and each run says truthfully what ran it.
+TEST_F(FleetTest, TwoAgentsDrainAMixedQueue) {
+  if (geteuid() != 0) GTEST_SKIP() << "a network namespace needs root; this is uid " << geteuid();
+  try {
+    RunCommand({"ip", "-V"}, 10s);
+  } catch (const std::exception& missing) {
+    GTEST_SKIP() << "no `ip` (iproute2): " << missing.what();
+  }
+  // The same search and checks as `nimble-bench run --emulate`.
+  bench::Emulator emulator;
+  try {
+    emulator = bench::FindArmEmulator();
+  } catch (const nimble::Error& missing) {
+    GTEST_SKIP() << missing.what();
+  }
+  const std::string& qemu = emulator.qemu;
+  const std::string& arm_bench = emulator.arm_nimble_bench;
+  netns_ = std::make_unique<NetNamespace>();
+  const std::string why_not = netns_->Create();
+  ASSERT_EQ(why_not, "") << "cannot set up the network namespace";
+
+  // On every address, so that the namespace reaches it over the veth link.
+  const uint16_t port = StartCoordinator("0.0.0.0:0");
+  ASSERT_GT(port, 0);
+  address_ = "127.0.0.1:" + std::to_string(port);
+  StartAgent("x86-agent");
+  const std::string arm_coordinator = netns_->host_address() + ":" + std::to_string(port);
+  Start("arm-agent", {"ip", "netns", "exec", netns_->name(), "env", "NIMBLE_EMULATOR=qemu-aarch64",
+                      qemu, arm_bench, "agent", "--coordinator", arm_coordinator, "--secret-file",
+                      secret_file_, "--name", "arm-agent", "--give-up", "30"});
+  // The ARM job first, so the emulated agent starts on it at once.
+  const std::vector<int64_t> arm = Submit(Concat(kTinyRun, {"--target", "arm", "--emulate"}));
+  const std::vector<int64_t> intel =
+      Submit(Concat(kTinyRun, {"--target", "intel", "--count", "2"}));
+  const std::vector<int64_t> probes = Submit({"--kind", "probe", "--count", "4"});
+  ASSERT_EQ(arm.size(), 1u);
+  ASSERT_EQ(intel.size(), 2u);
+  ASSERT_EQ(probes.size(), 4u);
+  ASSERT_TRUE(AgentConnects("x86-agent"));
+  ASSERT_TRUE(AgentConnects("arm-agent", 30s));
+  // The ARM agent came in over the veth link, not loopback.
+  EXPECT_THAT(LinesWith(coordinator_->Log(), "agent arm-agent joined from"),
+              Contains(HasSubstr("from " + netns_->inner_address() + ":")));
+  EXPECT_EQ(db_->Scalar("SELECT arch || ' ' || emulated || ' ' || emulator FROM agents WHERE "
+                        "name = 'arm-agent'"),
+            "aarch64 1 qemu-aarch64");
+
+  std::vector<int64_t> all = Concat(arm, intel), runs = all;
+  all.insert(all.end(), probes.begin(), probes.end());
+  ASSERT_TRUE(JobsFinish(all, 75s));
+  EXPECT_EQ(db_->Count("SELECT count(*) FROM jobs WHERE state = 'done'"), 7);
+
+  // Exactly one run per run job, none for the probes, and each says what ran it.
+  EXPECT_EQ(db_->Rows("SELECT job_id, count(*) FROM runs GROUP BY job_id ORDER BY job_id"),
+            (Rows{{std::to_string(runs[0]), "1"},
+                  {std::to_string(runs[1]), "1"},
+                  {std::to_string(runs[2]), "1"}}));
+  for (const int64_t id : intel) {
+    EXPECT_EQ(db_->Rows("SELECT arch, emulated, agent, target, status FROM runs WHERE job_id = " +
+                        std::to_string(id)),
+              (Rows{{"x86_64", "0", "x86-agent", "intel", "done"}}))
+        << "job " << id;
+    // Never leased to the ARM agent, not even for an attempt.
+    EXPECT_EQ(db_->Rows("SELECT agent FROM job_attempts WHERE job_id = " + std::to_string(id)),
+              (Rows{{"x86-agent"}}));
+  }
+  EXPECT_EQ(db_->Rows("SELECT arch, emulated, agent, target, status, emulator <> '' FROM runs "
+                      "WHERE job_id = " +
+                      std::to_string(arm[0])),
+            (Rows{{"aarch64", "1", "arm-agent", "arm", "done", "1"}}));
+  EXPECT_EQ(db_->Count("SELECT count(*) FROM jobs j JOIN runs r ON r.id = j.run_id AND "
+                       "r.job_id = j.id"),
+            3);
+  // Each probe's host is the one of the agent that ran it.
+  for (const auto& row : db_->Rows("SELECT j.result, a.agent FROM jobs j JOIN job_attempts a ON "
+                                   "a.job_id = j.id AND a.outcome = 'done' WHERE j.kind = "
+                                   "'probe'")) {
+    const Json host = Json::parse(row[0]).at("host");
+    EXPECT_EQ(host.at("arch"), row[1] == "arm-agent" ? "aarch64" : "x86_64") << row[0];
+    EXPECT_EQ(host.at("emulated"), row[1] == "arm-agent") << row[0];
+  }
+}
+
+// An agent killed mid-run loses its attempt; another agent runs the job
+// again, and the job is recorded once.
+TEST_F(FleetTest, AgentKilledMidJobIsRerunAndRecordedOnce) {
+  ASSERT_GT(StartCoordinator(), 0);
+  Process& first = StartAgent("agent-a");
+  ASSERT_TRUE(AgentConnects("agent-a"));
+  // The default LSTM size: a run that lasts a few seconds.
+  const std::vector<int64_t> ids = Submit(kLongRun);
+  ASSERT_EQ(ids.size(), 1u);
+  const std::string job = std::to_string(ids[0]);
+  // Leased to A, and A's child is running it.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return db_->Scalar("SELECT state || ' ' || agent FROM jobs WHERE id = " + job) ==
+                   "leased agent-a" &&
+               !Descendants(first.pid()).empty();
+      },
+      15s));
+  std::this_thread::sleep_for(200ms);  // into the run
+  first.Kill(SIGKILL);
+  ASSERT_EQ(db_->Scalar("SELECT count(*) FROM runs"), "0") << "the run ended before the kill";
+
+  StartAgent("agent-b");
+  ASSERT_TRUE(JobsFinish(ids, 60s));
+  EXPECT_EQ(db_->Rows("SELECT state, attempts, failures FROM jobs WHERE id = " + job),
+            (Rows{{"done", "2", "1"}}));
+  EXPECT_EQ(db_->Rows("SELECT attempt, agent, outcome FROM job_attempts WHERE job_id = " + job +
+                      " ORDER BY attempt"),
+            (Rows{{"1", "agent-a", "lost"}, {"2", "agent-b", "done"}}));
+  EXPECT_THAT(
+      db_->Scalar("SELECT reason FROM job_attempts WHERE job_id = " + job + " AND attempt = 1"),
+      HasSubstr("agent-a"));
+  EXPECT_EQ(db_->Rows("SELECT job_id, agent, status FROM runs"), (Rows{{job, "agent-b", "done"}}));
+  EXPECT_EQ(db_->Scalar("SELECT run_id = (SELECT id FROM runs) FROM jobs WHERE id = " + job), "1");
+}
+
+// The coordinator's state is all in results.db: killed with jobs queued and
+// leased, and restarted on the same port, it loses and duplicates nothing.
+TEST_F(FleetTest, CoordinatorKilledAndRestartedLosesNothing) {
+  const uint16_t port = StartCoordinator();
+  ASSERT_GT(port, 0);
+  StartAgent("agent-r");
+  ASSERT_TRUE(AgentConnects("agent-r"));
+  const std::vector<int64_t> ids = Submit(Concat(kTinyRun, {"--target", "intel", "--count", "6"}));
+  ASSERT_EQ(ids.size(), 6u);
+  // Kill it once the agent is under way, with most of the queue still open.
+  // Polled often: a tiny job takes well under 100 ms.
+  ASSERT_TRUE(WaitFor(
+      [&] { return db_->Count("SELECT count(*) FROM jobs WHERE state = 'done'") >= 1; }, 30s, 5ms));
+  coordinator_->Kill(SIGKILL);
+  const int64_t open = db_->Count("SELECT count(*) FROM jobs WHERE state IN ('queued', 'leased')");
+  ASSERT_GT(open, 0) << "every job finished before the kill";
+
+  ASSERT_EQ(StartCoordinator("127.0.0.1:" + std::to_string(port), "coordinator-2"), port);
+  ASSERT_TRUE(JobsFinish(ids, 60s));
+  EXPECT_EQ(db_->Count("SELECT count(*) FROM jobs WHERE state = 'done'"), 6);
+  EXPECT_EQ(db_->Count("SELECT count(*) FROM jobs WHERE state = 'failed'"), 0);
+  EXPECT_EQ(db_->Rows("SELECT count(*), count(DISTINCT job_id) FROM runs"), (Rows{{"6", "6"}}));
+  EXPECT_EQ(db_->Count("SELECT count(*) FROM runs WHERE job_id IN (" + Join(ids) + ")"), 6);
+  EXPECT_EQ(db_->Count("SELECT count(*) FROM jobs j JOIN runs r ON r.id = j.run_id AND "
+                       "r.job_id = j.id"),
+            6);
+  // The agent found the new coordinator by itself.
+  EXPECT_TRUE(AgentConnects("agent-r"));
+  EXPECT_EQ(AgentState(Status(), "agent-r"), "connected");
+}
+
+// Clients that do not know the secret, speak garbage or trickle bytes are
+// cut off, each with its reason in the log, while others are served.
+TEST_F(FleetTest, HostileClientsAreRefusedAndOthersServed) {
+  const uint16_t port = StartCoordinator();
+  ASSERT_GT(port, 0);
+  StartAgent("agent-h");
+  ASSERT_TRUE(AgentConnects("agent-h"));
+
+  // (a) The wrong secret.
+  const std::string wrong_secret = *dir_ / "wrong-secret";
+  WriteFile(wrong_secret, "not-the-fleet-secret", 0600);
+  const CliResult refused = RunCommand(
+      {NIMBLE_BENCH_BINARY, "status", "--coordinator", address_, "--secret-file", wrong_secret},
+      20s);
+  EXPECT_EQ(refused.exit_code, 1) << refused.out << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("wrong proof"));
+  EXPECT_EQ(refused.out, "");
+
+  // (b) A frame header of 4 GiB: refused before a byte of it is buffered.
+  Fd huge(ConnectTcp("127.0.0.1", port));
+  const uint16_t huge_port = LocalPort(huge.get());
+  const unsigned char header[4] = {0xff, 0xff, 0xff, 0xff};
+  ASSERT_EQ(send(huge.get(), header, 4, MSG_NOSIGNAL), 4);
+  const Clock::time_point huge_sent = Clock::now();
+  EXPECT_TRUE(ClosedWithin(huge.get(), 3s));
+  EXPECT_LT(Clock::now() - huge_sent, 2s);
+
+  // (c) 64 random bytes (a fixed seed, so a failure can be replayed).
+  std::mt19937 random(20240607);
+  std::string garbage(64, '\0');
+  for (char& byte : garbage) byte = static_cast<char>(random() & 0xff);
+  Fd noise(ConnectTcp("127.0.0.1", port));
+  const uint16_t noise_port = LocalPort(noise.get());
+  ASSERT_EQ(send(noise.get(), garbage.data(), garbage.size(), MSG_NOSIGNAL), 64);
+  // Within the handshake deadline (5 s), whatever length the bytes claim.
+  EXPECT_TRUE(ClosedWithin(noise.get(), 7s));
+
+  // (d) A hello trickled at a byte a second, on a thread, while a correct
+  // client and an agent's job are served.
+  struct Trickle {
+    uint16_t local_port = 0;
+    bool closed = false;
+    Clock::time_point started, closed_at;
+  } trickle;
+  const Json hello = {{"type", "hello"},
+                      {"protocol", 1},
+                      {"role", "client"},
+                      {"name", "slow-client"},
+                      {"nonce", std::string(64, '0')},
+                      {"proof", std::string(64, '0')}};
+  const std::string body = hello.dump();
+  std::string frame = {static_cast<char>(body.size() >> 24), static_cast<char>(body.size() >> 16),
+                       static_cast<char>(body.size() >> 8), static_cast<char>(body.size())};
+  frame += body;
+  const int slow = ConnectTcp("127.0.0.1", port);
+  trickle.local_port = LocalPort(slow);
+  trickle.started = Clock::now();
+  std::jthread trickler([&trickle, slow, frame] {
+    for (size_t sent = 0; sent < frame.size() && Clock::now() - trickle.started < 15s; ++sent) {
+      if (send(slow, &frame[sent], 1, MSG_NOSIGNAL) != 1) {
+        trickle.closed = true;
+      } else {
+        // A second until the next byte; the challenge may arrive, then EOF.
+        const Clock::time_point next = Clock::now() + 1s;
+        while (!trickle.closed && Clock::now() < next) {
+          pollfd ready = {slow, POLLIN, 0};
+          const auto left =
+              std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now());
+          if (poll(&ready, 1, std::max<int>(1, static_cast<int>(left.count()))) <= 0) continue;
+          char buffer[512];
+          const ssize_t got = read(slow, buffer, sizeof(buffer));
+          if (got == 0 || (got < 0 && errno != EINTR)) trickle.closed = true;
+        }
+      }
+      if (trickle.closed) {
+        trickle.closed_at = Clock::now();
+        break;
+      }
+    }
+    close(slow);
+  });
+  const Json status = Status();
+  EXPECT_EQ(AgentState(status, "agent-h"), "connected");
+  const CliResult probe = Client({"submit"}, {"--kind", "probe", "--wait", "--json"}, 30s);
+  const Clock::time_point served = Clock::now();
+  EXPECT_EQ(probe.exit_code, 0) << probe.err;
+  EXPECT_THAT(probe.out, HasSubstr("\"state\": \"done\""));
+  trickler.join();
+  ASSERT_TRUE(trickle.closed) << "the trickling client was never cut off";
+  const double cut_after =
+      std::chrono::duration<double>(trickle.closed_at - trickle.started).count();
+  EXPECT_GT(cut_after, 4.0);
+  EXPECT_LT(cut_after, 8.0);
+  EXPECT_LT(served, trickle.closed_at) << "others waited for the trickling client";
+  EXPECT_EQ(db_->Count("SELECT count(*) FROM jobs WHERE kind = 'probe' AND state = 'done'"), 1);
+
+  // Still up, still serving, and every refusal is in its log.
+  EXPECT_TRUE(coordinator_->Running());
+  EXPECT_EQ(AgentState(Status(), "agent-h"), "connected");
+  const std::string log = coordinator_->Log();
+  EXPECT_THAT(LinesWith(log, "refused: "), Contains(HasSubstr("wrong proof of the shared secret")));
+  EXPECT_THAT(LinesWith(log, "127.0.0.1:" + std::to_string(huge_port) + ": "),
+              ElementsAre(HasSubstr("frame of 4294967295 bytes")));
+  EXPECT_THAT(
+      LinesWith(log, "127.0.0.1:" + std::to_string(noise_port) + ": "),
+      ElementsAre(AnyOf(HasSubstr("frame of"), HasSubstr("not JSON"), HasSubstr("handshake"))));
+  EXPECT_THAT(
+      LinesWith(log, "127.0.0.1:" + std::to_string(trickle.local_port) + ": "),
+      ElementsAre(AnyOf(HasSubstr("handshake"), HasSubstr("deadline"), HasSubstr("timed out"))));
+}
+
+// A job whose child crashes fails after its allowed attempts, each with the
+// signal named, and the agent lives on.
+TEST_F(FleetTest, CrashingChildFailsAfterRetries) {
+  ASSERT_GT(StartCoordinator(), 0);
+  const std::string crasher = *dir_ / "crash.sh";
+  // No core file: the crash is the point, not its dump.
+  WriteFile(crasher, "#!/bin/sh\nulimit -c 0\nkill -SEGV $$\n", 0755);
+  Process& agent = StartAgent("agent-c", {"--job-binary", crasher});
+  ASSERT_TRUE(AgentConnects("agent-c"));
+
+  const CliResult submit =
+      Client({"submit"}, {"--kind", "probe", "--max-failures", "2", "--wait"}, 60s);
+  EXPECT_EQ(submit.exit_code, 1) << submit.out << submit.err;
+  EXPECT_THAT(submit.out, HasSubstr("0 done, 1 failed"));
+  EXPECT_THAT(submit.out, HasSubstr("SIGSEGV"));
+
+  const Rows job = db_->Rows("SELECT id, state, attempts, failures, error FROM jobs");
+  ASSERT_EQ(job.size(), 1u);
+  EXPECT_EQ(job[0][1], "failed");
+  EXPECT_EQ(job[0][2], "2");
+  EXPECT_EQ(job[0][3], "2");
+  EXPECT_THAT(job[0][4], HasSubstr("attempt 1 on agent-c failed: killed by signal 11 (SIGSEGV)"));
+  EXPECT_THAT(job[0][4], HasSubstr("attempt 2 on agent-c failed: killed by signal 11 (SIGSEGV)"));
+  EXPECT_EQ(db_->Rows("SELECT attempt, outcome FROM job_attempts ORDER BY attempt"),
+            (Rows{{"1", "failed"}, {"2", "failed"}}));
+  EXPECT_EQ(db_->Count("SELECT count(*) FROM runs"), 0);
+
+  EXPECT_TRUE(agent.Running());
+  const Json status = Status();
+  EXPECT_EQ(AgentState(status, "agent-c"), "connected");
+  ASSERT_EQ(status.value("failures", Json::array()).size(), 1u);
+  EXPECT_THAT(status["failures"][0].value("error", ""), HasSubstr("signal 11"));
+}
+
+// Agents placed by a real Slurm join the coordinator, run real jobs, survive
+// one of them being scancelled mid-job, and stop with `agents stop`. What
+// happened comes from results.db, never from Slurm's exit codes.
+TEST_F(FleetTest, SlurmLaunchedAgentsFinishRealJobs) {
+  slurm_ = std::make_unique<fleet::SlurmCluster>();
+  std::string why_not;
+  if (!slurm_->Start(&why_not)) GTEST_SKIP() << "no Slurm cluster: " << why_not;
+  ASSERT_GT(StartCoordinator("127.0.0.1:0"), 0);
+  const std::string output_dir = *dir_ / "slurm-out";
+  std::filesystem::create_directories(output_dir);
+
+  const CliResult start =
+      Client({"agents", "start"},
+             {"--via", "slurm", "--count", "2", "--output-dir", output_dir, "--give-up", "30"});
+  ASSERT_EQ(start.exit_code, 0) << start.out << start.err;
+  EXPECT_THAT(start.out, HasSubstr("submitted 2 agent(s) to Slurm"));
+  const Rows launches = db_->Rows("SELECT slurm_job_id, state FROM launches ORDER BY 1");
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_THAT(launches, Each(ElementsAre(Not(""), "active")));
+
+  const std::string connected =
+      "SELECT name, slurm_job_id FROM agents WHERE state = 'connected' ORDER BY name";
+  ASSERT_TRUE(WaitFor([&] { return db_->Rows(connected).size() == 2; }, 30s))
+      << "the Slurm agents did not connect; squeue says:\n"
+      << fleet::RunCommand({"squeue", "--states=all"}).out;
+  std::map<std::string, std::string> slurm_job_of;  // agent name -> its Slurm job
+  for (const auto& row : db_->Rows(connected)) {
+    EXPECT_THAT(row[0], HasSubstr("slurm"));
+    EXPECT_THAT(launches, Contains(ElementsAre(row[1], "active"))) << row[0];
+    slurm_job_of[row[0]] = row[1];
+  }
+  ASSERT_EQ(slurm_job_of.size(), 2u);
+  const Json status = Status();
+  for (const auto& [name, slurm_job] : slurm_job_of) {
+    EXPECT_EQ(AgentState(status, name), "connected");
+  }
+
+  // Real jobs, done by the Slurm agents.
+  const std::vector<int64_t> probes = Submit({"--kind", "probe", "--count", "4"});
+  const std::vector<int64_t> run = Submit(Concat(kTinyRun, {"--target", "intel"}));
+  ASSERT_EQ(run.size(), 1u);
+  std::vector<int64_t> all = Concat(probes, run);
+  ASSERT_TRUE(JobsFinish(all, 60s));
+  EXPECT_EQ(db_->Count("SELECT count(*) FROM jobs WHERE state = 'done'"), 5);
+  const Rows run_rows =
+      db_->Rows("SELECT agent FROM runs WHERE job_id = " + std::to_string(run[0]));
+  ASSERT_EQ(run_rows.size(), 1u);
+  EXPECT_EQ(slurm_job_of.count(run_rows[0][0]), 1u) << run_rows[0][0];
+  for (const auto& row : db_->Rows("SELECT agent FROM job_attempts WHERE outcome = 'done'")) {
+    EXPECT_EQ(slurm_job_of.count(row[0]), 1u) << row[0];
+  }
+
+  // scancel of the agent that holds a longer run: the other one finishes it.
+  const std::vector<int64_t> held = Submit(kLongRun);
+  ASSERT_EQ(held.size(), 1u);
+  const std::string job = std::to_string(held[0]);
+  std::string holder;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        holder = db_->Scalar("SELECT agent FROM jobs WHERE state = 'leased' AND id = " + job);
+        return !holder.empty();
+      },
+      15s));
+  ASSERT_EQ(slurm_job_of.count(holder), 1u) << holder;
+  std::string other;
+  for (const auto& [name, slurm_job] : slurm_job_of) {
+    if (name != holder) other = name;
+  }
+  std::this_thread::sleep_for(300ms);  // into the run
+  const fleet::CommandResult cancel = fleet::RunCommand({"scancel", slurm_job_of[holder]});
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
+  ASSERT_TRUE(JobsFinish(held, 60s));
+  EXPECT_EQ(db_->Scalar("SELECT state FROM jobs WHERE id = " + job), "done");
+  EXPECT_EQ(db_->Rows("SELECT agent, status FROM runs WHERE job_id = " + job),
+            (Rows{{other, "done"}}));
+  const Rows attempts = db_->Rows("SELECT agent, outcome FROM job_attempts WHERE job_id = " + job +
+                                  " ORDER BY attempt");
+  // SIGTERM from scancel makes the agent hand its job back: not a failure.
+  EXPECT_EQ(attempts, (Rows{{holder, "released"}, {other, "done"}}));
+  EXPECT_EQ(db_->Scalar("SELECT failures FROM jobs WHERE id = " + job), "0");
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return db_->Scalar("SELECT state FROM agents WHERE name = " + SqlQuote(holder)) ==
+               "disconnected";
+      },
+      10s));
+
+  // agents stop: the remaining agent leaves and every Slurm job ends.
+  const CliResult stop = Client({"agents", "stop"}, {});
+  EXPECT_EQ(stop.exit_code, 0) << stop.out << stop.err;
+  EXPECT_THAT(stop.out, HasSubstr("asked 1 agent(s) to stop"));
+  std::vector<std::string> slurm_ids;
+  for (const auto& row : launches) slurm_ids.push_back(row[0]);
+  std::map<std::string, std::string> states;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        states = fleet::JobStates(slurm_ids);
+        return std::none_of(states.begin(), states.end(), [](const auto& entry) {
+          return entry.second == "RUNNING" || entry.second == "PENDING";
+        });
+      },
+      20s, 200ms))
+      << "Slurm jobs still live: " << Json(states).dump();
+  EXPECT_EQ(db_->Rows("SELECT DISTINCT state FROM launches"), (Rows{{"stopped"}}));
+  EXPECT_TRUE(WaitFor(
+      [&] { return db_->Count("SELECT count(*) FROM agents WHERE state = 'connected'") == 0; },
+      10s));
+}
+
+}  // namespace
+}  // namespace nimble::fleet_test
