@@ -90,14 +90,18 @@ std::string MessageType(const Json& message);
 // and the member.
 template <typename T>
 T Field(const Json& message, const char* key) {
-  const auto found = message.find(key);
-  if (found == message.end()) {
-    throw ProtocolError("'" + MessageType(message) + "' message without '" + key + "'");
-  }
+  // Named by the message's type when it has one (members of nested records
+  // have none).
+  const auto type = message.is_object() ? message.find("type") : message.end();
+  const std::string where = type != message.end() && type->is_string()
+                                ? "'" + type->get<std::string>() + "' message"
+                                : "a record";
+  const auto found = message.is_object() ? message.find(key) : message.end();
+  if (found == message.end()) throw ProtocolError(where + " without '" + key + "'");
   try {
     return found->get<T>();
   } catch (const nlohmann::json::exception&) {
-    throw ProtocolError("'" + MessageType(message) + "' message: '" + key + "' has the wrong type");
+    throw ProtocolError(where + ": '" + key + "' has the wrong type");
   }
 }
 

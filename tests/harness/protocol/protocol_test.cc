@@ -127,6 +127,18 @@ TEST(Frame, ASlowPeerIsCutOffAtTheDeadline) {
   EXPECT_FALSE(pair.server.is_open());
 }
 
+TEST(Frame, FieldsNameTheMessageAndTheMember) {
+  const Json job = {{"type", "job"}, {"job_id", "seven"}, {"running", {{{"job_id", 1}}}}};
+  EXPECT_THAT(ErrorOf([&] { Field<int64_t>(job, "job_id"); }),
+              HasSubstr("'job' message: 'job_id' has the wrong type"));
+  EXPECT_THAT(ErrorOf([&] { Field<int64_t>(job, "attempt"); }),
+              HasSubstr("'job' message without 'attempt'"));
+  EXPECT_THAT(ErrorOf([&] { Field<int64_t>(job["running"][0], "attempt"); }),
+              HasSubstr("a record without 'attempt'"));
+  EXPECT_THAT(ErrorOf([] { Field<int64_t>(Json("text"), "attempt"); }),
+              HasSubstr("a record without 'attempt'"));
+}
+
 TEST(Auth, HmacSha256MatchesRfc4231) {
   // RFC 4231, test case 2.
   EXPECT_EQ(HmacSha256Hex("Jefe", "what do ya want for nothing?"),
