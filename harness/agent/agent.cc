@@ -81,6 +81,11 @@ class Agent {
         co_await Session();
         last_contact = Clock::now();
         backoff = 0.1;
+      } catch (const protocol::Refused& refused) {
+        // A wrong secret or protocol version does not mend itself.
+        Log(name_, std::string(refused.what()) + "; exiting");
+        exit_code_ = 1;
+        break;
       } catch (const std::exception& error) {
         if (connection_) last_contact = Clock::now();
         Log(name_, std::string("connection to the coordinator: ") + error.what());

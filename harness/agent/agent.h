@@ -29,7 +29,7 @@ struct AgentOptions {
 };
 
 // Runs until stopped: 0 after SIGTERM/SIGINT or a stop message, 1 when the
-// coordinator stayed unreachable.
+// coordinator stayed unreachable or refused it (a wrong secret).
 int RunAgent(const AgentOptions& options);
 
 }  // namespace nimble::agent

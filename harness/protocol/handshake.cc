@@ -65,9 +65,9 @@ asio::awaitable<Json> PeerHandshake(Connection& connection, const std::string& s
     throw ProtocolError("expected a challenge, got '" + MessageType(challenge) + "'");
   }
   if (Field<int>(challenge, "protocol") != kProtocolVersion) {
-    throw Error("the coordinator speaks protocol " +
-                std::to_string(Field<int>(challenge, "protocol")) + ", this build " +
-                std::to_string(kProtocolVersion));
+    throw Refused("the coordinator speaks protocol " +
+                  std::to_string(Field<int>(challenge, "protocol")) + ", this build " +
+                  std::to_string(kProtocolVersion));
   }
   const std::string server_nonce = Field<std::string>(challenge, "nonce");
   const std::string nonce = RandomNonce();
@@ -80,12 +80,12 @@ asio::awaitable<Json> PeerHandshake(Connection& connection, const std::string& s
   connection.Send(hello);
   const Json reply = co_await connection.Read(kHandshakeTimeout);
   if (MessageType(reply) == "refused") {
-    throw Error("the coordinator refused: " + Field<std::string>(reply, "reason"));
+    throw Refused("the coordinator refused: " + Field<std::string>(reply, "reason"));
   }
   if (MessageType(reply) != "welcome" ||
       !ProofsEqual(Field<std::string>(reply, "proof"),
                    CoordinatorProof(secret, server_nonce, nonce))) {
-    throw Error("the coordinator did not prove it holds the secret");
+    throw Refused("the coordinator did not prove it holds the secret");
   }
   co_return reply;
 }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "harness/protocol/connection.h"
+#include "nimble/vm/error.h"
 
 namespace nimble::protocol {
 
@@ -24,9 +25,16 @@ HostPort ParseHostPort(const std::string& text);
 boost::asio::awaitable<Socket> ConnectTo(const HostPort& address,
                                          std::chrono::steady_clock::duration timeout);
 
+// The coordinator refused this peer, or could not prove it holds the
+// secret: a configuration error, not worth retrying.
+class Refused : public Error {
+ public:
+  explicit Refused(const std::string& reason) : Error(reason) {}
+};
+
 // The peer's side: sends `hello` (its role-specific members; the handshake
 // adds type, protocol, role, name, nonce and proof) and returns the
-// coordinator's welcome. Throws nimble::Error when refused (with the
+// coordinator's welcome. Throws Refused when refused (with the
 // coordinator's reason) or when the coordinator's proof is wrong.
 boost::asio::awaitable<Json> PeerHandshake(Connection& connection, const std::string& secret,
                                            const std::string& role, const std::string& name,

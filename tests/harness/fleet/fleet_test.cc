@@ -450,6 +450,13 @@ TEST_F(FleetTest, HostileClientsAreRefusedAndOthersServed) {
   EXPECT_EQ(refused.exit_code, 1) << refused.out << refused.err;
   EXPECT_THAT(refused.err, HasSubstr("wrong proof"));
   EXPECT_EQ(refused.out, "");
+  // An agent with the wrong secret gives up at once instead of retrying.
+  const CliResult impostor = RunCommand({NIMBLE_BENCH_BINARY, "agent", "--coordinator", address_,
+                                         "--secret-file", wrong_secret, "--name", "impostor"},
+                                        20s);
+  EXPECT_EQ(impostor.exit_code, 1) << impostor.err;
+  EXPECT_THAT(impostor.err, HasSubstr("refused: wrong proof of the shared secret; exiting"));
+  EXPECT_EQ(db_->Count("SELECT count(*) FROM agents WHERE name = 'impostor'"), 0);
 
   // (b) A frame header of 4 GiB: refused before a byte of it is buffered.
   Fd huge(ConnectTcp("127.0.0.1", port));
