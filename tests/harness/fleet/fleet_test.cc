@@ -402,6 +402,43 @@ TEST_F(FleetTest, AgentKilledMidJobIsRerunAndRecordedOnce) {
   EXPECT_EQ(db_->Scalar("SELECT run_id = (SELECT id FROM runs) FROM jobs WHERE id = " + job), "1");
 }
 
+// A partitioned agent neither disconnects nor heartbeats: the coordinator
+// cuts it off after three missed beats and re-runs its job elsewhere; when
+// it comes back, it reconnects and its late result is not recorded again.
+TEST_F(FleetTest, ASilentAgentLosesItsLeaseAndIsNotRecordedTwice) {
+  ASSERT_GT(StartCoordinator(), 0);
+  Process& silent = StartAgent("agent-s");
+  ASSERT_TRUE(AgentConnects("agent-s"));
+  const std::vector<int64_t> ids = Submit(kLongRun);
+  ASSERT_EQ(ids.size(), 1u);
+  const std::string job = std::to_string(ids[0]);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return db_->Scalar("SELECT state || ' ' || agent FROM jobs WHERE id = " + job) ==
+               "leased agent-s";
+      },
+      15s));
+  // Frozen, its socket still open: only the missing heartbeats tell.
+  kill(silent.pid(), SIGSTOP);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return db_->Scalar("SELECT state FROM agents WHERE name = 'agent-s'") == "disconnected";
+      },
+      15s));
+  EXPECT_THAT(coordinator_->Log(), HasSubstr("agent agent-s went silent"));
+  StartAgent("agent-t");
+  ASSERT_TRUE(JobsFinish(ids, 90s));
+  kill(silent.pid(), SIGCONT);
+  // It finds its connection gone, reconnects, and reports the job it held.
+  ASSERT_TRUE(WaitFor(
+      [&] { return db_->Scalar("SELECT state FROM agents WHERE name = 'agent-s'") == "connected"; },
+      30s));
+  EXPECT_EQ(db_->Rows("SELECT attempt, agent, outcome FROM job_attempts WHERE job_id = " + job +
+                      " ORDER BY attempt"),
+            (Rows{{"1", "agent-s", "lost"}, {"2", "agent-t", "done"}}));
+  EXPECT_EQ(db_->Rows("SELECT job_id, agent FROM runs"), (Rows{{job, "agent-t"}}));
+}
+
 // The coordinator's state is all in results.db: killed with jobs queued and
 // leased, and restarted on the same port, it loses and duplicates nothing.
 TEST_F(FleetTest, CoordinatorKilledAndRestartedLosesNothing) {
