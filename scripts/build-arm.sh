@@ -17,26 +17,16 @@ packages=(
   libsqlite3-dev:arm64 libssl-dev:arm64
 )
 
-missing=()
-for package in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then
-    missing+=("$package")
-  fi
-done
-
-if [ ${#missing[@]} -ne 0 ]; then
+# The arm64 packages need the architecture enabled before the package lists
+# are read.
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
   if [ "$(id -u)" -ne 0 ]; then
-    echo "build-arm: missing packages: ${missing[*]}; run as root to install them" >&2
+    echo "build-arm: the arm64 architecture is not enabled in dpkg; run as root" >&2
     exit 1
   fi
-  echo "build-arm: installing ${missing[*]}" >&2
-  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
-    dpkg --add-architecture arm64
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  dpkg --add-architecture arm64
 fi
+bash scripts/install-deps.sh "${packages[@]}"
 
 if [ ! -f build-arm/build.ninja ]; then
   meson setup build-arm --cross-file scripts/cross/aarch64-linux-gnu.ini >/dev/null

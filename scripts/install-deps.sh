@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Nimble builds and tests with. Idempotent and
-# non-interactive: only packages that are missing are installed, so a second
-# run on a ready machine costs a dpkg query and nothing else.
+# Installs the Debian packages Nimble builds and tests with, or the packages
+# named as arguments (scripts/build-arm.sh names the cross build's).
+# Idempotent and non-interactive: only packages that are missing are
+# installed, so a second run on a ready machine costs a dpkg query and
+# nothing else.
 set -euo pipefail
 
 packages=(
@@ -12,6 +14,9 @@ packages=(
   libssl-dev openssl libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   python3-torch python3-numpy
 )
+if [ $# -gt 0 ]; then
+  packages=("$@")
+fi
 
 missing=()
 for package in "${packages[@]}"; do

@@ -191,6 +191,25 @@ class FleetTest : public ::testing::Test {
                               extra));
   }
 
+  // Submits kLongRun once `agent` has connected and waits until the job is
+  // leased to it and its child runs it; the job's id, or "" (test failed).
+  std::string LongRunUnderWay(Process& agent, const std::string& name) {
+    if (!AgentConnects(name)) return "";
+    const std::vector<int64_t> ids = Submit(kLongRun);
+    EXPECT_EQ(ids.size(), 1u);
+    if (ids.size() != 1) return "";
+    const std::string job = std::to_string(ids[0]);
+    const bool running = WaitFor(
+        [&] {
+          return db_->Scalar("SELECT state || ' ' || agent FROM jobs WHERE id = " + job) ==
+                     "leased " + name &&
+                 !Descendants(agent.pid()).empty();
+        },
+        15s);
+    EXPECT_TRUE(running) << "job " << job << " never ran on " << name;
+    return running ? job : "";
+  }
+
   // nimble-bench `command` against the coordinator, with `args` after it.
   CliResult Client(const std::vector<std::string>& command, const std::vector<std::string>& args,
                    Clock::duration limit = 60s) {
@@ -371,19 +390,9 @@ TEST_F(FleetTest, TwoAgentsDrainAMixedQueue) {
 TEST_F(FleetTest, AgentKilledMidJobIsRerunAndRecordedOnce) {
   ASSERT_GT(StartCoordinator(), 0);
   Process& first = StartAgent("agent-a");
-  ASSERT_TRUE(AgentConnects("agent-a"));
-  // The default LSTM size: a run that lasts a few seconds.
-  const std::vector<int64_t> ids = Submit(kLongRun);
-  ASSERT_EQ(ids.size(), 1u);
-  const std::string job = std::to_string(ids[0]);
-  // Leased to A, and A's child is running it.
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return db_->Scalar("SELECT state || ' ' || agent FROM jobs WHERE id = " + job) ==
-                   "leased agent-a" &&
-               !Descendants(first.pid()).empty();
-      },
-      15s));
+  const std::string job = LongRunUnderWay(first, "agent-a");
+  ASSERT_NE(job, "");
+  const std::vector<int64_t> ids = {std::stoll(job)};
   std::this_thread::sleep_for(200ms);  // into the run
   first.Kill(SIGKILL);
   ASSERT_EQ(db_->Scalar("SELECT count(*) FROM runs"), "0") << "the run ended before the kill";
@@ -408,16 +417,9 @@ TEST_F(FleetTest, AgentKilledMidJobIsRerunAndRecordedOnce) {
 TEST_F(FleetTest, ASilentAgentLosesItsLeaseAndIsNotRecordedTwice) {
   ASSERT_GT(StartCoordinator(), 0);
   Process& silent = StartAgent("agent-s");
-  ASSERT_TRUE(AgentConnects("agent-s"));
-  const std::vector<int64_t> ids = Submit(kLongRun);
-  ASSERT_EQ(ids.size(), 1u);
-  const std::string job = std::to_string(ids[0]);
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return db_->Scalar("SELECT state || ' ' || agent FROM jobs WHERE id = " + job) ==
-               "leased agent-s";
-      },
-      15s));
+  const std::string job = LongRunUnderWay(silent, "agent-s");
+  ASSERT_NE(job, "");
+  const std::vector<int64_t> ids = {std::stoll(job)};
   // Frozen, its socket still open: only the missing heartbeats tell.
   kill(silent.pid(), SIGSTOP);
   ASSERT_TRUE(WaitFor(
