@@ -168,11 +168,14 @@ class FleetTest : public ::testing::Test {
   // Starts a coordinator and waits for its port; `listen` with port 0 picks
   // a free one. Fails the test (returns 0) when it does not come up.
   uint16_t StartCoordinator(const std::string& listen = "127.0.0.1:0",
-                            const std::string& name = "coordinator") {
+                            const std::string& name = "coordinator",
+                            const std::vector<std::string>& extra = {}) {
     const std::string port_file = *dir_ / (name + ".port");
-    coordinator_ = &Start(name, {NIMBLE_BENCH_BINARY, "coordinator", "--listen", listen, "--db",
-                                 db_path_, "--secret-file", secret_file_, "--port-file", port_file,
-                                 "--heartbeat", "0.5", "--lease", "3"});
+    coordinator_ =
+        &Start(name, Concat({NIMBLE_BENCH_BINARY, "coordinator", "--listen", listen, "--db",
+                             db_path_, "--secret-file", secret_file_, "--port-file", port_file,
+                             "--heartbeat", "0.5", "--lease", "3"},
+                            extra));
     uint16_t port = 0;
     const bool up = WaitFor(
         [&] {
@@ -409,6 +412,49 @@ TEST_F(FleetTest, AgentKilledMidJobIsRerunAndRecordedOnce) {
       HasSubstr("agent-a"));
   EXPECT_EQ(db_->Rows("SELECT job_id, agent, status FROM runs"), (Rows{{job, "agent-b", "done"}}));
   EXPECT_EQ(db_->Scalar("SELECT run_id = (SELECT id FROM runs) FROM jobs WHERE id = " + job), "1");
+}
+
+// Over TLS, an agent and clients that check the coordinator's certificate
+// work as over plain TCP; a plain client, or one that dialled a name the
+// certificate does not carry, is refused with the reason.
+TEST_F(FleetTest, ATlsFleetServesVerifiedPeersOnly) {
+  const std::string cert = *dir_ / "cert.pem";
+  const std::string key = *dir_ / "key.pem";
+  const CliResult made =
+      RunCommand({"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                  "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert, "-subj",
+                  "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-days", "1"},
+                 30s);
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const uint16_t port =
+      StartCoordinator("127.0.0.1:0", "coordinator", {"--tls-cert", cert, "--tls-key", key});
+  ASSERT_GT(port, 0);
+  StartAgent("agent-tls", {"--tls-ca", cert});
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return db_->Scalar("SELECT state FROM agents WHERE name = 'agent-tls'") == "connected";
+      },
+      15s));
+
+  const CliResult probes =
+      Client({"submit"}, {"--tls-ca", cert, "--kind", "probe", "--count", "3", "--wait"});
+  EXPECT_EQ(probes.exit_code, 0) << probes.err;
+  EXPECT_THAT(probes.out, HasSubstr("3 done, 0 failed"));
+  const CliResult run = Client({"run"}, {"--tls-ca", cert, "--model", "lstm", "--hidden-size", "8",
+                                         "--sentences", "2", "--warmup", "0", "--repeat", "1"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("on agent agent-tls"));
+  EXPECT_EQ(db_->Count("SELECT count(*) FROM runs WHERE agent = 'agent-tls'"), 1);
+
+  const CliResult plain = Client({"status"}, {});
+  EXPECT_EQ(plain.exit_code, 1);
+  EXPECT_THAT(plain.err, HasSubstr("connect with --tls-ca"));
+  const CliResult other_name = RunCommand(
+      {NIMBLE_BENCH_BINARY, "status", "--coordinator", "localhost:" + std::to_string(port),
+       "--secret-file", secret_file_, "--tls-ca", cert},
+      30s);
+  EXPECT_EQ(other_name.exit_code, 1);
+  EXPECT_THAT(other_name.err, HasSubstr("certificate verify failed"));
 }
 
 // A partitioned agent neither disconnects nor heartbeats: the coordinator
