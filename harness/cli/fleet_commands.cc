@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <chrono>
@@ -53,6 +54,25 @@ std::shared_ptr<protocol::TlsContext> ClientTlsFor(const FleetAddress& address) 
 protocol::Client Connect(const FleetAddress& address) {
   return protocol::Client(address.coordinator, protocol::ReadSecretFile(address.secret_file),
                           ClientTlsFor(address));
+}
+
+// Requests and replies are split so that no frame nears the 1 MiB cap: a
+// job's spec is a few hundred bytes, a finished run job's reply (its figures
+// included) a few kilobytes.
+constexpr size_t kSubmitBatch = 1000;
+constexpr size_t kQueryBatch = 100;
+
+// `items` in slices of at most `size`, each through `request`; the replies'
+// `member` arrays joined.
+Json InBatches(const Json& items, size_t size, const std::function<Json(const Json&)>& request) {
+  Json joined = Json::array();
+  for (size_t start = 0; start < items.size(); start += size) {
+    const size_t end = std::min(items.size(), start + size);
+    const Json slice(items.begin() + static_cast<std::ptrdiff_t>(start),
+                     items.begin() + static_cast<std::ptrdiff_t>(end));
+    for (const Json& item : request(slice)) joined.push_back(item);
+  }
+  return joined;
 }
 
 std::string SelfExecutable() {
@@ -189,7 +209,9 @@ int RunSubmit(const SubmitCommand& command, const CLI::App* cli) {
   Json jobs = Json::array();
   for (int i = 0; i < command.count; ++i) jobs.push_back(protocol::ToJson(spec));
   protocol::Client client = Connect(command.address);
-  const Json ids = client.Request({{"type", "submit"}, {"jobs", jobs}}).at("job_ids");
+  const Json ids = InBatches(jobs, kSubmitBatch, [&](const Json& slice) {
+    return client.Request({{"type", "submit"}, {"jobs", slice}}).at("job_ids");
+  });
   if (!command.wait) {
     std::cout << (command.json ? Json{{"job_ids", ids}}.dump(2)
                                : "submitted jobs " + ids.front().dump() + ".." + ids.back().dump())
@@ -198,19 +220,21 @@ int RunSubmit(const SubmitCommand& command, const CLI::App* cli) {
   }
   // Follow the jobs until every one is done or failed.
   while (true) {
-    const Json reply = client.Request({{"type", "jobs"}, {"job_ids", ids}});
+    const Json jobs_now = InBatches(ids, kQueryBatch, [&](const Json& slice) {
+      return client.Request({{"type", "jobs"}, {"job_ids", slice}}).at("jobs");
+    });
     int open = 0, failed = 0;
-    for (const Json& job : reply.at("jobs")) {
+    for (const Json& job : jobs_now) {
       const std::string state = job.at("state");
       open += state == "queued" || state == "leased";
       failed += state == "failed" || state == "unknown";
     }
     if (open == 0) {
       if (command.json) {
-        std::cout << reply.at("jobs").dump(2) << "\n";
+        std::cout << jobs_now.dump(2) << "\n";
       } else {
         std::cout << ids.size() - failed << " done, " << failed << " failed\n";
-        for (const Json& job : reply.at("jobs")) {
+        for (const Json& job : jobs_now) {
           if (job.at("state") != "done") {
             std::cout << "  job " << job.at("id") << ": " << job.value("error", std::string())
                       << "\n";

@@ -150,8 +150,8 @@ asio::awaitable<void> Coordinator::AcceptLoop() {
     protocol::Socket socket =
         co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, error));
     if (error) continue;
-    if (connections_ >= options_.max_connections) {
-      Log("refused a connection: " + std::to_string(connections_) + " open (the limit)");
+    if (open_.size() >= static_cast<size_t>(options_.max_connections)) {
+      Log("refused a connection: " + std::to_string(open_.size()) + " open (the limit)");
       continue;  // the socket closes here
     }
     auto connection = std::make_shared<Connection>(std::move(socket), Seconds(options_.lease_s),
@@ -162,7 +162,6 @@ asio::awaitable<void> Coordinator::AcceptLoop() {
 }
 
 asio::awaitable<void> Coordinator::Serve(std::shared_ptr<Connection> connection) {
-  ++connections_;
   open_.insert(connection);
   const std::string peer = connection->peer();
   std::string cut_off;
@@ -211,7 +210,7 @@ asio::awaitable<void> Coordinator::Serve(std::shared_ptr<Connection> connection)
         }
         co_await ServeAgent(session);
       } else {
-        co_await ServeClient(connection, name);
+        co_await ServeClient(connection);
       }
     }
   } catch (const ProtocolError& error) {
@@ -230,7 +229,6 @@ asio::awaitable<void> Coordinator::Serve(std::shared_ptr<Connection> connection)
   }
   connection->Close();
   open_.erase(connection);
-  --connections_;
 }
 
 asio::awaitable<void> Coordinator::Heartbeats(std::shared_ptr<Connection> connection) {
@@ -375,15 +373,13 @@ void Coordinator::RecordResult(AgentSession& session, const Json& message) {
       ": " + summary + (outcome == Outcome::kDuplicate ? " (already recorded)" : ""));
 }
 
-asio::awaitable<void> Coordinator::ServeClient(std::shared_ptr<Connection> connection,
-                                               std::string name) {
+asio::awaitable<void> Coordinator::ServeClient(std::shared_ptr<Connection> connection) {
   // A client sends requests and reads replies; idle for a minute, it is
   // cut off like any silent peer.
   while (connection->open()) {
     const Json request = co_await connection->Read(std::chrono::seconds(60));
     connection->Send(ClientReply(request));
   }
-  (void)name;
 }
 
 Json Coordinator::JobReply(int64_t job_id) const {

@@ -55,8 +55,7 @@ class Coordinator {
   boost::asio::awaitable<void> AcceptLoop();
   boost::asio::awaitable<void> Serve(std::shared_ptr<protocol::Connection> connection);
   boost::asio::awaitable<void> ServeAgent(std::shared_ptr<AgentSession> session);
-  boost::asio::awaitable<void> ServeClient(std::shared_ptr<protocol::Connection> connection,
-                                           std::string name);
+  boost::asio::awaitable<void> ServeClient(std::shared_ptr<protocol::Connection> connection);
   boost::asio::awaitable<void> Heartbeats(std::shared_ptr<protocol::Connection> connection);
   boost::asio::awaitable<void> ExpireLeases();
 
@@ -74,7 +73,6 @@ class Coordinator {
   JobStore store_;
   CoordinatorOptions options_;
   boost::asio::ip::tcp::acceptor acceptor_;
-  int connections_ = 0;
   std::set<std::shared_ptr<protocol::Connection>> open_;
   std::map<std::string, std::shared_ptr<AgentSession>> agents_;
 };

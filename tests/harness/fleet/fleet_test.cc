@@ -457,6 +457,16 @@ TEST_F(FleetTest, ATlsFleetServesVerifiedPeersOnly) {
   EXPECT_THAT(other_name.err, HasSubstr("certificate verify failed"));
 }
 
+// More jobs than fit in one frame (1 MiB): the client submits them in
+// batches, and every one is queued once.
+TEST_F(FleetTest, ALargeSubmissionIsQueuedWhole) {
+  ASSERT_GT(StartCoordinator(), 0);
+  const std::vector<int64_t> ids = Submit({"--kind", "probe", "--count", "10000"});
+  ASSERT_EQ(ids.size(), 10000u);
+  EXPECT_EQ(ids.back() - ids.front(), 9999);
+  EXPECT_EQ(db_->Count("SELECT count(*) FROM jobs WHERE state = 'queued'"), 10000);
+}
+
 // A partitioned agent neither disconnects nor heartbeats: the coordinator
 // cuts it off after three missed beats and re-runs its job elsewhere; when
 // it comes back, it reconnects and its late result is not recorded again.
