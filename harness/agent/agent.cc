@@ -179,6 +179,11 @@ class Agent {
   }
 
   void StartJob(int64_t job_id, int64_t attempt, const protocol::JobSpec& spec) {
+    if (stopping_) {
+      // Crossed with our stop: never started, so handed straight back.
+      Send(Release(job_id, attempt, StopReason()));
+      return;
+    }
     if (job_) {
       Send(Result(job_id, attempt, false,
                   "the agent is busy with job " + std::to_string(job_->job_id)));
@@ -223,7 +228,7 @@ class Agent {
     const bool handing_back = job_->handing_back;
     job_.reset();
     if (handing_back) {
-      Send(Release(job_id, attempt, "agent " + name_ + " stopping (" + stop_reason_ + ")"));
+      Send(Release(job_id, attempt, StopReason()));
       Finish();
       return;
     }
@@ -235,6 +240,8 @@ class Agent {
     if (protocol::MessageType(outcome) == "result") unacknowledged_[{job_id, attempt}] = outcome;
     Send(outcome);
   }
+
+  std::string StopReason() const { return "agent " + name_ + " stopping (" + stop_reason_ + ")"; }
 
   static Json Release(int64_t job_id, int64_t attempt, const std::string& reason) {
     return {{"type", "release"}, {"job_id", job_id}, {"attempt", attempt}, {"reason", reason}};
