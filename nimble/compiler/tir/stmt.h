@@ -1,0 +1,131 @@
+// Statements of the loop IR and the kernel they make up (PrimFunc): what a
+// schedule lowers a fused primitive to, and what code generation emits.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nimble/compiler/tir/expr.h"
+
+namespace nimble::tir {
+
+enum class StmtKind { kFor, kStore, kLet, kIf, kSeq, kAllocate, kAssert };
+
+// How a loop runs. kParallel splits its range over the process's thread pool
+// in chunks of at least `min_chunk` iterations; kVectorized asks for SIMD
+// lanes over the loop (the body must be free of loop-carried dependences
+// except reductions marked `reassociate`); kUnrolled is a hint.
+enum class ForKind { kSerial, kParallel, kVectorized, kUnrolled };
+
+struct StmtNode {
+  explicit StmtNode(StmtKind kind) : kind(kind) {}
+  virtual ~StmtNode() = default;
+  const StmtKind kind;
+};
+using Stmt = std::shared_ptr<const StmtNode>;
+
+// for (var = 0; var < extent; ++var) body
+struct ForNode : StmtNode {
+  ForNode(Var var, Expr extent, ForKind for_kind, Stmt body, Expr min_chunk)
+      : StmtNode(StmtKind::kFor),
+        var(std::move(var)),
+        extent(std::move(extent)),
+        for_kind(for_kind),
+        body(std::move(body)),
+        min_chunk(std::move(min_chunk)) {}
+  const Var var;
+  const Expr extent;
+  const ForKind for_kind;
+  const Stmt body;
+  const Expr min_chunk;  // kParallel only
+};
+
+// buffer[index] = value. `reassociate`: the value accumulates into the same
+// element across iterations (a reduction), and the code generator may
+// reorder that accumulation (float sums vectorise only so).
+struct StoreNode : StmtNode {
+  StoreNode(Buffer buffer, Expr index, Expr value, bool reassociate)
+      : StmtNode(StmtKind::kStore),
+        buffer(std::move(buffer)),
+        index(std::move(index)),
+        value(std::move(value)),
+        reassociate(reassociate) {}
+  const Buffer buffer;
+  const Expr index;
+  const Expr value;
+  const bool reassociate;
+};
+
+struct LetNode : StmtNode {
+  LetNode(Var var, Expr value, Stmt body)
+      : StmtNode(StmtKind::kLet),
+        var(std::move(var)),
+        value(std::move(value)),
+        body(std::move(body)) {}
+  const Var var;
+  const Expr value;
+  const Stmt body;
+};
+
+struct IfNode : StmtNode {
+  IfNode(Expr condition, Stmt then_case, Stmt else_case)
+      : StmtNode(StmtKind::kIf),
+        condition(std::move(condition)),
+        then_case(std::move(then_case)),
+        else_case(std::move(else_case)) {}
+  const Expr condition;
+  const Stmt then_case;
+  const Stmt else_case;  // may be null
+};
+
+struct SeqNode : StmtNode {
+  explicit SeqNode(std::vector<Stmt> stmts) : StmtNode(StmtKind::kSeq), stmts(std::move(stmts)) {}
+  const std::vector<Stmt> stmts;
+};
+
+// A temporary buffer, live in `body`: on the stack when its size is a small
+// constant, else on the heap (freed on every exit).
+struct AllocateNode : StmtNode {
+  AllocateNode(Buffer buffer, Stmt body)
+      : StmtNode(StmtKind::kAllocate), buffer(std::move(buffer)), body(std::move(body)) {}
+  const Buffer buffer;
+  const Stmt body;
+};
+
+// Fails the kernel with `message` unless `condition` holds, then runs `body`.
+struct AssertNode : StmtNode {
+  AssertNode(Expr condition, std::string message, Stmt body)
+      : StmtNode(StmtKind::kAssert),
+        condition(std::move(condition)),
+        message(std::move(message)),
+        body(std::move(body)) {}
+  const Expr condition;
+  const std::string message;
+  const Stmt body;
+};
+
+Stmt For(Var var, Expr extent, ForKind kind, Stmt body, Expr min_chunk = nullptr);
+Stmt Store(Buffer buffer, Expr index, Expr value, bool reassociate = false);
+Stmt Let(Var var, Expr value, Stmt body);
+Stmt If(Expr condition, Stmt then_case, Stmt else_case = nullptr);
+// Flattens nested sequences; one statement is returned as it is.
+Stmt Seq(std::vector<Stmt> stmts);
+Stmt Allocate(Buffer buffer, Stmt body);
+Stmt Assert(Expr condition, std::string message, Stmt body);
+
+// A kernel with the runtime's calling convention (nimble/vm/kernel.h): its
+// parameters are the DLTensor arguments, inputs then outputs, in order. On
+// entry it checks the argument count, each argument's device, dtype and rank,
+// binds each shape variable at its first occurrence and checks every other
+// dimension against the buffer's shape; then it runs `body`.
+struct PrimFunc {
+  std::string name;
+  std::vector<Buffer> params;
+  int num_inputs = 0;
+  Stmt body;
+};
+
+std::string ForKindName(ForKind kind);
+
+}  // namespace nimble::tir
