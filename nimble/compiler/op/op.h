@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "nimble/compiler/ir/expr.h"
+#include "nimble/compiler/te/tensor.h"
 #include "nimble/vm/kernels/op_kernel.h"
 #include "nimble/vm/tensor.h"
 
@@ -69,6 +70,17 @@ using TypeRelation = std::function<bool(const std::vector<ir::Type>& types, cons
 using ReferenceKernel = std::function<void(std::span<const Tensor> inputs,
                                            std::span<Tensor> outputs, const ir::Attrs& attrs)>;
 
+// The compute definition [paper 4.5]: the op's outputs (flattened like a
+// kernel's) as tensor expressions of `inputs`, which are placeholders or the
+// tensors of producers fused with it. `output_dtypes` are the call's. Shapes
+// are index expressions of the inputs' shapes; what the kernel must check at
+// run time (a broadcast dimension being 1) goes into `context`. Returns no
+// tensors for attributes or dtypes code generation does not support: the
+// call then runs the op's built-in kernel, unfused.
+using ComputeFunction = std::function<std::vector<te::Tensor>(
+    te::ComputeContext& context, std::span<const te::Tensor> inputs, const ir::Attrs& attrs,
+    std::span<const DataType> output_dtypes)>;
+
 struct AttrSpec {
   std::string name;
   ir::AttrKind kind;
@@ -90,6 +102,8 @@ struct OpDef {
   ShapeRule shape_rule = ShapeRule::kOpaque;
   OpPattern pattern = OpPattern::kOpaque;
   ReferenceKernel kernel;
+  // Null for ops that code generation does not support at all.
+  ComputeFunction compute;
   // An op of the memory dialect (op/memory.cc): written by memory
   // manifestation, compiled to VM instructions; no shape function or kernel.
   bool dialect = false;

@@ -1,0 +1,310 @@
+#include "nimble/compiler/te/lower.h"
+
+#include <map>
+#include <set>
+#include <utility>
+
+#include "nimble/vm/error.h"
+
+namespace nimble::te {
+namespace {
+
+// Elements of work (stores times reduction steps) that make a parallel chunk
+// worth its hand-off to another thread; the runtime's kernels use the same.
+constexpr int64_t kParallelGrain = 32768;
+
+using Substitution = std::map<const tir::VarNode*, Expr>;
+
+bool IsReduction(const TensorNode& tensor) {
+  return tensor.body && tensor.body->kind == tir::ExprKind::kReduce;
+}
+
+class Lowerer {
+ public:
+  Lowerer(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
+    for (const Tensor& input : inputs) {
+      if (!input->is_placeholder()) throw Error("te: kernel input " + input->name + " is computed");
+      buffers_[input.get()] = MakeBuffer(*input);
+      input_buffers_.push_back(buffers_[input.get()]);
+    }
+    for (const Tensor& output : outputs) {
+      if (output->is_placeholder())
+        throw Error("te: kernel output " + output->name + " is an input");
+      CollectStages(output);
+    }
+  }
+
+  tir::Stmt LowerStages(const std::vector<Tensor>& outputs,
+                        std::vector<tir::Buffer>* output_buffers) {
+    std::set<const TensorNode*> outputs_set;
+    for (const Tensor& output : outputs) {
+      outputs_set.insert(output.get());
+      buffers_[output.get()] = MakeBuffer(*output);
+      output_buffers->push_back(buffers_[output.get()]);
+    }
+    // Temporaries are allocated around everything after their own stage.
+    std::vector<tir::Stmt> body;
+    std::vector<tir::Buffer> temporaries;
+    for (const Tensor& stage : stages_) {
+      if (!outputs_set.count(stage.get())) {
+        buffers_[stage.get()] = MakeBuffer(*stage);
+        temporaries.push_back(buffers_[stage.get()]);
+      }
+      body.push_back(LowerStage(*stage, buffers_.at(stage.get())));
+    }
+    tir::Stmt result = tir::Seq(std::move(body));
+    for (auto it = temporaries.rbegin(); it != temporaries.rend(); ++it) {
+      result = tir::Allocate(*it, result);
+    }
+    return result;
+  }
+
+  const std::vector<tir::Buffer>& input_buffers() const { return input_buffers_; }
+
+ private:
+  static tir::Buffer MakeBuffer(const TensorNode& tensor) {
+    return std::make_shared<tir::BufferNode>(tensor.name, tensor.dtype, tensor.shape);
+  }
+
+  // Orders the stages `tensor` depends on before it (post-order), once each.
+  void CollectStages(const Tensor& tensor) {
+    if (tensor->is_placeholder()) {
+      if (!buffers_.count(tensor.get())) {
+        throw Error("te: " + tensor->name + " is read but is not an input of the kernel");
+      }
+      return;
+    }
+    if (!visited_.insert(tensor.get()).second) return;
+    VisitReads(tensor->body);
+    stages_.push_back(tensor);
+  }
+
+  // Stages of the tensors `expr` reads; inlined tensors are looked through.
+  void VisitReads(const Expr& expr) {
+    switch (expr->kind) {
+      case tir::ExprKind::kTensorRead: {
+        const auto& read = static_cast<const TensorReadNode&>(*expr);
+        for (const Expr& index : read.indices) VisitReads(index);
+        if (read.tensor->is_placeholder() || IsReduction(*read.tensor)) {
+          CollectStages(read.tensor);
+        } else if (inlined_.insert(read.tensor.get()).second) {
+          VisitReads(read.tensor->body);
+        }
+        return;
+      }
+      case tir::ExprKind::kReduce:
+        VisitReads(static_cast<const ReduceNode&>(*expr).source);
+        return;
+      default:
+        ForEachChild(expr, [&](const Expr& child) { VisitReads(child); });
+    }
+  }
+
+  template <typename Fn>
+  static void ForEachChild(const Expr& expr, Fn&& fn) {
+    switch (expr->kind) {
+      case tir::ExprKind::kBinary: {
+        const auto& node = static_cast<const tir::BinaryNode&>(*expr);
+        fn(node.a);
+        fn(node.b);
+        return;
+      }
+      case tir::ExprKind::kCompare: {
+        const auto& node = static_cast<const tir::CompareNode&>(*expr);
+        fn(node.a);
+        fn(node.b);
+        return;
+      }
+      case tir::ExprKind::kLogical: {
+        const auto& node = static_cast<const tir::LogicalNode&>(*expr);
+        fn(node.a);
+        fn(node.b);
+        return;
+      }
+      case tir::ExprKind::kNot:
+        fn(static_cast<const tir::NotNode&>(*expr).a);
+        return;
+      case tir::ExprKind::kSelect: {
+        const auto& node = static_cast<const tir::SelectNode&>(*expr);
+        fn(node.condition);
+        fn(node.true_value);
+        fn(node.false_value);
+        return;
+      }
+      case tir::ExprKind::kCast:
+        fn(static_cast<const tir::CastNode&>(*expr).value);
+        return;
+      case tir::ExprKind::kCall:
+        for (const Expr& arg : static_cast<const tir::CallNode&>(*expr).args) fn(arg);
+        return;
+      case tir::ExprKind::kLoad:
+        fn(static_cast<const tir::LoadNode&>(*expr).index);
+        return;
+      default:
+        return;
+    }
+  }
+
+  // `expr` with variables replaced per `substitution`, reads of stages and
+  // inputs turned into loads, and other computed tensors inlined.
+  Expr LowerExpr(const Expr& expr, const Substitution& substitution) {
+    const auto lower = [&](const Expr& child) { return LowerExpr(child, substitution); };
+    switch (expr->kind) {
+      case tir::ExprKind::kIntImm:
+      case tir::ExprKind::kFloatImm:
+        return expr;
+      case tir::ExprKind::kVar: {
+        const auto found = substitution.find(static_cast<const tir::VarNode*>(expr.get()));
+        return found == substitution.end() ? expr : found->second;
+      }
+      case tir::ExprKind::kBinary: {
+        const auto& node = static_cast<const tir::BinaryNode&>(*expr);
+        return tir::Binary(node.op, lower(node.a), lower(node.b));
+      }
+      case tir::ExprKind::kCompare: {
+        const auto& node = static_cast<const tir::CompareNode&>(*expr);
+        return tir::Compare(node.op, lower(node.a), lower(node.b));
+      }
+      case tir::ExprKind::kLogical: {
+        const auto& node = static_cast<const tir::LogicalNode&>(*expr);
+        return node.op == tir::LogicalOp::kAnd ? tir::And(lower(node.a), lower(node.b))
+                                               : tir::Or(lower(node.a), lower(node.b));
+      }
+      case tir::ExprKind::kNot:
+        return tir::Not(lower(static_cast<const tir::NotNode&>(*expr).a));
+      case tir::ExprKind::kSelect: {
+        const auto& node = static_cast<const tir::SelectNode&>(*expr);
+        return tir::Select(lower(node.condition), lower(node.true_value), lower(node.false_value));
+      }
+      case tir::ExprKind::kCast:
+        return tir::Cast(expr->dtype, lower(static_cast<const tir::CastNode&>(*expr).value));
+      case tir::ExprKind::kCall: {
+        const auto& node = static_cast<const tir::CallNode&>(*expr);
+        std::vector<Expr> args;
+        for (const Expr& arg : node.args) args.push_back(lower(arg));
+        return tir::Call(node.intrinsic, std::move(args));
+      }
+      case tir::ExprKind::kLoad: {
+        const auto& node = static_cast<const tir::LoadNode&>(*expr);
+        return tir::Load(node.buffer, lower(node.index));
+      }
+      case tir::ExprKind::kTensorRead: {
+        const auto& read = static_cast<const TensorReadNode&>(*expr);
+        std::vector<Expr> indices;
+        for (const Expr& index : read.indices) indices.push_back(lower(index));
+        const auto buffer = buffers_.find(read.tensor.get());
+        if (buffer != buffers_.end()) {
+          return tir::Load(buffer->second, tir::FlatIndex(buffer->second->shape, indices));
+        }
+        if (read.tensor->is_placeholder() || IsReduction(*read.tensor)) {
+          throw Error("te: " + read.tensor->name + " is read before it is computed");
+        }
+        Substitution inner;
+        for (size_t i = 0; i < indices.size(); ++i) {
+          inner[read.tensor->axes[i].get()] = indices[i];
+        }
+        return LowerExpr(read.tensor->body, inner);
+      }
+      case tir::ExprKind::kReduce:
+        break;
+    }
+    throw Error("te: a reduction that is not the whole body of its tensor");
+  }
+
+  // The loops writing `tensor` into `buffer`.
+  tir::Stmt LowerStage(const TensorNode& tensor, const tir::Buffer& buffer) {
+    const size_t rank = tensor.shape.size();
+    const ReduceNode* reduce =
+        IsReduction(tensor) ? static_cast<const ReduceNode*>(tensor.body.get()) : nullptr;
+    Expr work = tir::IntImm(1);
+    if (reduce) {
+      for (const ReduceAxis& axis : reduce->axes) work = tir::Mul(work, axis.extent);
+    }
+    if (rank == 0) return StoreElement(tensor, buffer, reduce, {});
+
+    // Spatial loops but the innermost, fused into one.
+    const tir::Var inner = tir::MakeVar(tensor.name + ".j");
+    const tir::Var outer = tir::MakeVar(tensor.name + ".i");
+    std::vector<Expr> indices(rank);
+    indices[rank - 1] = inner;
+    Expr remaining = outer;
+    Expr outer_extent = tir::IntImm(1);
+    for (size_t d = rank - 1; d-- > 0;) {
+      indices[d] = d == 0 ? remaining : tir::FloorMod(remaining, tensor.shape[d]);
+      remaining = tir::FloorDiv(remaining, tensor.shape[d]);
+      outer_extent = tir::Mul(outer_extent, tensor.shape[d]);
+    }
+    const Expr& inner_extent = tensor.shape[rank - 1];
+    const tir::Stmt element = StoreElement(tensor, buffer, reduce, indices);
+
+    int64_t static_outer;
+    if (tir::AsInt(outer_extent, &static_outer) && static_outer == 1) {
+      // One row: its elements are the parallel work.
+      const tir::Stmt row =
+          tir::For(inner, inner_extent, tir::ForKind::kParallel, element, ChunkFor(work));
+      return tir::Let(outer, tir::IntImm(0), row);
+    }
+    const tir::Stmt row = tir::For(
+        inner, inner_extent, reduce ? tir::ForKind::kSerial : tir::ForKind::kVectorized, element);
+    return tir::For(outer, outer_extent, tir::ForKind::kParallel, row,
+                    ChunkFor(tir::Mul(work, inner_extent)));
+  }
+
+  // Iterations of a parallel loop whose iteration costs `work` per chunk.
+  static Expr ChunkFor(const Expr& work) {
+    return tir::Max(tir::IntImm(1),
+                    tir::FloorDiv(tir::IntImm(kParallelGrain), tir::Max(tir::IntImm(1), work)));
+  }
+
+  tir::Stmt StoreElement(const TensorNode& tensor, const tir::Buffer& buffer,
+                         const ReduceNode* reduce, const std::vector<Expr>& indices) {
+    Substitution substitution;
+    for (size_t i = 0; i < indices.size(); ++i) substitution[tensor.axes[i].get()] = indices[i];
+    const Expr flat = tir::FlatIndex(buffer->shape, indices);
+    if (!reduce) return tir::Store(buffer, flat, LowerExpr(tensor.body, substitution));
+
+    const tir::Buffer accumulator = std::make_shared<tir::BufferNode>(
+        tensor.name + ".acc", tensor.dtype, std::vector<Expr>{tir::IntImm(1)});
+    const Expr zero = tir::IntImm(0);
+    const Expr combined = ReduceCombine(reduce->reduce_kind, tir::Load(accumulator, zero),
+                                        LowerExpr(reduce->source, substitution));
+    tir::Stmt loops = tir::Store(accumulator, zero, combined, /*reassociate=*/true);
+    for (size_t k = reduce->axes.size(); k-- > 0;) {
+      const bool innermost = k + 1 == reduce->axes.size();
+      loops = tir::For(reduce->axes[k].var, LowerExpr(reduce->axes[k].extent, substitution),
+                       innermost ? tir::ForKind::kVectorized : tir::ForKind::kSerial, loops);
+    }
+    return tir::Allocate(
+        accumulator,
+        tir::Seq({tir::Store(accumulator, zero, ReduceIdentity(reduce->reduce_kind, tensor.dtype)),
+                  loops, tir::Store(buffer, flat, tir::Load(accumulator, zero))}));
+  }
+
+  std::map<const TensorNode*, tir::Buffer> buffers_;
+  std::set<const TensorNode*> visited_;
+  std::set<const TensorNode*> inlined_;
+  std::vector<Tensor> stages_;
+  std::vector<tir::Buffer> input_buffers_;
+};
+
+}  // namespace
+
+tir::PrimFunc Lower(const std::string& name, const std::vector<Tensor>& inputs,
+                    const std::vector<Tensor>& outputs,
+                    const std::vector<Requirement>& requirements) {
+  Lowerer lowerer(inputs, outputs);
+  tir::PrimFunc func;
+  func.name = name;
+  func.params = lowerer.input_buffers();
+  func.num_inputs = static_cast<int>(inputs.size());
+  std::vector<tir::Buffer> output_buffers;
+  tir::Stmt body = lowerer.LowerStages(outputs, &output_buffers);
+  for (const tir::Buffer& buffer : output_buffers) func.params.push_back(buffer);
+  for (auto it = requirements.rbegin(); it != requirements.rend(); ++it) {
+    body = tir::Assert(it->condition, it->message, body);
+  }
+  func.body = std::move(body);
+  return func;
+}
+
+}  // namespace nimble::te

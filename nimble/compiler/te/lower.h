@@ -1,0 +1,33 @@
+// Lowering: tensor expressions to one loop-IR kernel, scheduled by the shape
+// of each stage. A stage is a tensor that gets written to memory: each output,
+// and each reduction (its consumers read it many times). Every other compute
+// tensor is inlined into its readers, so an elementwise chain or an epilogue
+// costs no memory traffic of its own [paper 4.5; TVM's injective inlining].
+//
+// The schedule of a stage: its spatial loops but the innermost are fused into
+// one outer loop, run in parallel on the process's thread pool in chunks of
+// about 32K elements of work; the innermost loop is vectorised, or, when the
+// outer loop is statically one iteration (a row vector, a matrix-vector
+// product), it is the parallel one. A reduction stage accumulates in a
+// one-element temporary over its reduction loops, the innermost vectorised
+// with reassociation.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "nimble/compiler/te/tensor.h"
+#include "nimble/compiler/tir/stmt.h"
+
+namespace nimble::te {
+
+// The kernel `name` computing `outputs` from `inputs` (placeholders whose
+// shapes are made of constants and shape variables). Its parameters are the
+// inputs' buffers then the outputs', named after the tensors; the kernel
+// checks `requirements` before touching memory. Throws nimble::Error for a
+// tensor read that is neither an input nor computable from them.
+tir::PrimFunc Lower(const std::string& name, const std::vector<Tensor>& inputs,
+                    const std::vector<Tensor>& outputs,
+                    const std::vector<Requirement>& requirements);
+
+}  // namespace nimble::te

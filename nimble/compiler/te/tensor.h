@@ -1,0 +1,108 @@
+// Tensor expressions: what an operator computes, as an index expression over
+// its inputs (TVM's TE, reduced to what our operators need). A tensor is a
+// placeholder (a kernel input) or a compute: a shape, one index variable per
+// dimension, and a body giving the element at those indices, in which reads
+// of other tensors and at most one reduction (at the top) appear.
+//
+// Every registered operator that code generation supports has a compute
+// definition next to its registry entry (OpDef::compute); a fused primitive
+// composes them by calling each on the tensors of its producers, and
+// lowering (lower.h) turns the result into loops.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "nimble/compiler/tir/expr.h"
+
+namespace nimble::te {
+
+using tir::Expr;
+using tir::Var;
+
+struct TensorNode;
+using Tensor = std::shared_ptr<const TensorNode>;
+
+struct TensorNode {
+  TensorNode(std::string name, DataType dtype, std::vector<Expr> shape, std::vector<Var> axes,
+             Expr body)
+      : name(std::move(name)),
+        dtype(dtype),
+        shape(std::move(shape)),
+        axes(std::move(axes)),
+        body(std::move(body)) {}
+  bool is_placeholder() const { return body == nullptr; }
+
+  const std::string name;
+  const DataType dtype;
+  const std::vector<Expr> shape;  // int64 index expressions
+  const std::vector<Var> axes;    // compute only: one per dimension
+  const Expr body;                // compute only
+};
+
+struct TensorReadNode : tir::ExprNode {
+  TensorReadNode(Tensor tensor, std::vector<Expr> indices)
+      : ExprNode(tir::ExprKind::kTensorRead, tensor->dtype),
+        tensor(std::move(tensor)),
+        indices(std::move(indices)) {}
+  const Tensor tensor;
+  const std::vector<Expr> indices;
+};
+
+enum class ReduceKind { kSum, kProd, kMax, kMin };
+
+// A reduction axis: a variable ranging over [0, extent).
+struct ReduceAxis {
+  Var var;
+  Expr extent;
+};
+
+// The combination (by `reduce_kind`, from its identity) of `source` over
+// every point of `axes`.
+struct ReduceNode : tir::ExprNode {
+  ReduceNode(ReduceKind reduce_kind, Expr source, std::vector<ReduceAxis> axes)
+      : ExprNode(tir::ExprKind::kReduce, source->dtype),
+        reduce_kind(reduce_kind),
+        source(std::move(source)),
+        axes(std::move(axes)) {}
+  const ReduceKind reduce_kind;
+  const Expr source;
+  const std::vector<ReduceAxis> axes;
+};
+
+Tensor Placeholder(std::string name, DataType dtype, std::vector<Expr> shape);
+// A compute tensor whose element at `indices` is `body(indices)`.
+Tensor Compute(std::string name, std::vector<Expr> shape,
+               const std::function<Expr(const std::vector<Expr>& indices)>& body);
+// `tensor` at `indices` (as many as its rank).
+Expr Read(const Tensor& tensor, std::vector<Expr> indices);
+ReduceAxis MakeReduceAxis(std::string name, Expr extent);
+Expr Reduce(ReduceKind kind, Expr source, std::vector<ReduceAxis> axes);
+// The identity of `kind` for `dtype` (0, 1, lowest, highest).
+Expr ReduceIdentity(ReduceKind kind, DataType dtype);
+// combine(a, b) of `kind`.
+Expr ReduceCombine(ReduceKind kind, Expr a, Expr b);
+std::string ReduceKindName(ReduceKind kind);
+
+// What a kernel must check about its arguments' shapes before it runs (that
+// a broadcast operand's dimension is 1 or the result's): kept by the compute
+// definitions as they build, checked by the kernel on entry.
+struct Requirement {
+  Expr condition;
+  std::string message;
+};
+
+// Builds compute definitions for one kernel: collects requirements.
+class ComputeContext {
+ public:
+  void Require(Expr condition, std::string message);
+  const std::vector<Requirement>& requirements() const { return requirements_; }
+
+ private:
+  std::vector<Requirement> requirements_;
+};
+
+}  // namespace nimble::te
