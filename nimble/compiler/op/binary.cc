@@ -5,9 +5,11 @@
 // (vm/kernels/elemwise_functions.h, elemwise.cc); the reference kernel here
 // applies the same scalar function one output element at a time.
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
+#include "nimble/compiler/op/compute_util.h"
 #include "nimble/compiler/op/dtype_class.h"
 #include "nimble/compiler/op/op.h"
 #include "nimble/compiler/op/reference_loops.h"
@@ -101,11 +103,81 @@ void RegisterWhere(OpRegistry& registry) {
 
 }  // namespace
 
+// ---------------------------------------------------------------------------
+// Compute definitions: the scalar function of each op as a loop-IR expression
+// of the broadcast input elements (OpDef::compute), for code generation to
+// fuse.
+
+namespace {
+
+using tir::CompareOp;
+
+using BinaryFunction = std::function<Expr(const Expr& a, const Expr& b)>;
+
+// `float_only`: integer inputs are left to the built-in kernel, which reports
+// what can fail on them at run time (a zero divisor, a negative exponent).
+ComputeFunction BinaryCompute(const std::string& name, BinaryFunction fn, bool float_only) {
+  return [name, fn, float_only](
+             te::ComputeContext& context, std::span<const te::Tensor> inputs, const ir::Attrs&,
+             std::span<const DataType> output_dtypes) -> std::vector<te::Tensor> {
+    if (HasFloat16(inputs, output_dtypes) || (float_only && !inputs[0]->dtype.is_float())) {
+      return {};
+    }
+    return {BroadcastCompute(context, name, inputs, [&](const std::vector<Expr>& values) {
+      return fn(values[0], values[1]);
+    })};
+  };
+}
+
+Expr Power(const Expr& base, const Expr& exponent) {
+  return tir::Call(tir::Intrinsic::kPow, {base, exponent});
+}
+
+BinaryFunction Comparison(CompareOp op) {
+  return [op](const Expr& a, const Expr& b) { return tir::Compare(op, a, b); };
+}
+
+std::vector<te::Tensor> WhereCompute(te::ComputeContext& context,
+                                     std::span<const te::Tensor> inputs, const ir::Attrs&,
+                                     std::span<const DataType> output_dtypes) {
+  if (HasFloat16(inputs, output_dtypes)) return {};
+  return {BroadcastCompute(context, "where", inputs, [](const std::vector<Expr>& values) {
+    return tir::Select(values[0], values[1], values[2]);
+  })};
+}
+
+// The functors of elemwise_functions.h, operation for operation; tir::Max and
+// tir::Min have maximum's and minimum's NaN semantics.
+void AddBinaryComputes(OpRegistry& registry) {
+  const auto set = [&](const std::string& name, BinaryFunction fn, bool float_only = false) {
+    registry.FindMutable(name)->compute = BinaryCompute(name, std::move(fn), float_only);
+  };
+  set("add", tir::Add);
+  set("subtract", tir::Sub);
+  set("multiply", tir::Mul);
+  set("divide", tir::Div, /*float_only=*/true);
+  set("power", Power, /*float_only=*/true);
+  set("maximum", tir::Max);
+  set("minimum", tir::Min);
+  set("equal", Comparison(CompareOp::kEq));
+  set("not_equal", Comparison(CompareOp::kNe));
+  set("less", Comparison(CompareOp::kLt));
+  set("less_equal", Comparison(CompareOp::kLe));
+  set("greater", Comparison(CompareOp::kGt));
+  set("greater_equal", Comparison(CompareOp::kGe));
+  set("logical_and", tir::And);
+  set("logical_or", tir::Or);
+  registry.FindMutable("where")->compute = WhereCompute;
+}
+
+}  // namespace
+
 void RegisterBinaryOps(OpRegistry& registry) {
   elemwise::ForEachBinaryFunction([&](const char* name, const char* description, auto fn) {
     RegisterBroadcastOp(registry, name, description, fn);
   });
   RegisterWhere(registry);
+  AddBinaryComputes(registry);
 }
 
 }  // namespace nimble::op

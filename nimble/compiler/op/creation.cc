@@ -10,10 +10,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "nimble/compiler/op/compute_util.h"
 #include "nimble/compiler/op/op.h"
 #include "nimble/compiler/op/type_relations.h"
 #include "nimble/vm/error.h"
@@ -177,6 +179,41 @@ void FullLikeKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs, c
   FillWithScalar(outputs[0], inputs[1]);
 }
 
+// Compute definitions: each element is the fill value converted to the
+// output dtype (tir::Cast converts as ConvertElement does).
+
+// The fill value from the inputs, in the output dtype.
+using FillValue = std::function<Expr(std::span<const te::Tensor> inputs, DataType dtype)>;
+
+FillValue ConstantFill(int64_t value) {
+  return [value](std::span<const te::Tensor>, DataType dtype) {
+    return tir::Constant(dtype, static_cast<double>(value));
+  };
+}
+
+FillValue ScalarInputFill(size_t input) {
+  return [input](std::span<const te::Tensor> inputs, DataType dtype) {
+    return tir::Cast(dtype, te::Read(inputs[input], {}));
+  };
+}
+
+// `like`: the shape is input 0's, else the `shape` attribute.
+ComputeFunction FillCompute(const std::string& name, bool like, FillValue fill) {
+  return [name, like, fill](te::ComputeContext&, std::span<const te::Tensor> inputs,
+                            const ir::Attrs& attrs,
+                            std::span<const DataType> output_dtypes) -> std::vector<te::Tensor> {
+    if (HasFloat16(inputs, output_dtypes)) return {};
+    std::vector<Expr> shape;
+    if (like) {
+      shape = inputs[0]->shape;
+    } else {
+      for (int64_t dim : attrs.GetIntList("shape")) shape.push_back(tir::IntImm(dim));
+    }
+    const Expr value = fill(inputs, output_dtypes[0]);
+    return {te::Compute(name, shape, [&](const std::vector<Expr>&) { return value; })};
+  };
+}
+
 // zeros or ones (`name`, filled with `value`) in their three forms: static
 // shape, `_like`, and `dyn.` with a shape tensor.
 void RegisterConstantFill(OpRegistry& registry, const std::string& name, int64_t value) {
@@ -191,6 +228,7 @@ void RegisterConstantFill(OpRegistry& registry, const std::string& name, int64_t
   init.relation = InitRelation;
   init.pattern = OpPattern::kElemWise;
   init.kernel = kernel;
+  init.compute = FillCompute(name, /*like=*/false, ConstantFill(value));
 
   OpDef& like = registry.Register(name + "_like");
   like.description =
@@ -198,6 +236,7 @@ void RegisterConstantFill(OpRegistry& registry, const std::string& name, int64_t
   like.relation = IdentityRelation;
   like.pattern = OpPattern::kElemWise;
   like.kernel = kernel;
+  like.compute = FillCompute(like.name, /*like=*/true, ConstantFill(value));
 
   // Opaque: fusing would make the data-dependent shape function read a value
   // computed inside the fused kernel.
@@ -224,6 +263,7 @@ void RegisterCreationOps(OpRegistry& registry) {
   full.relation = FullRelation;
   full.pattern = OpPattern::kElemWise;
   full.kernel = FullKernel;
+  full.compute = FillCompute("full", /*like=*/false, ScalarInputFill(0));
 
   OpDef& full_like = registry.Register("full_like");
   full_like.description = "A tensor of data's shape and dtype filled with the scalar fill_value.";
@@ -231,6 +271,7 @@ void RegisterCreationOps(OpRegistry& registry) {
   full_like.relation = FullLikeRelation;
   full_like.pattern = OpPattern::kElemWise;
   full_like.kernel = FullLikeKernel;
+  full_like.compute = FillCompute("full_like", /*like=*/true, ScalarInputFill(1));
 
   OpDef& dynamic_full = registry.Register("dyn.full");
   dynamic_full.description =

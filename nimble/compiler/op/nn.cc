@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <functional>
 #include <limits>
 #include <span>
 #include <vector>
 
+#include "nimble/compiler/op/compute_util.h"
 #include "nimble/compiler/op/op.h"
 #include "nimble/compiler/op/reference_loops.h"
 #include "nimble/compiler/op/type_relations.h"
@@ -368,6 +370,172 @@ void LayerNormKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs,
   });
 }
 
+// ---------------------------------------------------------------------------
+// Compute definitions. They compute in the output dtype (the reference
+// kernels above in double), so results agree to rounding.
+
+using te::ReduceKind;
+
+std::vector<Expr> WithoutAxis(std::vector<Expr> indices, size_t axis) {
+  indices.erase(indices.begin() + static_cast<std::ptrdiff_t>(axis));
+  return indices;
+}
+
+std::vector<Expr> WithAxis(std::vector<Expr> indices, size_t axis, Expr index) {
+  indices.insert(indices.begin() + static_cast<std::ptrdiff_t>(axis), std::move(index));
+  return indices;
+}
+
+// The `kind` reduction of value(data's indices) along `axis` of data, for
+// each position of the other axes (a stage of softmax and layer_norm).
+te::Tensor ReduceAlongAxis(const std::string& name, const te::Tensor& data, size_t axis,
+                           ReduceKind kind,
+                           const std::function<Expr(const std::vector<Expr>&)>& value) {
+  return te::Compute(name, WithoutAxis(data->shape, axis), [&](const std::vector<Expr>& indices) {
+    const te::ReduceAxis j = te::MakeReduceAxis(name + ".j", data->shape[axis]);
+    return te::Reduce(kind, value(WithAxis(indices, axis, j.var)), {j});
+  });
+}
+
+// A 1-D parameter's length must be data's size along `axis`.
+void RequireAxisParameter(te::ComputeContext& context, const std::string& op,
+                          const std::string& what, const te::Tensor& data, size_t axis,
+                          const te::Tensor& param) {
+  RequireEqual(context, param->shape[0], data->shape[axis],
+               op + ": " + what + "'s length differs from data's axis " + std::to_string(axis));
+}
+
+std::vector<te::Tensor> DenseCompute(te::ComputeContext& context,
+                                     std::span<const te::Tensor> inputs, const ir::Attrs& attrs,
+                                     std::span<const DataType> output_dtypes) {
+  if (HasFloat16(inputs, output_dtypes)) return {};
+  const te::Tensor& data = inputs[0];
+  const te::Tensor& weight = inputs[1];
+  const DataType out = output_dtypes[0];
+  const Expr& k = data->shape.back();
+  RequireEqual(context, k, weight->shape[1], "nn.dense: reduction dimensions differ");
+  if (!attrs.IsNone("units")) {
+    RequireEqual(context, weight->shape[0], tir::IntImm(attrs.GetInt("units")),
+                 "nn.dense: units does not match weight's dimension 0");
+  }
+  std::vector<Expr> shape = WithoutAxis(data->shape, data->shape.size() - 1);
+  shape.push_back(weight->shape[0]);
+  return {te::Compute("nn.dense", shape, [&](const std::vector<Expr>& indices) {
+    const te::ReduceAxis l = te::MakeReduceAxis("nn.dense.k", k);
+    std::vector<Expr> data_indices = WithoutAxis(indices, indices.size() - 1);
+    data_indices.push_back(l.var);
+    return te::Reduce(ReduceKind::kSum,
+                      tir::Mul(tir::Cast(out, te::Read(data, data_indices)),
+                               tir::Cast(out, te::Read(weight, {indices.back(), l.var}))),
+                      {l});
+  })};
+}
+
+std::vector<te::Tensor> BatchMatMulCompute(te::ComputeContext& context,
+                                           std::span<const te::Tensor> inputs,
+                                           const ir::Attrs& attrs,
+                                           std::span<const DataType> output_dtypes) {
+  if (HasFloat16(inputs, output_dtypes)) return {};
+  const te::Tensor& x = inputs[0];
+  const te::Tensor& y = inputs[1];
+  const DataType out = output_dtypes[0];
+  const bool transpose_a = attrs.GetBool("transpose_a");
+  const bool transpose_b = attrs.GetBool("transpose_b");
+  const Expr& k = transpose_a ? x->shape[1] : x->shape[2];
+  RequireEqual(context, k, transpose_b ? y->shape[2] : y->shape[1],
+               "nn.batch_matmul: reduction dimensions differ");
+  const std::vector<Expr> batch =
+      BroadcastShape(context, "nn.batch_matmul", {{x->shape[0]}, {y->shape[0]}});
+  const std::vector<Expr> shape = {batch[0], transpose_a ? x->shape[2] : x->shape[1],
+                                   transpose_b ? y->shape[1] : y->shape[2]};
+  return {te::Compute("nn.batch_matmul", shape, [&](const std::vector<Expr>& indices) {
+    const Expr& i = indices[1];
+    const Expr& j = indices[2];
+    const Expr bx = BroadcastIndices({x->shape[0]}, batch, {indices[0]})[0];
+    const Expr by = BroadcastIndices({y->shape[0]}, batch, {indices[0]})[0];
+    const te::ReduceAxis l = te::MakeReduceAxis("nn.batch_matmul.k", k);
+    const Expr& k_index = l.var;
+    const Expr a =
+        te::Read(x, transpose_a ? std::vector{bx, k_index, i} : std::vector{bx, i, k_index});
+    const Expr b =
+        te::Read(y, transpose_b ? std::vector{by, j, k_index} : std::vector{by, k_index, j});
+    return te::Reduce(ReduceKind::kSum, tir::Mul(tir::Cast(out, a), tir::Cast(out, b)), {l});
+  })};
+}
+
+std::vector<te::Tensor> BiasAddCompute(te::ComputeContext& context,
+                                       std::span<const te::Tensor> inputs, const ir::Attrs& attrs,
+                                       std::span<const DataType> output_dtypes) {
+  const te::Tensor& data = inputs[0];
+  const te::Tensor& bias = inputs[1];
+  // bool's + is the reference's promotion to int, which tir has no word for.
+  if (HasFloat16(inputs, output_dtypes) || data->dtype.is_bool()) return {};
+  const size_t axis = static_cast<size_t>(AxisAttr(attrs, data->shape.size(), "nn.bias_add"));
+  RequireAxisParameter(context, "nn.bias_add", "bias", data, axis, bias);
+  return {te::Compute("nn.bias_add", data->shape, [&](const std::vector<Expr>& indices) {
+    return tir::Add(te::Read(data, indices), te::Read(bias, {indices[axis]}));
+  })};
+}
+
+// Three stages: the maximum and the sum of exp(x - max) along the axis, then
+// each element's exp(x - max) / sum.
+std::vector<te::Tensor> SoftmaxCompute(te::ComputeContext&, std::span<const te::Tensor> inputs,
+                                       const ir::Attrs& attrs,
+                                       std::span<const DataType> output_dtypes) {
+  if (HasFloat16(inputs, output_dtypes)) return {};
+  const te::Tensor& data = inputs[0];
+  const size_t axis = static_cast<size_t>(AxisAttr(attrs, data->shape.size(), "nn.softmax"));
+  const auto read = [&](const std::vector<Expr>& indices) { return te::Read(data, indices); };
+  const te::Tensor max = ReduceAlongAxis("nn.softmax.max", data, axis, ReduceKind::kMax, read);
+  const auto exp = [&](const std::vector<Expr>& indices) {
+    return tir::Call(tir::Intrinsic::kExp,
+                     {tir::Sub(read(indices), te::Read(max, WithoutAxis(indices, axis)))});
+  };
+  const te::Tensor sum = ReduceAlongAxis("nn.softmax.sum", data, axis, ReduceKind::kSum, exp);
+  return {te::Compute("nn.softmax", data->shape, [&](const std::vector<Expr>& indices) {
+    return tir::Div(exp(indices), te::Read(sum, WithoutAxis(indices, axis)));
+  })};
+}
+
+// Three stages: the sum along the axis (the mean is sum / n), the sum of
+// squared differences from the mean (the variance is that / n), then each
+// element normalised, scaled and shifted.
+std::vector<te::Tensor> LayerNormCompute(te::ComputeContext& context,
+                                         std::span<const te::Tensor> inputs, const ir::Attrs& attrs,
+                                         std::span<const DataType> output_dtypes) {
+  if (HasFloat16(inputs, output_dtypes)) return {};
+  const te::Tensor& data = inputs[0];
+  const te::Tensor& gamma = inputs[1];
+  const te::Tensor& beta = inputs[2];
+  const DataType dtype = data->dtype;
+  const size_t axis = static_cast<size_t>(AxisAttr(attrs, data->shape.size(), "nn.layer_norm"));
+  RequireAxisParameter(context, "nn.layer_norm", "gamma", data, axis, gamma);
+  RequireAxisParameter(context, "nn.layer_norm", "beta", data, axis, beta);
+  const Expr count = tir::Cast(dtype, data->shape[axis]);
+  const te::Tensor sum =
+      ReduceAlongAxis("nn.layer_norm.sum", data, axis, ReduceKind::kSum,
+                      [&](const std::vector<Expr>& indices) { return te::Read(data, indices); });
+  const auto centered = [&](const std::vector<Expr>& indices) {
+    return tir::Sub(te::Read(data, indices),
+                    tir::Div(te::Read(sum, WithoutAxis(indices, axis)), count));
+  };
+  const te::Tensor squares = ReduceAlongAxis(
+      "nn.layer_norm.squares", data, axis, ReduceKind::kSum, [&](const std::vector<Expr>& indices) {
+        return tir::Mul(centered(indices), centered(indices));
+      });
+  const Expr epsilon = tir::FloatImm(attrs.GetFloat("epsilon"), dtype);
+  const bool center = attrs.GetBool("center");
+  const bool scale = attrs.GetBool("scale");
+  return {te::Compute("nn.layer_norm", data->shape, [&](const std::vector<Expr>& indices) {
+    const Expr variance = tir::Div(te::Read(squares, WithoutAxis(indices, axis)), count);
+    Expr y = tir::Div(centered(indices),
+                      tir::Call(tir::Intrinsic::kSqrt, {tir::Add(variance, epsilon)}));
+    if (scale) y = tir::Mul(y, te::Read(gamma, {indices[axis]}));
+    if (center) y = tir::Add(y, te::Read(beta, {indices[axis]}));
+    return y;
+  })};
+}
+
 OpDef& RegisterNnOp(OpRegistry& registry, const std::string& name, std::string description,
                     int num_inputs, std::vector<AttrSpec> attrs, OpPattern pattern) {
   OpDef& def = registry.Register(name);
@@ -394,6 +562,7 @@ void RegisterNnOps(OpRegistry& registry) {
       OpPattern::kOutEWiseFusable);
   dense.relation = DenseRelation;
   dense.kernel = DenseKernel;
+  dense.compute = DenseCompute;
 
   OpDef& batch_matmul = RegisterNnOp(
       registry, "nn.batch_matmul",
@@ -406,6 +575,7 @@ void RegisterNnOps(OpRegistry& registry) {
       OpPattern::kOutEWiseFusable);
   batch_matmul.relation = BatchMatMulRelation;
   batch_matmul.kernel = BatchMatMulKernel;
+  batch_matmul.compute = BatchMatMulCompute;
 
   OpDef& bias_add =
       RegisterNnOp(registry, "nn.bias_add",
@@ -413,12 +583,14 @@ void RegisterNnOps(OpRegistry& registry) {
                    {{"axis", AttrKind::kInt, int64_t{1}}}, OpPattern::kBroadcast);
   bias_add.relation = BiasAddRelation;
   bias_add.kernel = BiasAddKernel;
+  bias_add.compute = BiasAddCompute;
 
   OpDef& softmax = RegisterNnOp(registry, "nn.softmax",
                                 "Softmax along `axis`: exp(x - max) / sum(exp(x - max)).", 1,
                                 {{"axis", AttrKind::kInt, int64_t{-1}}}, OpPattern::kOpaque);
   softmax.relation = SoftmaxRelation;
   softmax.kernel = SoftmaxKernel;
+  softmax.compute = SoftmaxCompute;
 
   OpDef& layer_norm = RegisterNnOp(
       registry, "nn.layer_norm",
@@ -432,6 +604,7 @@ void RegisterNnOps(OpRegistry& registry) {
       OpPattern::kOpaque);
   layer_norm.relation = LayerNormRelation;
   layer_norm.kernel = LayerNormKernel;
+  layer_norm.compute = LayerNormCompute;
 }
 
 }  // namespace nimble::op

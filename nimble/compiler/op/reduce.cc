@@ -7,8 +7,10 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "nimble/compiler/op/compute_util.h"
 #include "nimble/compiler/op/op.h"
 #include "nimble/compiler/op/reference_loops.h"
 #include "nimble/compiler/op/type_relations.h"
@@ -194,8 +196,149 @@ ReferenceKernel IndexReduceKernel(const std::string& op, bool is_max) {
   };
 }
 
+// ---------------------------------------------------------------------------
+// Compute definitions. Floats accumulate in their own dtype (the reference
+// kernels in double), so sums agree to rounding; integer sums and products
+// wrap alike in any width.
+
+using te::ReduceKind;
+
+// The `kind` reduction of source(out_indices, data_indices, position) over
+// the input elements each output element covers, `position` being their
+// row-major index among them (int64).
+using ReduceSource =
+    std::function<Expr(const std::vector<Expr>& out_indices, const std::vector<Expr>& data_indices,
+                       const Expr& position)>;
+
+te::Tensor ReduceStage(const std::string& name, ReduceKind kind, const te::Tensor& data,
+                       const std::vector<bool>& reduced, bool keepdims,
+                       const ReduceSource& source) {
+  const std::vector<Expr>& shape = data->shape;
+  std::vector<Expr> out_shape;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (!reduced[d] || keepdims) out_shape.push_back(reduced[d] ? tir::IntImm(1) : shape[d]);
+  }
+  return te::Compute(name, out_shape, [&](const std::vector<Expr>& indices) {
+    std::vector<te::ReduceAxis> axes;
+    std::vector<Expr> data_indices, extents, vars;
+    size_t out = 0;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (reduced[d]) {
+        axes.push_back(te::MakeReduceAxis(name + ".k" + std::to_string(d), shape[d]));
+        data_indices.push_back(axes.back().var);
+        extents.push_back(shape[d]);
+        vars.push_back(axes.back().var);
+        if (keepdims) ++out;
+      } else {
+        data_indices.push_back(indices[out++]);
+      }
+    }
+    return te::Reduce(kind, source(indices, data_indices, tir::FlatIndex(extents, vars)),
+                      std::move(axes));
+  });
+}
+
+// The number of input elements each output element covers.
+Expr ReducedCount(const te::Tensor& data, const std::vector<bool>& reduced) {
+  Expr count = tir::IntImm(1);
+  for (size_t d = 0; d < reduced.size(); ++d) {
+    if (reduced[d]) count = tir::Mul(count, data->shape[d]);
+  }
+  return count;
+}
+
+// What the reference kernel reports: a reduction without identity over no
+// elements, unless there is no output element either.
+void RequireElements(te::ComputeContext& context, const std::string& op, const te::Tensor& data,
+                     const std::vector<bool>& reduced) {
+  Expr kept = tir::IntImm(1);
+  for (size_t d = 0; d < reduced.size(); ++d) {
+    if (!reduced[d]) kept = tir::Mul(kept, data->shape[d]);
+  }
+  context.Require(
+      tir::Or(tir::Compare(tir::CompareOp::kNe, ReducedCount(data, reduced), tir::IntImm(0)),
+              tir::Compare(tir::CompareOp::kEq, kept, tir::IntImm(0))),
+      op + ": cannot reduce an empty axis (the reduction has no identity)");
+}
+
+ComputeFunction ValueReduceCompute(const std::string& op, Reduction kind) {
+  return [op, kind](te::ComputeContext& context, std::span<const te::Tensor> inputs,
+                    const ir::Attrs& attrs,
+                    std::span<const DataType> output_dtypes) -> std::vector<te::Tensor> {
+    if (HasFloat16(inputs, output_dtypes)) return {};
+    const te::Tensor& data = inputs[0];
+    const DataType dtype = data->dtype;
+    const std::vector<bool> reduced =
+        ReducedAxes(static_cast<int64_t>(data->shape.size()), attrs, op);
+    const bool keepdims = attrs.GetBool("keepdims");
+    if (kind == Reduction::kMean || kind == Reduction::kMax || kind == Reduction::kMin) {
+      RequireElements(context, op, data, reduced);
+    }
+    // mean sums in int64 for integers, as the reference does: its quotient
+    // is not the wrapped sum's.
+    const DataType accumulator =
+        kind == Reduction::kMean && dtype.is_int() ? DataType::Int64() : dtype;
+    const ReduceKind reduce_kind =
+        kind == Reduction::kProd                             ? ReduceKind::kProd
+        : kind == Reduction::kMax || kind == Reduction::kAny ? ReduceKind::kMax
+        : kind == Reduction::kMin || kind == Reduction::kAll ? ReduceKind::kMin
+                                                             : ReduceKind::kSum;
+    const te::Tensor stage = ReduceStage(
+        kind == Reduction::kMean ? op + ".sum" : op, reduce_kind, data, reduced, keepdims,
+        [&](const std::vector<Expr>&, const std::vector<Expr>& data_indices, const Expr&) {
+          return tir::Cast(accumulator, te::Read(data, data_indices));
+        });
+    if (kind != Reduction::kMean) return {stage};
+    const Expr count = tir::Cast(accumulator, ReducedCount(data, reduced));
+    return {te::Compute(op, stage->shape, [&](const std::vector<Expr>& indices) {
+      return tir::Cast(dtype, tir::Div(te::Read(stage, indices), count));
+    })};
+  };
+}
+
+// Three stages: the best value (NaNs skipped, as in the reference), the
+// first (or last) position holding it, and that position, or 0 where no
+// element beats the reduction's identity (the reference's start).
+ComputeFunction IndexReduceCompute(const std::string& op, bool is_max) {
+  return [op, is_max](te::ComputeContext& context, std::span<const te::Tensor> inputs,
+                      const ir::Attrs& attrs,
+                      std::span<const DataType> output_dtypes) -> std::vector<te::Tensor> {
+    if (HasFloat16(inputs, output_dtypes)) return {};
+    const te::Tensor& data = inputs[0];
+    const std::vector<bool> reduced =
+        ReducedAxes(static_cast<int64_t>(data->shape.size()), attrs, op);
+    const bool keepdims = attrs.GetBool("keepdims");
+    const bool last = attrs.GetBool("select_last_index");
+    RequireElements(context, op, data, reduced);
+    const Expr count = ReducedCount(data, reduced);
+    context.Require(
+        tir::Compare(tir::CompareOp::kLe, count, tir::IntImm(std::numeric_limits<int32_t>::max())),
+        op + ": too many elements per output for the int32 index");
+    const ReduceKind kind = is_max ? ReduceKind::kMax : ReduceKind::kMin;
+    const te::Tensor best =
+        ReduceStage(op + ".value", kind, data, reduced, keepdims,
+                    [&](const std::vector<Expr>&, const std::vector<Expr>& data_indices,
+                        const Expr&) { return te::Read(data, data_indices); });
+    const te::Tensor position = ReduceStage(
+        op + ".position", last ? ReduceKind::kMax : ReduceKind::kMin, data, reduced, keepdims,
+        [&](const std::vector<Expr>& indices, const std::vector<Expr>& data_indices,
+            const Expr& at) {
+          const Expr hit = tir::Compare(tir::CompareOp::kEq, te::Read(data, data_indices),
+                                        te::Read(best, indices));
+          return tir::Select(hit, at, last ? tir::IntImm(-1) : count);
+        });
+    return {te::Compute(op, best->shape, [&](const std::vector<Expr>& indices) {
+      const Expr at = te::Read(position, indices);
+      const Expr none = last ? tir::Compare(tir::CompareOp::kLt, at, tir::IntImm(0))
+                             : tir::Compare(tir::CompareOp::kEq, te::Read(best, indices),
+                                            te::ReduceIdentity(kind, data->dtype));
+      return tir::Cast(DataType::Int32(), tir::Select(none, tir::IntImm(0), at));
+    })};
+  };
+}
+
 void RegisterReduce(OpRegistry& registry, const std::string& name, const std::string& description,
-                    ReduceSignature signature, ReferenceKernel kernel) {
+                    ReduceSignature signature, ReferenceKernel kernel, ComputeFunction compute) {
   using ir::AttrKind;
   OpDef& def = registry.Register(name);
   def.description = description;
@@ -214,6 +357,7 @@ void RegisterReduce(OpRegistry& registry, const std::string& name, const std::st
   def.relation = ReduceRelation(name, signature);
   def.pattern = OpPattern::kCommReduce;
   def.kernel = std::move(kernel);
+  def.compute = std::move(compute);
 }
 
 }  // namespace
@@ -223,28 +367,35 @@ void RegisterReduceOps(OpRegistry& registry) {
   const ReduceSignature logical{.logical = true};
   const ReduceSignature index{.index_output = true};
   RegisterReduce(registry, "sum", "Sum of the elements over the given axes.", numeric,
-                 ValueReduceKernel("sum", Reduction::kSum));
+                 ValueReduceKernel("sum", Reduction::kSum),
+                 ValueReduceCompute("sum", Reduction::kSum));
   RegisterReduce(registry, "mean",
                  "Mean of the elements over the given axes (integer division for integers).",
-                 numeric, ValueReduceKernel("mean", Reduction::kMean));
+                 numeric, ValueReduceKernel("mean", Reduction::kMean),
+                 ValueReduceCompute("mean", Reduction::kMean));
   RegisterReduce(registry, "max", "Maximum of the elements over the given axes.", numeric,
-                 ValueReduceKernel("max", Reduction::kMax));
+                 ValueReduceKernel("max", Reduction::kMax),
+                 ValueReduceCompute("max", Reduction::kMax));
   RegisterReduce(registry, "min", "Minimum of the elements over the given axes.", numeric,
-                 ValueReduceKernel("min", Reduction::kMin));
+                 ValueReduceKernel("min", Reduction::kMin),
+                 ValueReduceCompute("min", Reduction::kMin));
   RegisterReduce(registry, "prod", "Product of the elements over the given axes.", numeric,
-                 ValueReduceKernel("prod", Reduction::kProd));
+                 ValueReduceKernel("prod", Reduction::kProd),
+                 ValueReduceCompute("prod", Reduction::kProd));
   RegisterReduce(registry, "all", "Logical AND of bool elements over the given axes.", logical,
-                 ValueReduceKernel("all", Reduction::kAll));
+                 ValueReduceKernel("all", Reduction::kAll),
+                 ValueReduceCompute("all", Reduction::kAll));
   RegisterReduce(registry, "any", "Logical OR of bool elements over the given axes.", logical,
-                 ValueReduceKernel("any", Reduction::kAny));
+                 ValueReduceKernel("any", Reduction::kAny),
+                 ValueReduceCompute("any", Reduction::kAny));
   RegisterReduce(registry, "argmax",
                  "Index (int32, row-major over the reduced axes) of the maximum over the given "
                  "axes; ties give the first index, or the last with select_last_index.",
-                 index, IndexReduceKernel("argmax", true));
+                 index, IndexReduceKernel("argmax", true), IndexReduceCompute("argmax", true));
   RegisterReduce(registry, "argmin",
                  "Index (int32, row-major over the reduced axes) of the minimum over the given "
                  "axes; ties give the first index, or the last with select_last_index.",
-                 index, IndexReduceKernel("argmin", false));
+                 index, IndexReduceKernel("argmin", false), IndexReduceCompute("argmin", false));
 }
 
 }  // namespace nimble::op

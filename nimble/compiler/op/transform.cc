@@ -16,11 +16,15 @@
 // element its multi-index reads.
 #include <cstddef>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "nimble/compiler/op/compute_util.h"
 #include "nimble/compiler/op/op.h"
 #include "nimble/compiler/op/reference_loops.h"
 #include "nimble/compiler/op/type_relations.h"
@@ -270,6 +274,460 @@ void DynStridedSliceReference(std::span<const Tensor> inputs, std::span<Tensor> 
 }
 
 // ---------------------------------------------------------------------------
+// Compute definitions: each output element is a read of the input element
+// the reference kernel copies (OpDef::compute), for code generation to fuse.
+// Every read stays inside its input whichever way a select goes: vectorised
+// code evaluates both sides of a select.
+
+using Indices = std::vector<Expr>;
+using IndexMap = std::function<Indices(const Indices& out_indices)>;
+
+// The output `name` of `shape` whose element at i is data's at source(i).
+te::Tensor Gather(const std::string& name, const te::Tensor& data, Indices shape,
+                  const IndexMap& source) {
+  return te::Compute(name, std::move(shape),
+                     [&](const Indices& indices) { return te::Read(data, source(indices)); });
+}
+
+// The shape as the type relations see it, to run their rules: constants are
+// static, anything else `?`.
+Dims TypeDims(const Indices& shape) {
+  Dims dims;
+  for (const Expr& dim : shape) {
+    int64_t value;
+    dims.push_back(tir::AsInt(dim, &value) ? Dim(value) : Dim::Any());
+  }
+  return dims;
+}
+
+// The size that `dims` must share: a constant among them, else the first.
+// The kernel requires each of the others to be that size.
+Expr SharedDim(te::ComputeContext& context, const Indices& dims, const std::string& message) {
+  Expr shared = dims[0];
+  for (const Expr& dim : dims) {
+    int64_t value;
+    if (tir::AsInt(dim, &value)) shared = dim;
+  }
+  for (const Expr& dim : dims) RequireEqual(context, dim, shared, message);
+  return shared;
+}
+
+// The output dims of reshape, as InferReshape (transform_rules.h) makes them
+// but in index expressions: the dims derived from input dims (by 0, -2, -3
+// and -4) are expressions of those, and -1 is the quotient of the other
+// input dims by the other output dims (which are newshape's own sizes, so
+// the quotient never divides by a `?`). nullopt for newshapes the rule
+// rejects.
+std::optional<Indices> ReshapeDims(const Indices& in, const std::vector<int64_t>& newshape,
+                                   bool allowzero) {
+  Indices out;
+  std::vector<bool> in_derived(in.size(), false), out_derived;
+  std::optional<size_t> infer_at;
+  size_t src = 0;
+  bool past_end = false;
+  const auto emit = [&](Expr dim, bool derived) {
+    out.push_back(std::move(dim));
+    out_derived.push_back(derived);
+  };
+  const auto consume = [&] {
+    if (src >= in.size()) {
+      past_end = true;
+      return tir::IntImm(1);
+    }
+    in_derived[src] = true;
+    return in[src++];
+  };
+  for (size_t i = 0; i < newshape.size() && !past_end; ++i) {
+    const int64_t value = newshape[i];
+    if (value > 0 || (value == 0 && allowzero)) {
+      emit(tir::IntImm(value), false);
+      ++src;
+    } else if (value == 0) {
+      emit(consume(), true);
+    } else if (value == -1 && !infer_at) {
+      infer_at = out.size();
+      emit(tir::IntImm(1), false);
+      ++src;
+    } else if (value == -2) {
+      while (src < in.size()) emit(consume(), true);
+    } else if (value == -3) {
+      const Expr first = consume();
+      emit(tir::Mul(first, consume()), true);
+    } else if (value == -4 && i + 2 < newshape.size()) {
+      const Expr whole = consume();
+      const int64_t first = newshape[++i];
+      const int64_t second = newshape[++i];
+      if (first == 0 || second == 0 || first < -1 || second < -1 || (first == -1 && second == -1)) {
+        return std::nullopt;
+      }
+      emit(first == -1 ? tir::FloorDiv(whole, tir::IntImm(second)) : tir::IntImm(first), true);
+      emit(second == -1 ? tir::FloorDiv(whole, tir::IntImm(first)) : tir::IntImm(second), true);
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (past_end) return std::nullopt;
+  if (infer_at) {
+    Expr numerator = tir::IntImm(1);
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (!in_derived[i]) numerator = tir::Mul(numerator, in[i]);
+    }
+    Expr denominator = tir::IntImm(1);
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (!out_derived[i] && i != *infer_at) denominator = tir::Mul(denominator, out[i]);
+    }
+    if (IsConstant(denominator, 0)) return std::nullopt;
+    out[*infer_at] = tir::FloorDiv(numerator, denominator);
+  }
+  return out;
+}
+
+// Element k of the output is element k of data (row-major), as in every
+// reshape; literal sizes among `?` ones may not multiply to data's count.
+te::Tensor ReshapeTo(te::ComputeContext& context, const std::string& name, const te::Tensor& data,
+                     const Indices& shape) {
+  RequireEqual(context, tir::NumElements(shape), tir::NumElements(data->shape),
+               name + ": the element count changes");
+  return Gather(name, data, shape, [&](const Indices& indices) {
+    return UnravelIndex(tir::FlatIndex(shape, indices), data->shape);
+  });
+}
+
+std::vector<te::Tensor> ReshapeCompute(te::ComputeContext& context,
+                                       std::span<const te::Tensor> inputs, const ir::Attrs& attrs,
+                                       std::span<const DataType> output_dtypes) {
+  if (HasFloat16(inputs, output_dtypes)) return {};
+  const std::optional<Indices> shape =
+      ReshapeDims(inputs[0]->shape, attrs.GetIntList("newshape"), attrs.GetBool("allowzero"));
+  if (!shape) return {};
+  return {ReshapeTo(context, "reshape", inputs[0], *shape)};
+}
+
+std::vector<te::Tensor> ReshapeLikeCompute(te::ComputeContext& context,
+                                           std::span<const te::Tensor> inputs,
+                                           const ir::Attrs& attrs,
+                                           std::span<const DataType> output_dtypes) {
+  if (HasFloat16(inputs, output_dtypes)) return {};
+  const Indices& data = inputs[0]->shape;
+  const Indices& like = inputs[1]->shape;
+  const auto [lhs_begin, lhs_end] =
+      rules::NormalizeRange(attrs, "lhs_begin", "lhs_end", data.size(), "reshape_like");
+  const auto [rhs_begin, rhs_end] =
+      rules::NormalizeRange(attrs, "rhs_begin", "rhs_end", like.size(), "reshape_like");
+  Indices shape(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(lhs_begin));
+  shape.insert(shape.end(), like.begin() + static_cast<std::ptrdiff_t>(rhs_begin),
+               like.begin() + static_cast<std::ptrdiff_t>(rhs_end));
+  shape.insert(shape.end(), data.begin() + static_cast<std::ptrdiff_t>(lhs_end), data.end());
+  return {ReshapeTo(context, "reshape_like", inputs[0], shape)};
+}
+
+std::vector<te::Tensor> TransposeCompute(te::ComputeContext&, std::span<const te::Tensor> inputs,
+                                         const ir::Attrs& attrs,
+                                         std::span<const DataType> output_dtypes) {
+  if (HasFloat16(inputs, output_dtypes)) return {};
+  const te::Tensor& data = inputs[0];
+  const std::vector<size_t> perm = rules::TransposePerm(data->shape.size(), attrs);
+  Indices shape;
+  for (size_t axis : perm) shape.push_back(data->shape[axis]);
+  return {Gather("transpose", data, shape, [&](const Indices& indices) {
+    Indices source(indices.size());
+    for (size_t j = 0; j < perm.size(); ++j) source[perm[j]] = indices[j];
+    return source;
+  })};
+}
+
+std::vector<te::Tensor> SqueezeCompute(te::ComputeContext& context,
+                                       std::span<const te::Tensor> inputs, const ir::Attrs& attrs,
+                                       std::span<const DataType> output_dtypes) {
+  if (HasFloat16(inputs, output_dtypes)) return {};
+  const te::Tensor& data = inputs[0];
+  const std::vector<bool> squeezed = rules::SqueezedAxes(TypeDims(data->shape), attrs);
+  Indices shape;
+  for (size_t d = 0; d < squeezed.size(); ++d) {
+    if (!squeezed[d]) {
+      shape.push_back(data->shape[d]);
+    } else {
+      RequireEqual(context, data->shape[d], tir::IntImm(1),
+                   "squeeze: dimension " + std::to_string(d) + " is not 1");
+    }
+  }
+  return {Gather("squeeze", data, shape, [&](const Indices& indices) {
+    Indices source;
+    size_t next = 0;
+    for (size_t d = 0; d < squeezed.size(); ++d) {
+      source.push_back(squeezed[d] ? tir::IntImm(0) : indices[next++]);
+    }
+    return source;
+  })};
+}
+
+std::vector<te::Tensor> ExpandDimsCompute(te::ComputeContext&, std::span<const te::Tensor> inputs,
+                                          const ir::Attrs& attrs,
+                                          std::span<const DataType> output_dtypes) {
+  if (HasFloat16(inputs, output_dtypes)) return {};
+  const te::Tensor& data = inputs[0];
+  const auto axis = static_cast<std::ptrdiff_t>(rules::NormalizeInsertAxis(
+      attrs.GetInt("axis"), static_cast<int64_t>(data->shape.size()), "expand_dims"));
+  const auto count = static_cast<std::ptrdiff_t>(attrs.GetInt("num_newaxis"));
+  Indices shape = data->shape;
+  shape.insert(shape.begin() + axis, static_cast<size_t>(count), tir::IntImm(1));
+  return {Gather("expand_dims", data, shape, [&](Indices indices) {
+    indices.erase(indices.begin() + axis, indices.begin() + axis + count);
+    return indices;
+  })};
+}
+
+// The dims that `inputs` share but `skip_axis` (concatenate, stack).
+Indices SharedDims(te::ComputeContext& context, const std::string& op,
+                   std::span<const te::Tensor> inputs, size_t skip_axis) {
+  Indices shape;
+  for (size_t d = 0; d < inputs[0]->shape.size(); ++d) {
+    Indices dims;
+    for (const te::Tensor& input : inputs) dims.push_back(input->shape[d]);
+    shape.push_back(d == skip_axis
+                        ? dims[0]
+                        : SharedDim(context, dims,
+                                    op + ": the inputs differ in dimension " + std::to_string(d)));
+  }
+  return shape;
+}
+
+// Each input's part of the axis is a select on the output index; its reads
+// are clamped into the input, so every input must have a static, non-zero
+// size there (an empty one is skipped): others are left to the built-in
+// kernel.
+std::vector<te::Tensor> ConcatenateCompute(te::ComputeContext& context,
+                                           std::span<const te::Tensor> inputs,
+                                           const ir::Attrs& attrs,
+                                           std::span<const DataType> output_dtypes) {
+  if (HasFloat16(inputs, output_dtypes)) return {};
+  const size_t axis = static_cast<size_t>(NormalizeAxis(
+      attrs.GetInt("axis"), static_cast<int64_t>(inputs[0]->shape.size()), "concatenate"));
+  std::vector<int64_t> sizes;
+  for (const te::Tensor& input : inputs) {
+    sizes.emplace_back();
+    if (!tir::AsInt(input->shape[axis], &sizes.back())) return {};
+  }
+  Indices shape = SharedDims(context, "concatenate", inputs, axis);
+  int64_t total = 0;
+  for (int64_t size : sizes) total += size;
+  shape[axis] = tir::IntImm(total);
+  return {te::Compute("concatenate", shape, [&](const Indices& indices) {
+    const Expr& at = indices[axis];
+    Expr value = tir::Constant(output_dtypes[0], 0);  // stored by no element: total is 0
+    int64_t end = total;
+    for (size_t i = inputs.size(); i-- > 0;) {
+      const int64_t start = end - sizes[i];
+      if (sizes[i] > 0) {
+        Indices source = indices;
+        source[axis] = tir::Min(tir::Max(tir::Sub(at, tir::IntImm(start)), tir::IntImm(0)),
+                                tir::IntImm(sizes[i] - 1));
+        const Expr read = te::Read(inputs[i], source);
+        value = end == total ? read
+                             : tir::Select(tir::Compare(tir::CompareOp::kLt, at, tir::IntImm(end)),
+                                           read, value);
+      }
+      end = start;
+    }
+    return value;
+  })};
+}
+
+std::vector<te::Tensor> StackCompute(te::ComputeContext& context,
+                                     std::span<const te::Tensor> inputs, const ir::Attrs& attrs,
+                                     std::span<const DataType> output_dtypes) {
+  if (HasFloat16(inputs, output_dtypes)) return {};
+  const size_t rank = inputs[0]->shape.size();
+  const auto axis = static_cast<size_t>(
+      rules::NormalizeInsertAxis(attrs.GetInt("axis"), static_cast<int64_t>(rank), "stack"));
+  Indices shape = SharedDims(context, "stack", inputs, rank);
+  shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(axis),
+               tir::IntImm(static_cast<int64_t>(inputs.size())));
+  return {te::Compute("stack", shape, [&](const Indices& indices) {
+    Indices source = indices;
+    source.erase(source.begin() + static_cast<std::ptrdiff_t>(axis));
+    Expr value = te::Read(inputs.back(), source);
+    for (size_t i = inputs.size() - 1; i-- > 0;) {
+      const Expr at_input =
+          tir::Compare(tir::CompareOp::kEq, indices[axis], tir::IntImm(static_cast<int64_t>(i)));
+      value = tir::Select(at_input, te::Read(inputs[i], source), value);
+    }
+    return value;
+  })};
+}
+
+std::vector<te::Tensor> SplitCompute(te::ComputeContext& context,
+                                     std::span<const te::Tensor> inputs, const ir::Attrs& attrs,
+                                     std::span<const DataType> output_dtypes) {
+  if (HasFloat16(inputs, output_dtypes)) return {};
+  const te::Tensor& data = inputs[0];
+  const size_t axis = static_cast<size_t>(
+      NormalizeAxis(attrs.GetInt("axis"), static_cast<int64_t>(data->shape.size()), "split"));
+  const Expr& length = data->shape[axis];
+  // Each piece's start and size along the axis.
+  std::vector<std::pair<Expr, Expr>> pieces;
+  if (const std::optional<int64_t> sections = rules::SplitSections(attrs)) {
+    const Expr size = tir::FloorDiv(length, tir::IntImm(*sections));
+    context.Require(tir::Compare(tir::CompareOp::kEq, tir::FloorMod(length, tir::IntImm(*sections)),
+                                 tir::IntImm(0)),
+                    "split: the axis does not divide into equal sections");
+    for (int64_t k = 0; k < *sections; ++k)
+      pieces.emplace_back(tir::Mul(size, tir::IntImm(k)), size);
+  } else {
+    const std::vector<int64_t>& indices = attrs.GetIntList("indices_or_sections");
+    int64_t start = 0;
+    for (int64_t index : indices) {
+      pieces.emplace_back(tir::IntImm(start), tir::IntImm(index - start));
+      start = index;
+    }
+    pieces.emplace_back(tir::IntImm(start), tir::Sub(length, tir::IntImm(start)));
+  }
+  std::vector<te::Tensor> outputs;
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    Indices shape = data->shape;
+    shape[axis] = pieces[k].second;
+    outputs.push_back(Gather("split." + std::to_string(k), data, shape, [&](Indices indices) {
+      indices[axis] = tir::Add(indices[axis], pieces[k].first);
+      return indices;
+    }));
+  }
+  return outputs;
+}
+
+// take's "fast" mode fails on an out-of-range index, which a compute
+// definition cannot report: it is left to the built-in kernel.
+std::vector<te::Tensor> TakeCompute(te::ComputeContext& context, std::span<const te::Tensor> inputs,
+                                    const ir::Attrs& attrs,
+                                    std::span<const DataType> output_dtypes) {
+  const rules::TakeMode mode = rules::ParseTakeMode(attrs);
+  if (HasFloat16(inputs, output_dtypes) || mode == rules::TakeMode::kFast) return {};
+  const te::Tensor& data = inputs[0];
+  const te::Tensor& indices = inputs[1];
+  const bool flat = attrs.IsNone("axis");
+  const rules::TakeAxes axes =
+      flat ? rules::TakeAxes{0, 0}
+           : rules::ResolveTakeAxes(data->shape.size(), indices->shape.size(), attrs);
+  const Expr extent = flat ? tir::NumElements(data->shape) : data->shape[axes.axis];
+  Indices shape;
+  if (flat) {
+    shape = indices->shape;
+  } else {
+    shape.assign(data->shape.begin(), data->shape.begin() + static_cast<std::ptrdiff_t>(axes.axis));
+    for (size_t d = 0; d < axes.batch_dims; ++d) {
+      shape[d] = SharedDim(context, {data->shape[d], indices->shape[d]},
+                           "take: data and indices differ in batch dimension " + std::to_string(d));
+    }
+    shape.insert(shape.end(), indices->shape.begin() + static_cast<std::ptrdiff_t>(axes.batch_dims),
+                 indices->shape.end());
+    shape.insert(shape.end(), data->shape.begin() + static_cast<std::ptrdiff_t>(axes.axis) + 1,
+                 data->shape.end());
+  }
+  // Every index is out of range for an empty axis (TakeRow).
+  context.Require(
+      tir::Or(tir::Compare(tir::CompareOp::kNe, extent, tir::IntImm(0)),
+              tir::Compare(tir::CompareOp::kEq, tir::NumElements(shape), tir::IntImm(0))),
+      "take: an index is out of range for an empty axis");
+  // TakeRow's clip and wrap. Wrap takes a negative index as
+  // extent - 1 - (-1 - index) mod extent, so that FloorMod's operands are
+  // never negative where it counts and nothing overflows.
+  const auto row = [&](const Expr& index) {
+    const Expr one = tir::IntImm(1);
+    if (mode == rules::TakeMode::kClip) {
+      return tir::Min(tir::Max(index, tir::IntImm(0)), tir::Sub(extent, one));
+    }
+    return tir::Select(
+        tir::Compare(tir::CompareOp::kLt, index, tir::IntImm(0)),
+        tir::Sub(tir::Sub(extent, one), tir::FloorMod(tir::Sub(tir::IntImm(-1), index), extent)),
+        tir::FloorMod(index, extent));
+  };
+  const size_t taken = indices->shape.size() - axes.batch_dims;
+  return {Gather("take", data, shape, [&](const Indices& out) {
+    if (flat) {
+      return UnravelIndex(row(tir::Cast(DataType::Int64(), te::Read(indices, out))), data->shape);
+    }
+    const auto at = [&](size_t begin, size_t end) {
+      return Indices(out.begin() + static_cast<std::ptrdiff_t>(begin),
+                     out.begin() + static_cast<std::ptrdiff_t>(end));
+    };
+    Indices index_indices = at(0, axes.batch_dims);
+    const Indices taken_indices = at(axes.axis, axes.axis + taken);
+    index_indices.insert(index_indices.end(), taken_indices.begin(), taken_indices.end());
+    Indices source = at(0, axes.axis);
+    source.push_back(row(tir::Cast(DataType::Int64(), te::Read(indices, index_indices))));
+    const Indices rest = at(axes.axis + taken, out.size());
+    source.insert(source.end(), rest.begin(), rest.end());
+    return source;
+  })};
+}
+
+// PlanAxis (transform_rules.h) where the extent may be `?`: begin, end and
+// stride are constants, so PlanAxis's branches on them are taken here and
+// only the extent is an expression (a static one folds to PlanAxis's
+// numbers). False for a stride whose magnitude does not fit int64.
+bool PlanAxisExpr(int64_t begin, int64_t end, int64_t stride, bool size_mode, const Expr& extent,
+                  Expr* first, Expr* size) {
+  if (stride == std::numeric_limits<int64_t>::min()) return false;
+  const Expr zero = tir::IntImm(0), one = tir::IntImm(1);
+  const auto canonical = [&](int64_t index) {
+    const Expr at = index < 0 ? tir::Add(tir::IntImm(index), extent) : tir::IntImm(index);
+    return stride < 0 ? tir::Min(tir::Max(at, tir::IntImm(-1)), tir::Sub(extent, one))
+                      : tir::Min(tir::Max(at, zero), extent);
+  };
+  *first = canonical(begin);
+  const Expr rest = tir::Sub(extent, *first);
+  if (size_mode) {
+    *size = end < 0 ? rest : tir::Min(tir::IntImm(end), rest);
+    return true;
+  }
+  const Expr last = canonical(end);
+  const Expr distance = stride > 0 ? tir::Sub(last, *first) : tir::Sub(*first, last);
+  *size = tir::Select(
+      tir::Compare(tir::CompareOp::kGt, distance, zero),
+      tir::Add(tir::FloorDiv(tir::Sub(distance, one), tir::IntImm(stride > 0 ? stride : -stride)),
+               one),
+      zero);
+  return true;
+}
+
+std::vector<te::Tensor> StridedSliceCompute(te::ComputeContext&, std::span<const te::Tensor> inputs,
+                                            const ir::Attrs& attrs,
+                                            std::span<const DataType> output_dtypes) {
+  if (HasFloat16(inputs, output_dtypes)) return {};
+  const te::Tensor& data = inputs[0];
+  const size_t rank = data->shape.size();
+  const rules::SliceSpec spec = rules::SliceSpecFromAttrs(attrs);
+  const std::vector<size_t> axes =
+      rules::SlicedAxes(spec, rank, rules::DimsToString(TypeDims(data->shape)), "strided_slice");
+  // Per data axis: the first index read, the step, and the output size.
+  Indices first(rank, tir::IntImm(0)), shape = data->shape;
+  std::vector<int64_t> step(rank, 1);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const size_t axis = axes[k];
+    // PlanSlice's defaults for the entries begin, end and strides leave out.
+    const int64_t stride = spec.size_mode || k >= spec.strides.size() ? 1 : spec.strides[k];
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+    constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+    const int64_t begin = k < spec.begin.size() ? spec.begin[k] : (stride > 0 ? 0 : kMax);
+    const int64_t end = k < spec.end.size() ? spec.end[k]
+                        : spec.size_mode    ? -1
+                        : stride > 0        ? kMax
+                                            : kMin;
+    if (stride == 0 || !PlanAxisExpr(begin, end, stride, spec.size_mode, data->shape[axis],
+                                     &first[axis], &shape[axis])) {
+      return {};
+    }
+    step[axis] = stride;
+  }
+  return {Gather("strided_slice", data, shape, [&](const Indices& indices) {
+    Indices source;
+    for (size_t d = 0; d < rank; ++d) {
+      source.push_back(tir::Add(first[d], tir::Mul(indices[d], tir::IntImm(step[d]))));
+    }
+    return source;
+  })};
+}
+
+// ---------------------------------------------------------------------------
 // The data-dependent ops: their output dims are only known from input values.
 
 void CheckShapeTensor(const ir::TensorType& tensor, const std::string& op,
@@ -321,6 +779,7 @@ struct TransformOp {
   std::vector<AttrSpec> attrs;
   DimsRule rule;
   ReferenceKernel kernel;
+  ComputeFunction compute = nullptr;
   TupleUse tuples = TupleUse::kNone;
   DTypeCheck check_dtypes = nullptr;
   OpPattern pattern = OpPattern::kInjective;
@@ -334,6 +793,7 @@ void RegisterStatic(OpRegistry& registry, TransformOp op) {
   def.relation = DimsRelation(op.name, op.rule, op.tuples, op.check_dtypes);
   def.pattern = op.pattern;
   def.kernel = std::move(op.kernel);
+  def.compute = std::move(op.compute);
 }
 
 AttrSpec Required(const char* name, ir::AttrKind kind) {
@@ -359,6 +819,7 @@ void RegisterTransformOps(OpRegistry& registry) {
           .attrs = {Required("newshape", K::kIntList), allowzero},
           .rule = rules::ReshapeRule<Dim>,
           .kernel = ReshapeReference,
+          .compute = ReshapeCompute,
       });
   RegisterStatic(
       registry,
@@ -371,6 +832,7 @@ void RegisterTransformOps(OpRegistry& registry) {
                     Optional("rhs_begin", K::kInt, int64_t{0}), Optional("rhs_end", K::kInt)},
           .rule = rules::ReshapeLikeRule<Dim>,
           .kernel = ReshapeReference,
+          .compute = ReshapeLikeCompute,
       });
   RegisterStatic(registry,
                  {
@@ -379,6 +841,7 @@ void RegisterTransformOps(OpRegistry& registry) {
                      .attrs = {Optional("axes", K::kIntList)},
                      .rule = rules::TransposeRule<Dim>,
                      .kernel = TransposeReference,
+                     .compute = TransposeCompute,
                  });
   RegisterStatic(registry,
                  {
@@ -387,6 +850,7 @@ void RegisterTransformOps(OpRegistry& registry) {
                      .attrs = {Optional("axis", K::kIntList)},
                      .rule = rules::SqueezeRule<Dim>,
                      .kernel = ReshapeReference,
+                     .compute = SqueezeCompute,
                  });
   RegisterStatic(registry, {
                                .name = "expand_dims",
@@ -395,6 +859,7 @@ void RegisterTransformOps(OpRegistry& registry) {
                                          Optional("num_newaxis", K::kInt, int64_t{1})},
                                .rule = rules::ExpandDimsRule<Dim>,
                                .kernel = ReshapeReference,
+                               .compute = ExpandDimsCompute,
                                // As in TVM: the output indexes its input like a broadcast does.
                                .pattern = OpPattern::kBroadcast,
                            });
@@ -404,6 +869,7 @@ void RegisterTransformOps(OpRegistry& registry) {
                                .attrs = {Optional("axis", K::kInt, int64_t{0})},
                                .rule = rules::ConcatenateRule<Dim>,
                                .kernel = ConcatenateReference,
+                               .compute = ConcatenateCompute,
                                .tuples = TupleUse::kInput,
                                .check_dtypes = CheckSameDTypes,
                            });
@@ -414,6 +880,7 @@ void RegisterTransformOps(OpRegistry& registry) {
                      .attrs = {Optional("axis", K::kInt, int64_t{0})},
                      .rule = rules::StackRule<Dim>,
                      .kernel = StackReference,
+                     .compute = StackCompute,
                      .tuples = TupleUse::kInput,
                      .check_dtypes = CheckSameDTypes,
                  });
@@ -427,6 +894,7 @@ void RegisterTransformOps(OpRegistry& registry) {
                     Optional("axis", K::kInt, int64_t{0})},
           .rule = rules::SplitRule<Dim>,
           .kernel = SplitReference,
+          .compute = SplitCompute,
           .tuples = TupleUse::kOutput,
       });
   RegisterStatic(
@@ -440,6 +908,7 @@ void RegisterTransformOps(OpRegistry& registry) {
                     Optional("mode", K::kString, std::string("clip"))},
           .rule = rules::TakeRule<Dim>,
           .kernel = TakeReference,
+          .compute = TakeCompute,
           .check_dtypes = CheckTakeIndices,
       });
   RegisterStatic(
@@ -452,6 +921,7 @@ void RegisterTransformOps(OpRegistry& registry) {
                     Optional("strides", K::kIntList), Optional("axes", K::kIntList), slice_mode},
           .rule = rules::StridedSliceRule<Dim>,
           .kernel = StridedSliceReference,
+          .compute = StridedSliceCompute,
       });
 
   OpDef& dyn_reshape = registry.Register("dyn.reshape");

@@ -4,8 +4,10 @@
 // (vm/kernels/elemwise_functions.h, elemwise.cc); the reference kernel here
 // applies the same scalar function one element at a time.
 #include <cstdint>
+#include <functional>
 #include <string>
 
+#include "nimble/compiler/op/compute_util.h"
 #include "nimble/compiler/op/dtype_class.h"
 #include "nimble/compiler/op/op.h"
 #include "nimble/compiler/op/type_relations.h"
@@ -77,11 +79,89 @@ void RegisterCast(OpRegistry& registry) {
 
 }  // namespace
 
+// ---------------------------------------------------------------------------
+// Compute definitions: each op's scalar function as a loop-IR expression of
+// the input element (OpDef::compute), for code generation to fuse.
+
+namespace {
+
+using tir::Intrinsic;
+
+// The output element from the input element `x` and the output dtype.
+using ElementFunction = std::function<Expr(const Expr& x, DataType out)>;
+
+ComputeFunction UnaryCompute(const std::string& name, ElementFunction fn) {
+  return [name, fn](te::ComputeContext&, std::span<const te::Tensor> inputs, const ir::Attrs&,
+                    std::span<const DataType> output_dtypes) -> std::vector<te::Tensor> {
+    if (HasFloat16(inputs, output_dtypes)) return {};
+    const te::Tensor& input = inputs[0];
+    return {te::Compute(name, input->shape, [&](const std::vector<Expr>& indices) {
+      return fn(te::Read(input, indices), output_dtypes[0]);
+    })};
+  };
+}
+
+ElementFunction Math(Intrinsic intrinsic) {
+  return [intrinsic](const Expr& x, DataType) { return tir::Call(intrinsic, {x}); };
+}
+
+Expr IsNegative(const Expr& x) {
+  return tir::Compare(tir::CompareOp::kLt, x, tir::Constant(x->dtype, 0));
+}
+
+// 0 - x, not -x: negative(0.0) is +0, and integers wrap.
+Expr Negate(const Expr& x) {
+  return tir::Sub(tir::Constant(x->dtype, 0), x);
+}
+
+// The functors of elemwise_functions.h, operation for operation.
+void AddUnaryComputes(OpRegistry& registry) {
+  const auto set = [&](const std::string& name, ElementFunction fn) {
+    registry.FindMutable(name)->compute = UnaryCompute(name, std::move(fn));
+  };
+  set("negative", [](const Expr& x, DataType) { return Negate(x); });
+  set("abs", [](const Expr& x, DataType) {
+    if (x->dtype.is_float()) return tir::Call(Intrinsic::kAbs, {x});
+    return tir::Select(IsNegative(x), Negate(x), x);
+  });
+  set("exp", Math(Intrinsic::kExp));
+  set("log", Math(Intrinsic::kLog));
+  set("sqrt", Math(Intrinsic::kSqrt));
+  set("rsqrt", Math(Intrinsic::kRsqrt));
+  set("tanh", Math(Intrinsic::kTanh));
+  set("sigmoid", Math(Intrinsic::kSigmoid));
+  set("erf", Math(Intrinsic::kErf));
+  // std::max(x, 0): NaN and -0 stay as they are.
+  set("nn.relu", [](const Expr& x, DataType) {
+    return tir::Select(IsNegative(x), tir::Constant(x->dtype, 0), x);
+  });
+  // float32 is evaluated in float64, where 1 + erf(z) does not cancel for
+  // negative z as it would in float32, and is first clamped at -20 like the
+  // runtime's (gelu(-inf) is -0 there).
+  set("gelu", [](const Expr& x, DataType out) {
+    const DataType f64 = DataType::Float64();
+    const Expr y = out == f64 ? x : tir::Cast(f64, tir::Max(x, tir::FloatImm(-20, x->dtype)));
+    const Expr erf =
+        tir::Call(Intrinsic::kErf, {tir::Mul(y, tir::FloatImm(0.70710678118654752440, f64))});
+    return tir::Cast(
+        out, tir::Mul(tir::Mul(tir::FloatImm(0.5, f64), y), tir::Add(tir::FloatImm(1, f64), erf)));
+  });
+  set("round", [](const Expr& x, DataType) {
+    return x->dtype.is_float() ? tir::Call(Intrinsic::kRound, {x}) : x;
+  });
+  set("copy", [](const Expr& x, DataType) { return x; });
+  set("logical_not", [](const Expr& x, DataType) { return tir::Not(x); });
+  set("cast", [](const Expr& x, DataType out) { return tir::Cast(out, x); });
+}
+
+}  // namespace
+
 void RegisterUnaryOps(OpRegistry& registry) {
   elemwise::ForEachUnaryFunction([&](const char* name, const char* description, auto fn) {
     RegisterUnaryOp(registry, name, description, fn);
   });
   RegisterCast(registry);
+  AddUnaryComputes(registry);
 }
 
 }  // namespace nimble::op

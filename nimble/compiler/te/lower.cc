@@ -27,6 +27,7 @@ class Lowerer {
       buffers_[input.get()] = MakeBuffer(*input);
       input_buffers_.push_back(buffers_[input.get()]);
     }
+    for (const Tensor& output : outputs) outputs_.insert(output.get());
     for (const Tensor& output : outputs) {
       if (output->is_placeholder())
         throw Error("te: kernel output " + output->name + " is an input");
@@ -36,9 +37,7 @@ class Lowerer {
 
   tir::Stmt LowerStages(const std::vector<Tensor>& outputs,
                         std::vector<tir::Buffer>* output_buffers) {
-    std::set<const TensorNode*> outputs_set;
     for (const Tensor& output : outputs) {
-      outputs_set.insert(output.get());
       buffers_[output.get()] = MakeBuffer(*output);
       output_buffers->push_back(buffers_[output.get()]);
     }
@@ -46,7 +45,7 @@ class Lowerer {
     std::vector<tir::Stmt> body;
     std::vector<tir::Buffer> temporaries;
     for (const Tensor& stage : stages_) {
-      if (!outputs_set.count(stage.get())) {
+      if (!outputs_.count(stage.get())) {
         buffers_[stage.get()] = MakeBuffer(*stage);
         temporaries.push_back(buffers_[stage.get()]);
       }
@@ -80,12 +79,15 @@ class Lowerer {
   }
 
   // Stages of the tensors `expr` reads; inlined tensors are looked through.
+  // An output read by another output is a stage before its reader, whose
+  // reads load from the output's buffer.
   void VisitReads(const Expr& expr) {
     switch (expr->kind) {
       case tir::ExprKind::kTensorRead: {
         const auto& read = static_cast<const TensorReadNode&>(*expr);
         for (const Expr& index : read.indices) VisitReads(index);
-        if (read.tensor->is_placeholder() || IsReduction(*read.tensor)) {
+        if (read.tensor->is_placeholder() || IsReduction(*read.tensor) ||
+            outputs_.count(read.tensor.get())) {
           CollectStages(read.tensor);
         } else if (inlined_.insert(read.tensor.get()).second) {
           VisitReads(read.tensor->body);
@@ -281,6 +283,7 @@ class Lowerer {
   }
 
   std::map<const TensorNode*, tir::Buffer> buffers_;
+  std::set<const TensorNode*> outputs_;
   std::set<const TensorNode*> visited_;
   std::set<const TensorNode*> inlined_;
   std::vector<Tensor> stages_;

@@ -74,10 +74,12 @@ Expr ReduceCombine(ReduceKind kind, Expr a, Expr b) {
       return tir::Add(std::move(a), std::move(b));
     case ReduceKind::kProd:
       return tir::Mul(std::move(a), std::move(b));
+    // b replaces a only when strictly better, as in the runtime's reductions:
+    // NaNs are skipped (tir::Max is maximum's, which propagates them).
     case ReduceKind::kMax:
-      return tir::Max(std::move(a), std::move(b));
+      return tir::Select(tir::Compare(tir::CompareOp::kGt, b, a), b, a);
     case ReduceKind::kMin:
-      return tir::Min(std::move(a), std::move(b));
+      return tir::Select(tir::Compare(tir::CompareOp::kLt, b, a), b, a);
   }
   throw Error("te: unknown reduction");
 }

@@ -83,7 +83,8 @@ ReduceAxis MakeReduceAxis(std::string name, Expr extent);
 Expr Reduce(ReduceKind kind, Expr source, std::vector<ReduceAxis> axes);
 // The identity of `kind` for `dtype` (0, 1, lowest, highest).
 Expr ReduceIdentity(ReduceKind kind, DataType dtype);
-// combine(a, b) of `kind`.
+// combine(a, b) of `kind`: a is the value so far, b the next element. max
+// and min skip NaN elements and keep a on a tie.
 Expr ReduceCombine(ReduceKind kind, Expr a, Expr b);
 std::string ReduceKindName(ReduceKind kind);
 
