@@ -1,0 +1,270 @@
+#include "nimble/compiler/backend/primitive_kernels.h"
+
+#include <optional>
+#include <utility>
+
+#include "nimble/compiler/ir/functor.h"
+#include "nimble/compiler/ir/structural_equal.h"
+#include "nimble/compiler/ir/structural_hash.h"
+#include "nimble/compiler/op/compute.h"
+#include "nimble/compiler/te/lower.h"
+#include "nimble/compiler/transform/pass_util.h"
+#include "nimble/vm/error.h"
+
+namespace nimble::backend {
+namespace {
+
+using Tensors = std::vector<te::Tensor>;
+
+// Longer names are cut: the symbol only has to be unique and readable.
+constexpr size_t kMaxOpsInName = 4;
+
+ir::Type ParamType(const ir::Var& param) {
+  return param->checked_type ? param->checked_type : param->type_annotation;
+}
+
+// Evaluates a primitive's body on tensor expressions.
+class Composer {
+ public:
+  explicit Composer(te::ComputeContext& context) : context_(context) {}
+
+  // The result's tensors, or nothing when an op of the body is unsupported.
+  std::optional<Tensors> Compose(const ir::FunctionNode& primitive,
+                                 const std::vector<Tensors>& params) {
+    for (size_t i = 0; i < params.size(); ++i) values_[primitive.params[i].get()] = params[i];
+    const ir::ExprNode* expr = primitive.body.get();
+    while (expr->kind == ir::ExprKind::kLet) {
+      const auto& let = static_cast<const ir::LetNode&>(*expr);
+      std::optional<Tensors> value = Evaluate(let.value);
+      if (!value) return std::nullopt;
+      values_[let.var.get()] = std::move(*value);
+      expr = let.body.get();
+    }
+    return Evaluate(ir::RefOf(expr));
+  }
+
+  const std::vector<std::string>& ops() const { return ops_; }
+
+ private:
+  std::optional<Tensors> Evaluate(const ir::Expr& expr) {
+    switch (expr->kind) {
+      case ir::ExprKind::kVar: {
+        const auto found = values_.find(expr.get());
+        if (found == values_.end()) return std::nullopt;
+        return found->second;
+      }
+      case ir::ExprKind::kTuple: {
+        Tensors fields;
+        for (const ir::Expr& field : static_cast<const ir::TupleNode&>(*expr).fields) {
+          std::optional<Tensors> value = Evaluate(field);
+          if (!value) return std::nullopt;
+          fields.insert(fields.end(), value->begin(), value->end());
+        }
+        return fields;
+      }
+      case ir::ExprKind::kTupleGetItem: {
+        // Flattened positions equal field indices only for tuples of tensors.
+        const auto& get = static_cast<const ir::TupleGetItemNode&>(*expr);
+        if (!expr->checked_type || expr->checked_type->kind != ir::TypeKind::kTensor) {
+          return std::nullopt;
+        }
+        std::optional<Tensors> tuple = Evaluate(get.tuple);
+        if (!tuple || op::FlattenTensorTypes(get.tuple->checked_type).size() != tuple->size()) {
+          return std::nullopt;
+        }
+        return Tensors{tuple->at(static_cast<size_t>(get.index))};
+      }
+      case ir::ExprKind::kConstant: {
+        const auto& constant = static_cast<const ir::ConstantNode&>(*expr);
+        if (constant.data->ndim() != 0) return std::nullopt;
+        const te::Expr value = tir::Constant(constant.data->dtype(), constant.data->GetAsDouble(0));
+        return Tensors{te::Compute("c", {}, [&](const std::vector<te::Expr>&) { return value; })};
+      }
+      case ir::ExprKind::kCall: {
+        const auto& call = static_cast<const ir::CallNode&>(*expr);
+        if (call.callee->kind != ir::ExprKind::kOp) return std::nullopt;
+        Tensors inputs;
+        for (const ir::Expr& arg : call.args) {
+          std::optional<Tensors> value = Evaluate(arg);
+          if (!value) return std::nullopt;
+          inputs.insert(inputs.end(), value->begin(), value->end());
+        }
+        Tensors outputs = op::ComputeCall(call, inputs, context_);
+        if (outputs.empty()) return std::nullopt;
+        ops_.push_back(static_cast<const ir::OpNode&>(*call.callee).name);
+        return outputs;
+      }
+      default:
+        return std::nullopt;
+    }
+  }
+
+  te::ComputeContext& context_;
+  std::unordered_map<const ir::ExprNode*, Tensors> values_;
+  std::vector<std::string> ops_;
+};
+
+std::string SymbolFor(const std::vector<std::string>& ops, size_t index) {
+  std::string name = "fused";
+  for (size_t i = 0; i < ops.size() && i < kMaxOpsInName; ++i) {
+    std::string op = ops[i];
+    for (char& c : op) {
+      if (c == '.') c = '_';
+    }
+    name += "_" + op;
+  }
+  return name + "_" + std::to_string(index);
+}
+
+std::string Join(const std::vector<std::string>& ops) {
+  std::string joined;
+  for (const std::string& op : ops) joined += (joined.empty() ? "" : "+") + op;
+  return joined;
+}
+
+bool HasDynamicOutput(const ir::FunctionNode& primitive) {
+  for (const ir::TensorType& type : op::FlattenTensorTypes(primitive.body->checked_type)) {
+    if (!type->is_static()) return true;
+  }
+  return false;
+}
+
+// The kernel: placeholders with a shape variable per `?` dimension.
+std::optional<std::pair<tir::PrimFunc, std::vector<std::string>>> BuildKernel(
+    const ir::FunctionNode& primitive, const std::string& name) {
+  std::vector<Tensors> params;
+  Tensors inputs;
+  for (size_t i = 0; i < primitive.params.size(); ++i) {
+    const std::string param = "p" + std::to_string(i);
+    params.push_back(op::PlaceholdersFor(
+        param, ParamType(primitive.params[i]),
+        [&](size_t tensor, size_t dim, int64_t size) -> te::Expr {
+          if (size >= 0) return tir::IntImm(size);
+          return tir::MakeVar(param + "." + std::to_string(tensor) + ".d" + std::to_string(dim));
+        }));
+    inputs.insert(inputs.end(), params.back().begin(), params.back().end());
+  }
+  te::ComputeContext context;
+  Composer composer(context);
+  std::optional<Tensors> outputs = composer.Compose(primitive, params);
+  if (!outputs) return std::nullopt;
+  for (const te::Tensor& output : *outputs) {
+    if (output->is_placeholder()) return std::nullopt;  // the body returns a parameter
+  }
+  return std::make_pair(te::Lower(name, inputs, *outputs, context.requirements()), composer.ops());
+}
+
+// The shape function: the same composition on placeholders whose `?`
+// dimensions are loads from the input-shape buffers (one int64 vector per
+// input tensor, as memory manifestation passes them).
+tir::PrimFunc BuildShapeFunc(const ir::FunctionNode& primitive, const std::string& name) {
+  tir::PrimFunc func;
+  func.name = name;
+  std::vector<Tensors> params;
+  for (size_t i = 0; i < primitive.params.size(); ++i) {
+    const std::string param = "p" + std::to_string(i);
+    const ir::Type type = ParamType(primitive.params[i]);
+    const size_t first = func.params.size();
+    const std::vector<ir::TensorType> types = op::FlattenTensorTypes(type);
+    for (size_t k = 0; k < types.size(); ++k) {
+      func.params.push_back(std::make_shared<tir::BufferNode>(
+          "shape." + param + "." + std::to_string(k), DataType::Int64(),
+          std::vector<te::Expr>{tir::IntImm(static_cast<int64_t>(types[k]->ndim()))}));
+    }
+    params.push_back(
+        op::PlaceholdersFor(param, type, [&](size_t tensor, size_t dim, int64_t size) -> te::Expr {
+          if (size >= 0) return tir::IntImm(size);
+          return tir::Load(func.params[first + tensor], tir::IntImm(static_cast<int64_t>(dim)));
+        }));
+  }
+  func.num_inputs = static_cast<int>(func.params.size());
+  te::ComputeContext context;
+  std::optional<Tensors> outputs = Composer(context).Compose(primitive, params);
+  if (!outputs) throw Error("the shape function of " + name + " cannot be composed");
+  std::vector<tir::Stmt> stores;
+  for (size_t j = 0; j < outputs->size(); ++j) {
+    const std::vector<te::Expr>& shape = (*outputs)[j]->shape;
+    func.params.push_back(std::make_shared<tir::BufferNode>(
+        "shape.out" + std::to_string(j), DataType::Int64(),
+        std::vector<te::Expr>{tir::IntImm(static_cast<int64_t>(shape.size()))}));
+    for (size_t d = 0; d < shape.size(); ++d) {
+      stores.push_back(
+          tir::Store(func.params.back(), tir::IntImm(static_cast<int64_t>(d)), shape[d]));
+    }
+  }
+  tir::Stmt body = tir::Seq(std::move(stores));
+  const std::vector<te::Requirement>& requirements = context.requirements();
+  for (auto it = requirements.rbegin(); it != requirements.rend(); ++it) {
+    body = tir::Assert(it->condition, it->message, body);
+  }
+  func.body = std::move(body);
+  return func;
+}
+
+// Every primitive function literal of a module, in order of first appearance.
+class PrimitiveCollector : public ir::ExprVisitor {
+ public:
+  void VisitFunction(const ir::FunctionNode* function) override {
+    if (transform::HasFlag(function, transform::kPrimitiveAttr)) {
+      primitives.push_back(function);
+      return;
+    }
+    ExprVisitor::VisitFunction(function);
+  }
+  std::vector<const ir::FunctionNode*> primitives;
+};
+
+}  // namespace
+
+const GeneratedKernel* PrimitiveKernels::Find(const ir::FunctionNode* primitive) const {
+  const auto found = kernel_of_.find(primitive);
+  return found == kernel_of_.end() ? nullptr : &kernels_[found->second];
+}
+
+PrimitiveKernels GenerateKernels(const ir::IRModule& module,
+                                 const std::function<bool(const ir::FunctionNode&)>& wanted) {
+  PrimitiveCollector collector;
+  for (const ir::IRModuleNode::Definition& definition : module->functions()) {
+    collector.VisitExpr(definition.function);
+  }
+  PrimitiveKernels result;
+  // Structurally equal primitives share a kernel: buckets by hash.
+  std::unordered_map<size_t, std::vector<std::pair<const ir::FunctionNode*, size_t>>> seen;
+  for (const ir::FunctionNode* primitive : collector.primitives) {
+    const ir::Expr expr = ir::RefOf(primitive);
+    auto& bucket = seen[ir::StructuralHash(expr)];
+    bool shared = false;
+    for (const auto& [other, index] : bucket) {
+      if (ir::StructuralEqual(ir::RefOf(other), expr)) {
+        result.kernel_of_[primitive] = index;
+        shared = true;
+        break;
+      }
+    }
+    if (shared || !wanted(*primitive)) continue;
+
+    const size_t index = result.kernels_.size();
+    const bool multi_op = primitive->body->kind == ir::ExprKind::kLet;
+    std::string name = "fused_" + std::to_string(index);
+    auto built = BuildKernel(*primitive, name);
+    if (!built) {
+      if (multi_op)
+        throw Error("a fused primitive with an operator code generation cannot compile");
+      continue;
+    }
+    name = SymbolFor(built->second, index);
+    built->first.name = name;
+    GeneratedKernel kernel{name, "", Join(built->second)};
+    result.funcs_.push_back(std::move(built->first));
+    if (HasDynamicOutput(*primitive)) {
+      kernel.shape_func = "shape_func." + name;
+      result.funcs_.push_back(BuildShapeFunc(*primitive, kernel.shape_func));
+    }
+    result.kernels_.push_back(std::move(kernel));
+    result.kernel_of_[primitive] = index;
+    bucket.emplace_back(primitive, index);
+  }
+  return result;
+}
+
+}  // namespace nimble::backend
