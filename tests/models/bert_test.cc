@@ -150,7 +150,8 @@ TEST(BertTest, VmMatchesEvaluatorOnSeveralLengths) {
     const std::vector<Ref<Object>> args = SentencePair(length, 50);
     const Tensor logits = compiled.Run(args);
     EXPECT_EQ(logits->shape(), (Shape{1, 2}));
-    ExpectAllClose(logits, Evaluate(module, args), 1e-5, "length " + std::to_string(length));
+    ExpectAllClose(logits, Evaluate(module, args), kVmVsEvaluatorTolerance,
+                   "length " + std::to_string(length));
   }
 }
 

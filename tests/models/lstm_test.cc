@@ -197,7 +197,7 @@ TEST(Lstm, VmMatchesEvaluator) {
     CompiledModel compiled(module);
     for (int64_t tokens : {0, 1, 2, 7}) {
       const std::vector<Ref<Object>> args{Sequence(tokens, 8, tokens + 10)};
-      ExpectAllClose(compiled.Run(args), Evaluate(module, args), 1e-5,
+      ExpectAllClose(compiled.Run(args), Evaluate(module, args), kVmVsEvaluatorTolerance,
                      std::to_string(layers) + " layers, " + std::to_string(tokens) + " tokens");
     }
   }

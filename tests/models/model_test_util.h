@@ -117,6 +117,17 @@ inline Tensor Evaluate(const ir::IRModule& module, const std::vector<Ref<Object>
   return TensorResult(eval::Evaluate(module, entry, args));
 }
 
+// How close, relatively, the VM's result must be to the reference
+// evaluator's (ExpectAllClose). Not an ulp bound, as the two differ by more
+// than one rounding: the VM's matrix products sum in float32 in their own
+// order where the evaluator sums in double, and its exp, tanh, sigmoid and erf
+// are a few ulps from the exact values the evaluator rounds (vector_math.h);
+// every later layer carries both on, so no per-element bound follows. These
+// models differ by at most 4e-6 on x86-64 (AVX2); 1e-5, about 100 float32
+// ulps, leaves room for other CPUs' summation orders and is still far below
+// what a wrong formula or a misrouted value gives.
+inline constexpr double kVmVsEvaluatorTolerance = 1e-5;
+
 // `actual` equals `expected` in shape, and elementwise within `relative`
 // of the expected value (plus a tiny absolute slack for values near zero).
 inline void ExpectAllClose(const Tensor& actual, const Tensor& expected, double relative,

@@ -123,7 +123,7 @@ TEST(TreeLstm, VmMatchesEvaluator) {
   for (const NamedTree& tree : Trees()) {
     const std::vector<Ref<Object>> args{
         TreeArgument(module, tree.tree, LeafVectors(tree.tree, 8, tree.tree.left.size()))};
-    ExpectAllClose(compiled.Run(args), Evaluate(module, args), 1e-5, tree.name);
+    ExpectAllClose(compiled.Run(args), Evaluate(module, args), kVmVsEvaluatorTolerance, tree.name);
   }
 }
 
@@ -150,7 +150,8 @@ TEST(TreeLstm, ArraysEntryMatchesMain) {
     const Tensor expected = main.Run({TreeArgument(module, tree.tree, leaves)});
     const std::vector<Ref<Object>> args{ChildrenArray(tree.tree), leaves};
     ExpectAllClose(arrays.Run(args), expected, 1e-6, tree.name);
-    ExpectAllClose(Evaluate(module, args, "main_arrays"), expected, 1e-5, tree.name);
+    ExpectAllClose(Evaluate(module, args, "main_arrays"), expected, kVmVsEvaluatorTolerance,
+                   tree.name);
   }
   // A node that is its own child would recurse forever: it fails at once.
   const std::vector<Ref<Object>> cycle{

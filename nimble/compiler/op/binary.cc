@@ -1,9 +1,10 @@
 // Broadcasting binary operators (arithmetic, comparisons, logical) and
 // `where`: output shape = numpy broadcast of the inputs with the Any rules of
-// BroadcastDims, checked again at run time by the shape function. Their
-// scalar functions, shape functions and built-in kernels live in the runtime
-// (vm/kernels/elemwise_functions.h, elemwise.cc); the reference kernel here
-// applies the same scalar function one output element at a time.
+// BroadcastDims, checked again at run time by the shape function. The
+// reference kernel here applies the op's definition in reference_scalar.h one
+// output element at a time; the shape functions and built-in kernels live in
+// the runtime (elemwise.cc), whose scalar functions are written separately so
+// that each side checks the other.
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -13,9 +14,9 @@
 #include "nimble/compiler/op/dtype_class.h"
 #include "nimble/compiler/op/op.h"
 #include "nimble/compiler/op/reference_loops.h"
+#include "nimble/compiler/op/reference_scalar.h"
 #include "nimble/compiler/op/type_relations.h"
 #include "nimble/vm/error.h"
-#include "nimble/vm/kernels/elemwise_functions.h"
 
 namespace nimble::op {
 
@@ -35,7 +36,7 @@ void ReferenceBroadcast(const Tensor& output, const Value& value) {
   Out* out = output->data<Out>();
   int64_t flat = 0;
   ForEachIndex(output->shape(), [&](std::span<const int64_t> index) {
-    out[flat++] = ConvertElement<Out>(value(index));
+    out[flat++] = reference::Convert<Out>(value(index));
   });
 }
 
@@ -55,7 +56,7 @@ void RegisterBroadcastOp(OpRegistry& registry, const std::string& name,
     DispatchDType(inputs[0]->dtype(), [&](auto tag) {
       using T = decltype(tag);
       if constexpr (ElementInClass<T>(Fn::kAccepts)) {
-        ReferenceBroadcast<elemwise::ResultOf<Fn, T>>(outputs[0], [&](auto index) {
+        ReferenceBroadcast<reference::ResultOf<Fn, T>>(outputs[0], [&](auto index) {
           return fn(ElementAt<T>(inputs[0], index), ElementAt<T>(inputs[1], index));
         });
       } else {
@@ -94,8 +95,8 @@ void RegisterWhere(OpRegistry& registry) {
     DispatchDType(inputs[1]->dtype(), [&](auto tag) {
       using T = decltype(tag);
       ReferenceBroadcast<T>(outputs[0], [&](auto index) {
-        return elemwise::Select()(ElementAt<bool>(inputs[0], index), ElementAt<T>(inputs[1], index),
-                                  ElementAt<T>(inputs[2], index));
+        return ElementAt<bool>(inputs[0], index) ? ElementAt<T>(inputs[1], index)
+                                                 : ElementAt<T>(inputs[2], index);
       });
     });
   };
@@ -173,9 +174,27 @@ void AddBinaryComputes(OpRegistry& registry) {
 }  // namespace
 
 void RegisterBinaryOps(OpRegistry& registry) {
-  elemwise::ForEachBinaryFunction([&](const char* name, const char* description, auto fn) {
-    RegisterBroadcastOp(registry, name, description, fn);
-  });
+  using namespace reference;
+  RegisterBroadcastOp(registry, "add", "Elementwise a + b (integers wrap).", Add());
+  RegisterBroadcastOp(registry, "subtract", "Elementwise a - b (integers wrap).", Subtract());
+  RegisterBroadcastOp(registry, "multiply", "Elementwise a * b (integers wrap).", Multiply());
+  RegisterBroadcastOp(registry, "divide",
+                      "Elementwise a / b. Integers truncate toward zero (C semantics, not numpy's "
+                      "floor) and a zero divisor is an error.",
+                      Divide());
+  RegisterBroadcastOp(registry, "power",
+                      "Elementwise a ** b. Integers wrap; a negative integer exponent is an error.",
+                      Power());
+  RegisterBroadcastOp(registry, "maximum", "Elementwise max(a, b); NaN propagates.", Maximum());
+  RegisterBroadcastOp(registry, "minimum", "Elementwise min(a, b); NaN propagates.", Minimum());
+  RegisterBroadcastOp(registry, "equal", "Elementwise a == b.", Equal());
+  RegisterBroadcastOp(registry, "not_equal", "Elementwise a != b.", NotEqual());
+  RegisterBroadcastOp(registry, "less", "Elementwise a < b.", Less());
+  RegisterBroadcastOp(registry, "less_equal", "Elementwise a <= b.", LessEqual());
+  RegisterBroadcastOp(registry, "greater", "Elementwise a > b.", Greater());
+  RegisterBroadcastOp(registry, "greater_equal", "Elementwise a >= b.", GreaterEqual());
+  RegisterBroadcastOp(registry, "logical_and", "Elementwise boolean and.", LogicalAnd());
+  RegisterBroadcastOp(registry, "logical_or", "Elementwise boolean or.", LogicalOr());
   RegisterWhere(registry);
   AddBinaryComputes(registry);
 }

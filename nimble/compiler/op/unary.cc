@@ -1,8 +1,8 @@
 // Unary elementwise operators and cast: output type = input type (cast: the
-// `dtype` attribute), pattern elementwise. Their scalar functions, shape
-// functions and built-in kernels live in the runtime
-// (vm/kernels/elemwise_functions.h, elemwise.cc); the reference kernel here
-// applies the same scalar function one element at a time.
+// `dtype` attribute), pattern elementwise. The reference kernel here applies
+// the op's definition in reference_scalar.h one element at a time; the shape
+// functions and built-in kernels live in the runtime (elemwise.cc), whose
+// scalar functions are written separately so that each side checks the other.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -10,8 +10,8 @@
 #include "nimble/compiler/op/compute_util.h"
 #include "nimble/compiler/op/dtype_class.h"
 #include "nimble/compiler/op/op.h"
+#include "nimble/compiler/op/reference_scalar.h"
 #include "nimble/compiler/op/type_relations.h"
-#include "nimble/vm/kernels/elemwise_functions.h"
 
 namespace nimble::op {
 
@@ -25,7 +25,7 @@ void ReferenceUnary(const Tensor& input, const Tensor& output, const Fn& fn) {
   const In* in = input->data<In>();
   Out* out = output->data<Out>();
   for (int64_t i = 0; i < output->numel(); ++i) {
-    out[i] = ConvertElement<Out>(fn(LoadElement(in[i])));
+    out[i] = reference::Convert<Out>(fn(LoadElement(in[i])));
   }
 }
 
@@ -71,7 +71,7 @@ void RegisterCast(OpRegistry& registry) {
     DispatchDType(inputs[0]->dtype(), [&](auto in_tag) {
       DispatchDType(outputs[0]->dtype(), [&](auto out_tag) {
         ReferenceUnary<decltype(in_tag), decltype(out_tag)>(inputs[0], outputs[0],
-                                                            elemwise::Identity());
+                                                            reference::Identity());
       });
     });
   };
@@ -157,9 +157,25 @@ void AddUnaryComputes(OpRegistry& registry) {
 }  // namespace
 
 void RegisterUnaryOps(OpRegistry& registry) {
-  elemwise::ForEachUnaryFunction([&](const char* name, const char* description, auto fn) {
-    RegisterUnaryOp(registry, name, description, fn);
-  });
+  using namespace reference;
+  RegisterUnaryOp(registry, "negative", "Elementwise -x (integers wrap: -INT_MIN = INT_MIN).",
+                  Negative());
+  RegisterUnaryOp(registry, "abs", "Elementwise |x| (integers wrap: |INT_MIN| = INT_MIN).", Abs());
+  RegisterUnaryOp(registry, "exp", "Elementwise e^x.", Exp());
+  RegisterUnaryOp(registry, "log", "Elementwise natural logarithm.", Log());
+  RegisterUnaryOp(registry, "sqrt", "Elementwise square root.", Sqrt());
+  RegisterUnaryOp(registry, "rsqrt", "Elementwise 1 / sqrt(x).", Rsqrt());
+  RegisterUnaryOp(registry, "tanh", "Elementwise hyperbolic tangent.", Tanh());
+  RegisterUnaryOp(registry, "sigmoid", "Elementwise 1 / (1 + e^-x).", Sigmoid());
+  RegisterUnaryOp(registry, "nn.relu", "Elementwise max(x, 0); NaN stays NaN.", Relu());
+  RegisterUnaryOp(registry, "erf", "Elementwise Gauss error function.", Erf());
+  RegisterUnaryOp(registry, "gelu", "Elementwise 0.5 * x * (1 + erf(x / sqrt(2))).", Gelu());
+  RegisterUnaryOp(registry, "round",
+                  "Elementwise round to the nearest integer, halves to even (numpy's rint: 2.5 -> "
+                  "2, -0.5 -> -0); integers are unchanged.",
+                  Round());
+  RegisterUnaryOp(registry, "copy", "A copy of the input.", Identity());
+  RegisterUnaryOp(registry, "logical_not", "Elementwise boolean not.", LogicalNot());
   RegisterCast(registry);
   AddUnaryComputes(registry);
 }

@@ -1,7 +1,9 @@
 // Element conversions shared by every kernel, the runtime's built-in ones
 // and the compiler's reference ones: which dtypes an op accepts, the type
 // arithmetic runs in (float for float16), and conversions without undefined
-// behaviour.
+// behaviour. The elementwise reference kernels, which check cast and the
+// wrapping arithmetic, convert and wrap with their own code instead
+// (compiler/op/reference_scalar.h).
 #pragma once
 
 #include <cmath>

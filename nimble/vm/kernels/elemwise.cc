@@ -3,6 +3,8 @@
 // broadcast ops and where (broadcast shape function). Each built-in kernel
 // checks its arguments once, dispatches on the dtype once, and runs the op's
 // scalar function (elemwise_functions.h) in the loops of elemwise_loops.h.
+// The compiler's reference kernels, which the tests check these against, do
+// not share those functions (compiler/op/reference_scalar.h).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -167,10 +169,10 @@ void RegisterWhere(OpKernelRegistry& registry) {
 
 void RegisterElemwiseOpKernels(OpKernelRegistry& registry) {
   elemwise::ForEachUnaryFunction(
-      [&](const char* name, const char*, auto fn) { RegisterUnary(registry, name, fn); });
+      [&](const char* name, auto fn) { RegisterUnary(registry, name, fn); });
   RegisterCast(registry);
   elemwise::ForEachBinaryFunction(
-      [&](const char* name, const char*, auto fn) { RegisterBinary(registry, name, fn); });
+      [&](const char* name, auto fn) { RegisterBinary(registry, name, fn); });
   RegisterWhere(registry);
 }
 

@@ -1,15 +1,15 @@
 // The scalar function of every elementwise operator (unary, binary, where,
-// cast), defined once here and used by both of its kernels: the runtime's
-// built-in one (elemwise.cc) and the compiler's reference one
-// (compiler/op/unary.cc, binary.cc). The two differ in their loops only, so
-// the differential tests compare loops, never two copies of a formula.
+// cast) as the runtime's built-in kernels (elemwise.cc) compute it. The
+// compiler's reference kernels do not use these: they have their own plain
+// definitions (compiler/op/reference_scalar.h), so that the differential
+// tests (tests/vm/kernels/elemwise_test.cc) check these functions against an
+// independent statement of each op, not against themselves.
 //
 // Each function is a functor over the *compute type* (float for float16, the
 // element type otherwise; element.h), so a loop instantiates it per dtype and
 // inlines it. Its base ScalarOp says which dtypes the op accepts and whether
 // the result is bool (comparisons) rather than the input's dtype.
-// ForEachUnaryFunction / ForEachBinaryFunction list the ops with their names
-// and descriptions, so both registries register the same set.
+// ForEachUnaryFunction / ForEachBinaryFunction list the ops by name.
 //
 // exp, tanh, sigmoid, erf and gelu compute in float (float32, float16) with
 // vector_math.h's vectorisable functions, whose accuracy it documents;
@@ -60,6 +60,7 @@ bool IsNaN(C x) {
 // ---------------------------------------------------------------------------
 // Unary.
 
+// Integers wrap: -INT_MIN = INT_MIN (and so does Abs).
 struct Negative : ScalarOp<DTypeClass::kNumeric> {
   template <typename C>
   C operator()(C x) const {
@@ -136,14 +137,20 @@ struct Erf : ScalarOp<DTypeClass::kFloat> {
   }
 };
 
+// float64: 1 + erf(z) as erfc(-z), as vector_math's Gelu does, so that the
+// small results of negative x stay accurate. x is clamped at -40, below which
+// erfc underflows and the result is -0; so is gelu(-inf), not -inf * 0.
 struct Gelu : ScalarOp<DTypeClass::kFloat> {
   template <typename C>
   C operator()(C x) const {
-    return FloatOrLibm<vector_math::Gelu>(
-        x, [](C y) { return C(0.5) * y * (C(1) + std::erf(y * C(0.70710678118654752440))); });
+    return FloatOrLibm<vector_math::Gelu>(x, [](C y) {
+      y = y < C(-40) ? C(-40) : y;
+      return C(0.5) * y * std::erfc(y * C(-0.70710678118654752440));
+    });
   }
 };
 
+// Halves to even (numpy's rint), in the default rounding mode.
 struct Round : ScalarOp<DTypeClass::kNumeric> {
   template <typename C>
   C operator()(C x) const {
@@ -167,26 +174,23 @@ struct LogicalNot : ScalarOp<DTypeClass::kBool> {
   bool operator()(bool x) const { return !x; }
 };
 
-// Calls visit(name, description, function) for every unary op but cast.
+// Calls visit(name, function) for every unary op but cast.
 template <typename Visit>
 void ForEachUnaryFunction(const Visit& visit) {
-  visit("negative", "Elementwise -x (integers wrap: -INT_MIN = INT_MIN).", Negative());
-  visit("abs", "Elementwise |x| (integers wrap: |INT_MIN| = INT_MIN).", Abs());
-  visit("exp", "Elementwise e^x.", Exp());
-  visit("log", "Elementwise natural logarithm.", Log());
-  visit("sqrt", "Elementwise square root.", Sqrt());
-  visit("rsqrt", "Elementwise 1 / sqrt(x).", Rsqrt());
-  visit("tanh", "Elementwise hyperbolic tangent.", Tanh());
-  visit("sigmoid", "Elementwise 1 / (1 + e^-x).", Sigmoid());
-  visit("nn.relu", "Elementwise max(x, 0); NaN stays NaN.", Relu());
-  visit("erf", "Elementwise Gauss error function.", Erf());
-  visit("gelu", "Elementwise 0.5 * x * (1 + erf(x / sqrt(2))).", Gelu());
-  visit("round",
-        "Elementwise round to the nearest integer, halves to even (numpy's rint: 2.5 -> 2, "
-        "-0.5 -> -0); integers are unchanged.",
-        Round());
-  visit("copy", "A copy of the input.", Identity());
-  visit("logical_not", "Elementwise boolean not.", LogicalNot());
+  visit("negative", Negative());
+  visit("abs", Abs());
+  visit("exp", Exp());
+  visit("log", Log());
+  visit("sqrt", Sqrt());
+  visit("rsqrt", Rsqrt());
+  visit("tanh", Tanh());
+  visit("sigmoid", Sigmoid());
+  visit("nn.relu", Relu());
+  visit("erf", Erf());
+  visit("gelu", Gelu());
+  visit("round", Round());
+  visit("copy", Identity());
+  visit("logical_not", LogicalNot());
 }
 
 // ---------------------------------------------------------------------------
@@ -284,28 +288,24 @@ struct LogicalOr : ScalarOp<DTypeClass::kBool> {
   bool operator()(bool a, bool b) const { return a || b; }
 };
 
-// Calls visit(name, description, function) for every two-input broadcast op.
+// Calls visit(name, function) for every two-input broadcast op.
 template <typename Visit>
 void ForEachBinaryFunction(const Visit& visit) {
-  visit("add", "Elementwise a + b (integers wrap).", Add());
-  visit("subtract", "Elementwise a - b (integers wrap).", Subtract());
-  visit("multiply", "Elementwise a * b (integers wrap).", Multiply());
-  visit("divide",
-        "Elementwise a / b. Integers truncate toward zero (C semantics, not numpy's floor) and a "
-        "zero divisor is an error.",
-        Divide());
-  visit("power", "Elementwise a ** b. Integers wrap; a negative integer exponent is an error.",
-        Power());
-  visit("maximum", "Elementwise max(a, b); NaN propagates.", Maximum());
-  visit("minimum", "Elementwise min(a, b); NaN propagates.", Minimum());
-  visit("equal", "Elementwise a == b.", Comparison<std::equal_to<>>());
-  visit("not_equal", "Elementwise a != b.", Comparison<std::not_equal_to<>>());
-  visit("less", "Elementwise a < b.", Comparison<std::less<>>());
-  visit("less_equal", "Elementwise a <= b.", Comparison<std::less_equal<>>());
-  visit("greater", "Elementwise a > b.", Comparison<std::greater<>>());
-  visit("greater_equal", "Elementwise a >= b.", Comparison<std::greater_equal<>>());
-  visit("logical_and", "Elementwise boolean and.", LogicalAnd());
-  visit("logical_or", "Elementwise boolean or.", LogicalOr());
+  visit("add", Add());
+  visit("subtract", Subtract());
+  visit("multiply", Multiply());
+  visit("divide", Divide());
+  visit("power", Power());
+  visit("maximum", Maximum());
+  visit("minimum", Minimum());
+  visit("equal", Comparison<std::equal_to<>>());
+  visit("not_equal", Comparison<std::not_equal_to<>>());
+  visit("less", Comparison<std::less<>>());
+  visit("less_equal", Comparison<std::less_equal<>>());
+  visit("greater", Comparison<std::greater<>>());
+  visit("greater_equal", Comparison<std::greater_equal<>>());
+  visit("logical_and", LogicalAnd());
+  visit("logical_or", LogicalOr());
 }
 
 // ---------------------------------------------------------------------------

@@ -4,9 +4,11 @@
 // widest vector instruction set the CPU has (chosen at run time, so the build
 // itself targets any x86-64 or aarch64).
 //
-// The functions are the runtime's and the compiler's reference kernels' one
-// definition of these ops for float32 and float16 (elemwise_functions.h),
-// and softmax's exponential (nn.cc); float64 keeps libm.
+// The functions are the runtime's definition of these ops for float32 and
+// float16 (elemwise_functions.h), and softmax's exponential (nn.cc); float64
+// keeps libm. The compiler's reference kernels compute the ops in double
+// instead (compiler/op/reference_scalar.h), and the differential tests hold
+// the built-in kernels to the accuracy documented here.
 //
 // Accuracy, measured against double-precision libm on every 16th float of
 // the range (about 1.4e8 points per function, AVX2+FMA and SSE2 builds), in

@@ -411,8 +411,11 @@ std::string Describe(const Ref<Object>& value) {
   return value ? "an unknown object" : "null";
 }
 
-// Float results may differ in the last bits (kernels sum in other orders):
-// relative 1e-5, with an absolute floor for values that cancel to near zero.
+// Float results may differ in the last bits: the VM's kernels sum in other
+// orders and precisions, and approximate exp, tanh, sigmoid and erf within a
+// few ulps (vector_math.h) where the evaluator rounds the exact value; later
+// ops carry both on, so no per-element ulp bound holds for a program. Relative
+// 1e-5, with an absolute floor for values that cancel to near zero.
 bool CloseEnough(double expected, double actual) {
   if (std::isnan(expected) || std::isnan(actual)) return std::isnan(expected) && std::isnan(actual);
   if (expected == actual) return true;  // infinities

@@ -2,13 +2,17 @@
 // kernel, called the way the VM calls it (through the KernelRegistry's C ABI,
 // with outputs allocated from the runtime's shape function, itself run
 // through its C ABI), must compute what the compiler's reference kernel
-// computes (op::InvokeOp, the evaluator's path) on the same inputs.
+// computes (op::InvokeOp, the evaluator's path) on the same inputs: exactly,
+// or within a Tolerance that the test states and justifies.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iomanip>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <string>
@@ -127,24 +131,69 @@ inline std::vector<Tensor> RunBuiltin(const std::string& op, const Attrs& attrs,
   return outputs;
 }
 
-// Empty when `actual` equals `expected` (same shape and dtype; integers and
-// bools exactly, floats within atol + rtol * |expected|, NaN equal to NaN);
-// otherwise what differs, with the first differing element.
-inline std::string Difference(const Tensor& actual, const Tensor& expected, double rtol) {
+// The spacing of `dtype`'s values (a float dtype) at `value`: one unit in
+// the last place (ulp) of value's binade, or the subnormal spacing below the
+// smallest normal value.
+inline double UlpOf(double value, DataType dtype) {
+  int digits = std::numeric_limits<double>::digits;
+  double smallest_normal = std::numeric_limits<double>::min();
+  if (dtype == DataType::Float32()) {
+    digits = std::numeric_limits<float>::digits;
+    smallest_normal = std::numeric_limits<float>::min();
+  } else if (dtype == DataType::Float16()) {
+    digits = 11;
+    smallest_normal = std::ldexp(1.0, -14);
+  }
+  int exponent = 0;
+  std::frexp(std::max(std::abs(value), smallest_normal), &exponent);
+  return std::ldexp(1.0, exponent - digits);
+}
+
+// How far `actual` is from `expected`, in ulps of `dtype` at `expected`; 0
+// when they are equal or both NaN, infinite when only one is NaN or infinite.
+inline double UlpDistance(double actual, double expected, DataType dtype) {
+  if (actual == expected || (std::isnan(actual) && std::isnan(expected))) return 0;
+  if (!std::isfinite(actual) || !std::isfinite(expected)) {
+    return std::numeric_limits<double>::infinity();
+  }
+  return std::abs(actual - expected) / UlpOf(expected, dtype);
+}
+
+// How far a built-in kernel's float outputs may be from the reference's.
+// Integer and bool outputs, and float ones under the default, compare
+// exactly (NaN equal to NaN).
+struct Tolerance {
+  // For a kernel that approximates a function which the reference rounds
+  // once: UlpDistance at most this. The bound comes from the documented
+  // accuracy of the approximation (elemwise_test.cc, UlpBound).
+  double ulps = 0;
+  // For a kernel that sums in another order or precision than the
+  // reference: |actual - expected| <= relative * (1 + |expected|).
+  double relative = 0;
+};
+
+// Empty when `actual` equals `expected` (same shape and dtype, values within
+// `tolerance`); otherwise what differs, with the first differing element.
+inline std::string Difference(const Tensor& actual, const Tensor& expected, Tolerance tolerance) {
   if (actual->dtype() != expected->dtype() || actual->shape() != expected->shape()) {
     return "got " + actual->TypeString() + ", expected " + expected->TypeString();
   }
+  const DataType dtype = expected->dtype();
   int64_t mismatches = 0;
   std::ostringstream first;
   for (int64_t i = 0; i < expected->numel(); ++i) {
     const double a = actual->GetAsDouble(i);
     const double e = expected->GetAsDouble(i);
-    const bool equal = expected->dtype().is_float()
-                           ? (std::isnan(a) && std::isnan(e)) || a == e ||
-                                 std::abs(a - e) <= rtol + rtol * std::abs(e)
-                           : actual->GetAsInt64(i) == expected->GetAsInt64(i);
+    const double ulps = dtype.is_float() ? UlpDistance(a, e, dtype) : 0;
+    const bool equal =
+        dtype.is_float()
+            ? ulps <= tolerance.ulps || std::abs(a - e) <= tolerance.relative * (1 + std::abs(e))
+            : actual->GetAsInt64(i) == expected->GetAsInt64(i);
     if (equal) continue;
-    if (mismatches++ == 0) first << "element " << i << " is " << a << ", expected " << e;
+    if (mismatches++ == 0) {
+      first << std::setprecision(17) << "element " << i << " is " << a << ", expected " << e;
+      if (dtype.is_float()) first << " (" << ulps << " ulps apart)";
+    }
   }
   if (mismatches == 0) return "";
   return std::to_string(mismatches) + " of " + std::to_string(expected->numel()) +
@@ -153,10 +202,10 @@ inline std::string Difference(const Tensor& actual, const Tensor& expected, doub
 
 // Runs `op` on `args` (tensors, or tuples of tensors for ops that take
 // tuples) with the reference kernel and with the built-in one, and expects
-// equal outputs. `rtol` bounds float differences from another summation order.
+// the same outputs, within `tolerance` for floats.
 inline void ExpectBuiltinMatchesReference(const std::string& op,
                                           const std::vector<Ref<Object>>& args,
-                                          const Attrs& attrs = {}, double rtol = 1e-5) {
+                                          const Attrs& attrs = {}, Tolerance tolerance = {}) {
   SCOPED_TRACE(op);
   const nimble::op::OpDef* def = nimble::op::OpRegistry::Global().Find(op);
   ASSERT_NE(def, nullptr) << "no operator " << op;
@@ -172,7 +221,7 @@ inline void ExpectBuiltinMatchesReference(const std::string& op,
   std::string inputs;
   for (const Tensor& input : Flatten(args)) inputs += " " + input->TypeString();
   for (size_t i = 0; i < expected.size(); ++i) {
-    EXPECT_EQ(Difference(actual[i], expected[i], rtol), "")
+    EXPECT_EQ(Difference(actual[i], expected[i], tolerance), "")
         << "output " << i << " for inputs" << inputs;
   }
 }

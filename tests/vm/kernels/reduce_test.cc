@@ -132,7 +132,7 @@ void ExpectMatchesOnCase(const std::string& op, const AxisCase& c, DataType dtyp
     for (bool last : {false, true}) {
       if (last && !IsIndexOp(op)) continue;
       ExpectBuiltinMatchesReference(op, {input}, MakeReduceAttrs(c, keepdims, last, IsIndexOp(op)),
-                                    rtol);
+                                    {.relative = rtol});
     }
   }
 }
