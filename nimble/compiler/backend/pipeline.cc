@@ -4,9 +4,9 @@
 #include "nimble/compiler/transform/dead_code.h"
 #include "nimble/compiler/transform/eta_expand.h"
 #include "nimble/compiler/transform/fold_constant.h"
+#include "nimble/compiler/transform/fuse_ops.h"
 #include "nimble/compiler/transform/insert_kills.h"
 #include "nimble/compiler/transform/lambda_lift.h"
-#include "nimble/compiler/transform/make_primitives.h"
 #include "nimble/compiler/transform/manifest_alloc.h"
 #include "nimble/compiler/transform/plan_devices.h"
 #include "nimble/compiler/transform/to_anf.h"
@@ -36,7 +36,10 @@ const std::vector<PassInfo>& Passes() {
       Plain("eta-expand", transform::EtaExpandConstructors),
       Plain("anf", transform::ToANormalForm),
       Plain("lambda-lift", transform::LambdaLift),
-      Plain("primitives", transform::MakePrimitives),
+      {"fuse",
+       [](const ir::IRModule& module, const CompileOptions& options) {
+         return transform::FuseOps(module, {.enabled = options.fuse_ops});
+       }},
       {"dead-code",
        [](const ir::IRModule& module, const CompileOptions& options) {
          return transform::EliminateDeadCode(module, options.entry_functions);

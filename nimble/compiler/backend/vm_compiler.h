@@ -39,6 +39,10 @@ struct CompileOptions {
   // Off: the memory-planning passes leave the program as manifestation
   // wrote it (for measuring what planning saves).
   bool plan_memory = true;
+  // On: operator fusion puts neighbouring ops in one primitive
+  // (transform/fuse_ops.h). Off until the code generator compiles primitives
+  // of several ops; each op is then a primitive of its own.
+  bool fuse_ops = false;
 };
 
 // The accelerator of `target` ("cuda" for nvidia), or "cpu".

@@ -307,7 +307,7 @@ class Manifester : public ir::ExprMutator {
           op->name == "shape_of" && node->attrs.GetDType("dtype") == DataType::Int64();
       if (op->def->dialect || instruction) return ir::RefOf(node);
       throw Error("ManifestAlloc: operator '" + op->name + "'" + At(node->span) +
-                  " is called outside a primitive function; run MakePrimitives first");
+                  " is called outside a primitive function; run FuseOps first");
     }
     return ir::ExprMutator::VisitCall(node);
   }

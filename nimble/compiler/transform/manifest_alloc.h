@@ -13,7 +13,7 @@
 
 namespace nimble::transform {
 
-// Expects a type-checked module after MakePrimitives; returns a new one,
+// Expects a type-checked module after FuseOps; returns a new one,
 // type-checked again, in which no primitive function is called directly. The let binder of a call
 // names the call's value afterwards (its output tensor, the view of an
 // upper-bound output, or the tuple of a multi-output call); the same primitive

@@ -13,6 +13,8 @@ namespace nimble::transform {
 // Function attributes (docs/memory-dialect.md §1).
 inline constexpr const char* kPrimitiveAttr = "Primitive";
 inline constexpr const char* kClosureAttr = "Closure";
+// On a primitive of several ops: their names in order, joined by '+'.
+inline constexpr const char* kFusedAttr = "Fused";
 
 // Whether `function` carries `attr=1`.
 inline bool HasFlag(const ir::FunctionNode* function, const std::string& attr) {

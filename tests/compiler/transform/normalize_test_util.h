@@ -1,5 +1,5 @@
 // Shared by the tests of the normalisation passes (ToANormalForm,
-// LambdaLift, MakePrimitives, EliminateDeadCode, FoldConstants): programs in
+// LambdaLift, FuseOps, EliminateDeadCode, FoldConstants): programs in
 // text, the pass's output compared with an expected program up to
 // alpha-renaming, and evaluation before and after a pass compared value by
 // value.

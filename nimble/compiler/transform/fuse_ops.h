@@ -1,0 +1,43 @@
+// Operator fusion: turns the operator calls of a program into primitive
+// functions (`Primitive=1` function literals in callee position,
+// docs/memory-dialect.md §1), the unit memory manifestation allocates for and
+// the VM calls as one kernel. Fusing neighbouring ops into one primitive saves
+// the intermediate tensors and their allocations, and the kernel launches.
+//
+// Groups form as in TVM's FuseOps (post-dominator tree and three phases, by
+// OpDef::pattern), within one straight-line `let` chain: a function body, an
+// `if` branch or a `match` clause. An out-elementwise-fusable op (nn.dense)
+// takes its elementwise/broadcast epilogue; elementwise and broadcast ops fuse
+// into the injective, reduction or anchored group that post-dominates them;
+// injective ops fuse into injective consumers once the anchors are done. A
+// group has at most one anchor (one nn.dense-like op or one reduction, which
+// the code generator composes one per kernel), at most `max_group_ops` ops,
+// and only its last op's value is used outside it. Ops that keep a group of
+// their own: opaque ones, data-dependent and upper-bound shape functions
+// (whose shape function would have to read a fused intermediate), and ops
+// with tuple arguments or results (concatenate, split).
+#pragma once
+
+#include "nimble/compiler/ir/module.h"
+
+namespace nimble::transform {
+
+struct FuseOptions {
+  // Off: every operator call gets a primitive of its own.
+  bool enabled = true;
+  // The most ops one primitive may hold; 1 also disables fusion.
+  int max_group_ops = 256;
+};
+
+// Expects a type-checked module in A-normal form after lambda lifting;
+// returns a new one, type-checked again. A primitive of one op has one
+// parameter per argument of the call; a fused primitive has one per distinct
+// input of the group (scalar constants stay in its body), a body that binds
+// the group's ops in order, and the attribute `Fused="nn.dense+add+tanh"`
+// naming them. The memory dialect's ops and `shape_of` with dtype int64,
+// which the VM runs as instructions, stay as they are, and so do primitive
+// functions, so a second run changes nothing. Throws nimble::Error for a
+// module without types or max_group_ops < 1.
+ir::IRModule FuseOps(const ir::IRModule& module, const FuseOptions& options = {});
+
+}  // namespace nimble::transform
