@@ -22,6 +22,23 @@ extern "C" {
 typedef int (*NimbleKernelFunc)(void* state, DLTensor* const* args, int32_t num_args);
 // Records the error message of the failing kernel on this thread.
 void NimbleKernelSetError(const char* message);
+
+// The runtime services that generated kernel libraries (nimble/compiler/
+// codegen) call. Such a library defines one zero-initialised
+// `NimbleRuntimeHooks nimble_runtime`, which KernelLibrary fills right after
+// loading it: the library then needs no symbol of the runtime, only libc and
+// libm. Both hooks are safe to call from any thread.
+struct NimbleRuntimeHooks {
+  // NimbleKernelSetError.
+  void (*set_error)(const char* message);
+  // Calls body(begin, end, closure) over disjoint chunks of at least
+  // `min_chunk` iterations covering [0, n), on the runtime's thread pool;
+  // returns non-zero, with the message of a failing chunk recorded on the
+  // calling thread, when a chunk returned non-zero.
+  int32_t (*parallel_for)(int64_t n, int64_t min_chunk,
+                          int32_t (*body)(int64_t begin, int64_t end, void* closure),
+                          void* closure);
+};
 }
 
 namespace nimble::vm {

@@ -7,8 +7,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 
 #include "nimble/vm/error.h"
+#include "nimble/vm/thread_pool.h"
 
 namespace nimble::vm {
 namespace {
@@ -30,6 +32,31 @@ bool WriteAll(int fd, std::span<const std::byte> bytes) {
     written += static_cast<size_t>(count);
   }
   return true;
+}
+
+// NimbleRuntimeHooks::parallel_for. A failing chunk's message travels to the
+// calling thread as the exception that stops the loop; no exception may
+// unwind into generated code.
+int32_t ParallelForHook(int64_t n, int64_t min_chunk,
+                        int32_t (*body)(int64_t begin, int64_t end, void* closure), void* closure) {
+  try {
+    ThreadPool::Global().ParallelFor(0, n, min_chunk, [&](int64_t begin, int64_t end) {
+      if (body(begin, end, closure) != 0) throw Error(TakeKernelError());
+    });
+    return 0;
+  } catch (const std::exception& error) {
+    NimbleKernelSetError(error.what());
+    return 1;
+  }
+}
+
+// Fills in the runtime hooks of a generated library (kernel.h); other
+// libraries have none.
+void ConnectRuntimeHooks(void* handle) {
+  if (auto* hooks = static_cast<NimbleRuntimeHooks*>(dlsym(handle, "nimble_runtime"))) {
+    hooks->set_error = NimbleKernelSetError;
+    hooks->parallel_for = ParallelForHook;
+  }
 }
 
 std::string LoadFailure(std::span<const std::byte> bytes, const std::string& reason) {
@@ -75,6 +102,7 @@ KernelLibrary::KernelLibrary(std::span<const std::byte> bytes) {
       memfd_reason = "a library is already loaded as " + path;
     } else if ((handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL))) {
       memfd_ = fd;
+      ConnectRuntimeHooks(handle_);
       return;
     } else {
       memfd_reason = LoaderError();
@@ -82,6 +110,7 @@ KernelLibrary::KernelLibrary(std::span<const std::byte> bytes) {
   }
   if (fd >= 0) close(fd);
   handle_ = LoadFromTempFile(bytes, memfd_reason);
+  ConnectRuntimeHooks(handle_);
 }
 
 KernelLibrary::~KernelLibrary() {

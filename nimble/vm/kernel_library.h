@@ -15,8 +15,9 @@ namespace nimble::vm {
 
 class KernelLibrary {
  public:
-  // Loads the shared object in `bytes`; throws nimble::Error with the
-  // loader's message when it is not a loadable library.
+  // Loads the shared object in `bytes` and fills in its `nimble_runtime`
+  // hooks when it has them (a generated library, kernel.h); throws
+  // nimble::Error with the loader's message when it is not a loadable library.
   explicit KernelLibrary(std::span<const std::byte> bytes);
   ~KernelLibrary();
   KernelLibrary(const KernelLibrary&) = delete;

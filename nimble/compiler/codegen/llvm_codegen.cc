@@ -1,0 +1,1293 @@
+#include "nimble/compiler/codegen/llvm_codegen.h"
+
+#include <dlpack/dlpack.h>
+#include <llvm/ADT/STLFunctionalExtras.h>
+#include <llvm/IR/DiagnosticInfo.h>
+#include <llvm/IR/DiagnosticPrinter.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/MDBuilder.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/OptimizationLevel.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/CodeGen.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Target/TargetOptions.h>
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include "nimble/compiler/tir/printer.h"
+#include "nimble/vm/dlpack.h"
+#include "nimble/vm/error.h"
+
+namespace nimble::codegen {
+namespace {
+
+using llvm::Value;
+
+// Temporaries of a constant size up to this many bytes live on the stack.
+constexpr int64_t kMaxStackBytes = 64 * 1024;
+
+// DLTensor (dlpack.h) as LLVM sees it, its nested structs flattened; the
+// layout is the same on every LP64 target.
+enum DLTensorField : unsigned {
+  kData,
+  kDeviceType,
+  kDeviceId,
+  kNdim,
+  kDTypeCode,
+  kDTypeBits,
+  kDTypeLanes,
+  kShape,
+  kStrides,
+  kByteOffset,
+};
+static_assert(offsetof(DLTensor, device) == 8 && offsetof(DLTensor, ndim) == 16 &&
+              offsetof(DLTensor, dtype) == 20 && offsetof(DLTensor, shape) == 24 &&
+              offsetof(DLTensor, strides) == 32 && offsetof(DLTensor, byte_offset) == 40);
+
+// NimbleRuntimeHooks (kernel.h).
+enum HookField : unsigned { kSetError, kParallelFor };
+
+void InitializeLLVMTargets() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LLVMInitializeX86TargetInfo();
+    LLVMInitializeX86Target();
+    LLVMInitializeX86TargetMC();
+    LLVMInitializeX86AsmPrinter();
+    LLVMInitializeAArch64TargetInfo();
+    LLVMInitializeAArch64Target();
+    LLVMInitializeAArch64TargetMC();
+    LLVMInitializeAArch64AsmPrinter();
+  });
+}
+
+std::unique_ptr<llvm::TargetMachine> MakeTargetMachine(const CodegenTarget& target) {
+  InitializeLLVMTargets();
+  std::string error;
+  const llvm::Target* llvm_target = llvm::TargetRegistry::lookupTarget(target.triple, error);
+  if (!llvm_target) throw Error("code generation for " + target.name + ": " + error);
+  std::unique_ptr<llvm::TargetMachine> machine(llvm_target->createTargetMachine(
+      target.triple, target.cpu, target.features, llvm::TargetOptions(), llvm::Reloc::PIC_,
+      std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  if (!machine) {
+    throw Error("code generation for " + target.name + ": no target machine for " + target.triple +
+                " (cpu " + target.cpu + ")");
+  }
+  return machine;
+}
+
+bool IsSigned(DataType dtype) {
+  return dtype.code() == DataType::Code::kInt;
+}
+
+bool IsIntDivision(tir::BinaryOp op) {
+  return op == tir::BinaryOp::kDiv || op == tir::BinaryOp::kFloorDiv ||
+         op == tir::BinaryOp::kFloorMod;
+}
+
+bool IsNonZeroConstant(const tir::Expr& expr) {
+  int64_t value;
+  return tir::AsInt(expr, &value) && value != 0;
+}
+
+// Calls fn(operand) for each operand expression of `expr`.
+template <typename Fn>
+void ForEachOperand(const tir::ExprNode& expr, const Fn& fn) {
+  switch (expr.kind) {
+    case tir::ExprKind::kBinary: {
+      const auto& op = static_cast<const tir::BinaryNode&>(expr);
+      fn(op.a);
+      fn(op.b);
+      return;
+    }
+    case tir::ExprKind::kCompare: {
+      const auto& op = static_cast<const tir::CompareNode&>(expr);
+      fn(op.a);
+      fn(op.b);
+      return;
+    }
+    case tir::ExprKind::kLogical: {
+      const auto& op = static_cast<const tir::LogicalNode&>(expr);
+      fn(op.a);
+      fn(op.b);
+      return;
+    }
+    case tir::ExprKind::kNot:
+      fn(static_cast<const tir::NotNode&>(expr).a);
+      return;
+    case tir::ExprKind::kSelect: {
+      const auto& op = static_cast<const tir::SelectNode&>(expr);
+      fn(op.condition);
+      fn(op.true_value);
+      fn(op.false_value);
+      return;
+    }
+    case tir::ExprKind::kCast:
+      fn(static_cast<const tir::CastNode&>(expr).value);
+      return;
+    case tir::ExprKind::kCall:
+      for (const tir::Expr& arg : static_cast<const tir::CallNode&>(expr).args) fn(arg);
+      return;
+    case tir::ExprKind::kLoad:
+      fn(static_cast<const tir::LoadNode&>(expr).index);
+      return;
+    default:
+      return;
+  }
+}
+
+// Whether evaluating `expr` can fail or fault: a load (its index may be out
+// of bounds where a guard around it is false) or an integer division by a
+// divisor that may be zero. Select, And and Or evaluate such operands only
+// when they are taken.
+bool MayFault(const tir::Expr& expr) {
+  if (expr->kind == tir::ExprKind::kLoad) return true;
+  if (expr->kind == tir::ExprKind::kBinary) {
+    const auto& op = static_cast<const tir::BinaryNode&>(*expr);
+    if (op.dtype.is_int() && IsIntDivision(op.op) && !IsNonZeroConstant(op.b)) return true;
+  }
+  bool may_fault = false;
+  ForEachOperand(*expr,
+                 [&](const tir::Expr& operand) { may_fault = may_fault || MayFault(operand); });
+  return may_fault;
+}
+
+// The variables and buffers a statement refers to, in order of first use:
+// what the body of a parallel loop captures from around it.
+class UseCollector {
+ public:
+  void Visit(const tir::Expr& expr) {
+    if (expr->kind == tir::ExprKind::kVar) Use(static_cast<const tir::VarNode*>(expr.get()));
+    if (expr->kind == tir::ExprKind::kLoad) {
+      Use(static_cast<const tir::LoadNode&>(*expr).buffer.get());
+    }
+    ForEachOperand(*expr, [&](const tir::Expr& operand) { Visit(operand); });
+  }
+
+  void Visit(const tir::Stmt& stmt) {
+    switch (stmt->kind) {
+      case tir::StmtKind::kFor: {
+        const auto& op = static_cast<const tir::ForNode&>(*stmt);
+        Visit(op.extent);
+        if (op.min_chunk) Visit(op.min_chunk);
+        Visit(op.body);
+        return;
+      }
+      case tir::StmtKind::kStore: {
+        const auto& op = static_cast<const tir::StoreNode&>(*stmt);
+        Use(op.buffer.get());
+        Visit(op.index);
+        Visit(op.value);
+        return;
+      }
+      case tir::StmtKind::kLet: {
+        const auto& op = static_cast<const tir::LetNode&>(*stmt);
+        Visit(op.value);
+        Visit(op.body);
+        return;
+      }
+      case tir::StmtKind::kIf: {
+        const auto& op = static_cast<const tir::IfNode&>(*stmt);
+        Visit(op.condition);
+        Visit(op.then_case);
+        if (op.else_case) Visit(op.else_case);
+        return;
+      }
+      case tir::StmtKind::kSeq:
+        for (const tir::Stmt& child : static_cast<const tir::SeqNode&>(*stmt).stmts) Visit(child);
+        return;
+      case tir::StmtKind::kAllocate: {
+        const auto& op = static_cast<const tir::AllocateNode&>(*stmt);
+        for (const tir::Expr& extent : op.buffer->shape) Visit(extent);
+        Visit(op.body);
+        return;
+      }
+      case tir::StmtKind::kAssert: {
+        const auto& op = static_cast<const tir::AssertNode&>(*stmt);
+        Visit(op.condition);
+        Visit(op.body);
+        return;
+      }
+    }
+  }
+
+  std::vector<const tir::VarNode*> vars;
+  std::vector<const tir::BufferNode*> buffers;
+
+ private:
+  void Use(const tir::VarNode* var) {
+    if (seen_.insert(var).second) vars.push_back(var);
+  }
+  void Use(const tir::BufferNode* buffer) {
+    if (seen_.insert(buffer).second) buffers.push_back(buffer);
+  }
+
+  std::unordered_set<const void*> seen_;
+};
+
+// What every function of the module shares: the runtime hooks, the helpers
+// that call them, libc's allocator and the message strings.
+class ModuleState {
+ public:
+  // Declares the exported symbols (`nimble_runtime`, then one function per
+  // kernel) before anything internal, so that a name clash renames an
+  // internal function, never an exported one.
+  ModuleState(llvm::Module& module, std::span<const tir::PrimFunc> kernels)
+      : module(module),
+        ctx(module.getContext()),
+        ptr(llvm::PointerType::getUnqual(ctx)),
+        i32(llvm::Type::getInt32Ty(ctx)),
+        i64(llvm::Type::getInt64Ty(ctx)),
+        dltensor(llvm::StructType::create(
+            ctx,
+            {ptr, i32, i32, i32, llvm::Type::getInt8Ty(ctx), llvm::Type::getInt8Ty(ctx),
+             llvm::Type::getInt16Ty(ctx), ptr, ptr, i64},
+            "DLTensor")),
+        hooks_type(llvm::StructType::create(ctx, {ptr, ptr}, "NimbleRuntimeHooks")),
+        kernel_type(llvm::FunctionType::get(i32, {ptr, ptr, i32}, false)),
+        chunk_type(llvm::FunctionType::get(i32, {i64, i64, ptr}, false)) {
+    runtime = new llvm::GlobalVariable(
+        module, hooks_type, /*isConstant=*/false, llvm::GlobalValue::ExternalLinkage,
+        llvm::ConstantAggregateZero::get(hooks_type), "nimble_runtime");
+    for (const tir::PrimFunc& kernel : kernels) {
+      llvm::Function* function = llvm::Function::Create(
+          kernel_type, llvm::GlobalValue::ExternalLinkage, kernel.name, module);
+      if (function->getName() != kernel.name) {
+        throw Error("code generation: kernel name '" + kernel.name +
+                    "' is used twice or is reserved");
+      }
+      function->setDoesNotThrow();
+      wrappers.push_back(function);
+    }
+    set_error = MakeSetError();
+    parallel_for = MakeParallelFor();
+    malloc_fn = module.getOrInsertFunction("malloc", llvm::FunctionType::get(ptr, {i64}, false));
+    free_fn = module.getOrInsertFunction(
+        "free", llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr}, false));
+  }
+
+  // A private NUL-terminated constant holding `text`.
+  llvm::Constant* String(const std::string& text) {
+    llvm::Constant*& global = strings_[text];
+    if (!global) {
+      llvm::Constant* bytes = llvm::ConstantDataArray::getString(ctx, text);
+      auto* variable =
+          new llvm::GlobalVariable(module, bytes->getType(), /*isConstant=*/true,
+                                   llvm::GlobalValue::PrivateLinkage, bytes, "message");
+      variable->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
+      global = variable;
+    }
+    return global;
+  }
+
+  // An internal function that never unwinds.
+  llvm::Function* Internal(llvm::FunctionType* type, const std::string& name) {
+    llvm::Function* function =
+        llvm::Function::Create(type, llvm::GlobalValue::InternalLinkage, name, module);
+    function->setDoesNotThrow();
+    return function;
+  }
+
+  llvm::Module& module;
+  llvm::LLVMContext& ctx;
+  llvm::PointerType* const ptr;
+  llvm::IntegerType* const i32;
+  llvm::IntegerType* const i64;
+  llvm::StructType* const dltensor;
+  llvm::StructType* const hooks_type;
+  llvm::FunctionType* const kernel_type;
+  llvm::FunctionType* const chunk_type;  // int32 (int64 begin, int64 end, void* closure)
+  llvm::GlobalVariable* runtime;
+  std::vector<llvm::Function*> wrappers;  // parallel to the kernels
+  llvm::Function* set_error;              // void (const char* message)
+  llvm::Function* parallel_for;           // int32 (int64 n, int64 min_chunk, chunk*, void*)
+  llvm::FunctionCallee malloc_fn;
+  llvm::FunctionCallee free_fn;
+
+ private:
+  llvm::Value* LoadHook(llvm::IRBuilder<>& b, HookField field) {
+    return b.CreateLoad(ptr, b.CreateStructGEP(hooks_type, runtime, field));
+  }
+
+  // Calls the runtime's set_error; a library loaded without the runtime has
+  // none, and its kernels fail without a message.
+  llvm::Function* MakeSetError() {
+    llvm::Function* function = Internal(
+        llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr}, false), "nimble_set_error");
+    function->addFnAttr(llvm::Attribute::Cold);
+    function->addFnAttr(llvm::Attribute::NoInline);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", function));
+    llvm::BasicBlock* call = llvm::BasicBlock::Create(ctx, "call", function);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "done", function);
+    llvm::Value* hook = LoadHook(b, kSetError);
+    b.CreateCondBr(b.CreateIsNotNull(hook), call, done);
+    b.SetInsertPoint(call);
+    b.CreateCall(function->getFunctionType(), hook, {function->getArg(0)});
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
+    b.CreateRetVoid();
+    return function;
+  }
+
+  // Runs chunk(0, n, closure) through the runtime's parallel_for, or on this
+  // thread in a library loaded without the runtime.
+  llvm::Function* MakeParallelFor() {
+    llvm::Function* function =
+        Internal(llvm::FunctionType::get(i32, {i64, i64, ptr, ptr}, false), "nimble_parallel_for");
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", function));
+    llvm::BasicBlock* pool = llvm::BasicBlock::Create(ctx, "pool", function);
+    llvm::BasicBlock* serial = llvm::BasicBlock::Create(ctx, "serial", function);
+    llvm::Value* hook = LoadHook(b, kParallelFor);
+    b.CreateCondBr(b.CreateIsNotNull(hook), pool, serial);
+    b.SetInsertPoint(pool);
+    b.CreateRet(b.CreateCall(
+        function->getFunctionType(), hook,
+        {function->getArg(0), function->getArg(1), function->getArg(2), function->getArg(3)}));
+    b.SetInsertPoint(serial);
+    b.CreateRet(b.CreateCall(chunk_type, function->getArg(2),
+                             {b.getInt64(0), function->getArg(0), function->getArg(3)}));
+    return function;
+  }
+
+  std::unordered_map<std::string, llvm::Constant*> strings_;
+};
+
+// vector_math.h's float32 functions (the runtime's, with the accuracy it
+// documents) as straight-line IR with the same algorithms and constants, so
+// that loops around them vectorise. Log, which the runtime takes from libm,
+// is Cephes' logf in the same style.
+class Float32Math {
+ public:
+  explicit Float32Math(llvm::IRBuilder<>& b) : b_(b) {}
+
+  Value* Exp(Value* x) {
+    const ExpParts parts = SplitExp(AtMost(AtLeast(x, -104.0f), 89.0f));
+    Value* half = b_.CreateAShr(parts.exponent, 1);
+    return b_.CreateFMul(b_.CreateFMul(parts.mantissa, PowerOfTwo(half)),
+                         PowerOfTwo(b_.CreateSub(parts.exponent, half)));
+  }
+
+  // x = m 2^e with m in [sqrt(1/2), sqrt(2)) (subnormals scaled by 2^23
+  // first); log(x) = e ln 2 + log(m), log(1 + f) by Cephes' degree-8
+  // polynomial, ln 2 split in two constants. 0 gives -inf, negative x NaN,
+  // +inf and NaN themselves.
+  Value* Log(Value* x) {
+    constexpr float kInfinity = std::numeric_limits<float>::infinity();
+    Value* subnormal = b_.CreateFCmpOLT(x, F(0x1p-126f));
+    Value* scaled = b_.CreateSelect(subnormal, b_.CreateFMul(x, F(0x1p23f)), x);
+    Value* bits = b_.CreateBitCast(scaled, b_.getInt32Ty());
+    Value* exponent =
+        b_.CreateSub(b_.CreateLShr(bits, 23),
+                     b_.CreateSelect(subnormal, b_.getInt32(126 + 23), b_.getInt32(126)));
+    Value* mantissa = b_.CreateBitCast(b_.CreateOr(b_.CreateAnd(bits, 0x007fffff), 0x3f000000),
+                                       b_.getFloatTy());  // [0.5, 1)
+    Value* low = b_.CreateFCmpOLT(mantissa, F(0.707106781186547524f));
+    exponent = b_.CreateSub(exponent, b_.CreateZExt(low, b_.getInt32Ty()));
+    Value* f =
+        b_.CreateFSub(b_.CreateSelect(low, b_.CreateFAdd(mantissa, mantissa), mantissa), F(1.0f));
+    Value* z = b_.CreateFMul(f, f);
+    Value* p = Polynomial(f, {7.0376836292e-2f, -1.1514610310e-1f, 1.1676998740e-1f,
+                              -1.2420140846e-1f, 1.4249322787e-1f, -1.6668057665e-1f,
+                              2.0000714765e-1f, -2.4999993993e-1f, 3.3333331174e-1f});
+    Value* e = b_.CreateSIToFP(exponent, b_.getFloatTy());
+    Value* y = b_.CreateFMul(b_.CreateFMul(p, f), z);
+    y = b_.CreateFAdd(y, b_.CreateFMul(e, F(-2.12194440e-4f)));
+    y = b_.CreateFAdd(y, b_.CreateFMul(z, F(-0.5f)));
+    Value* result = b_.CreateFAdd(b_.CreateFAdd(f, y), b_.CreateFMul(e, F(0.693359375f)));
+    Value* special =
+        b_.CreateSelect(b_.CreateFCmpOEQ(x, F(0.0f)), F(-kInfinity),
+                        b_.CreateSelect(b_.CreateFCmpOLT(x, F(0.0f)),
+                                        F(std::numeric_limits<float>::quiet_NaN()), x));
+    Value* regular = b_.CreateAnd(b_.CreateFCmpOGT(x, F(0.0f)), b_.CreateFCmpOLT(x, F(kInfinity)));
+    return b_.CreateSelect(regular, result, special);
+  }
+
+  Value* Tanh(Value* x) {
+    Value* z = b_.CreateFMul(x, x);
+    Value* p = Polynomial(z, {-5.70498872745e-3f, 2.06390887954e-2f, -5.37397155531e-2f,
+                              1.33314422036e-1f, -3.33332819422e-1f});
+    Value* small = b_.CreateFAdd(b_.CreateFMul(b_.CreateFMul(p, z), x), x);
+    Value* abs = Abs(x);
+    Value* large = b_.CreateFSub(
+        F(1.0f), b_.CreateFDiv(F(2.0f), b_.CreateFAdd(Exp(b_.CreateFMul(F(2.0f), abs)), F(1.0f))));
+    return CopySign(b_.CreateSelect(b_.CreateFCmpOLT(abs, F(0.625f)), small, large), x);
+  }
+
+  Value* Sigmoid(Value* x) {
+    Value* e = Exp(b_.CreateFNeg(Abs(x)));
+    Value* positive = b_.CreateFDiv(F(1.0f), b_.CreateFAdd(F(1.0f), e));
+    return b_.CreateSelect(b_.CreateFCmpOLT(x, F(0.0f)), b_.CreateFMul(e, positive), positive);
+  }
+
+  Value* Erf(Value* x) {
+    Value* abs = Abs(x);
+    Value* small = b_.CreateFMul(x, ErfOverX(x));
+    Value* large = CopySign(b_.CreateFSub(F(1.0f), ErfcOfAtLeastOne(AtMost(abs, 4.0f))), x);
+    return b_.CreateSelect(b_.CreateFCmpOLT(abs, F(1.0f)), small, large);
+  }
+
+ private:
+  struct ExpParts {
+    Value* mantissa;  // e^r
+    Value* exponent;  // n, int32
+  };
+
+  Value* F(float value) { return llvm::ConstantFP::get(b_.getFloatTy(), value); }
+
+  // Horner's scheme: ((c0 x + c1) x + c2) ...
+  Value* Polynomial(Value* x, std::initializer_list<float> coefficients) {
+    Value* p = nullptr;
+    for (const float c : coefficients) p = p ? b_.CreateFAdd(b_.CreateFMul(p, x), F(c)) : F(c);
+    return p;
+  }
+
+  Value* Abs(Value* x) { return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x); }
+  Value* CopySign(Value* magnitude, Value* sign) {
+    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, magnitude, sign);
+  }
+  Value* AtLeast(Value* x, float low) {
+    return b_.CreateSelect(b_.CreateFCmpOLT(x, F(low)), F(low), x);
+  }
+  Value* AtMost(Value* x, float high) {
+    return b_.CreateSelect(b_.CreateFCmpOGT(x, F(high)), F(high), x);
+  }
+
+  ExpParts SplitExp(Value* x) {
+    constexpr float kRound = 12582912.0f;
+    Value* shifted = b_.CreateFAdd(b_.CreateFMul(x, F(1.44269504088896341f)), F(kRound));
+    Value* n = b_.CreateFSub(shifted, F(kRound));
+    Value* r = b_.CreateFSub(b_.CreateFSub(x, b_.CreateFMul(n, F(0.693359375f))),
+                             b_.CreateFMul(n, F(-2.12194440e-4f)));
+    Value* p = Polynomial(r, {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                              4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f});
+    p = b_.CreateFAdd(b_.CreateFAdd(b_.CreateFMul(b_.CreateFMul(p, r), r), r), F(1.0f));
+    Value* exponent = b_.CreateSub(b_.CreateBitCast(shifted, b_.getInt32Ty()),
+                                   b_.getInt32(std::bit_cast<int32_t>(kRound)));
+    return {p, exponent};
+  }
+
+  // 2^n for -126 <= n <= 127.
+  Value* PowerOfTwo(Value* n) {
+    return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(n, b_.getInt32(127)), 23), b_.getFloatTy());
+  }
+
+  Value* ErfOverX(Value* x) {
+    return Polynomial(b_.CreateFMul(x, x),
+                      {-5.631665699183941e-4f, 4.917608108371496e-3f, -2.671135775744915e-2f,
+                       1.128018125891685e-1f, -3.761232495307922e-1f, 1.128379106521606f});
+  }
+
+  Value* ErfcOfAtLeastOne(Value* a) {
+    Value* u = b_.CreateFDiv(F(1.0f), a);
+    Value* s = Polynomial(b_.CreateFSub(u, F(0.5f)),
+                          {-2.00115367770195e-2f, 8.971880376338959e-2f, -1.121517121791840e-1f,
+                           4.736624285578728e-2f, 4.272013902664185e-2f, -1.092538535594940e-1f,
+                           1.189692318439484e-1f, -3.662068024277687e-2f, -1.672111898660660e-1f,
+                           5.107913017272949e-1f});
+    return b_.CreateFMul(b_.CreateFMul(Exp(b_.CreateFMul(b_.CreateFNeg(a), a)), u), s);
+  }
+
+  llvm::IRBuilder<>& b_;
+};
+
+// One kernel's name and the count of functions outlined from it.
+struct KernelState {
+  std::string name;
+  int num_parallel_loops = 0;
+};
+
+// Emits the statements and expressions of one LLVM function: a kernel's
+// body, the body of one of its parallel loops, or its argument checks.
+class FunctionEmitter {
+ public:
+  FunctionEmitter(ModuleState& module, KernelState& kernel, llvm::Function* function,
+                  bool in_parallel_loop)
+      : m_(module),
+        k_(kernel),
+        function_(function),
+        b_(llvm::BasicBlock::Create(module.ctx, "entry", function)),
+        in_parallel_loop_(in_parallel_loop) {
+    llvm::FastMathFlags contract;
+    contract.setAllowContract(true);
+    b_.setFastMathFlags(contract);
+  }
+
+  llvm::IRBuilder<>& builder() { return b_; }
+
+  void BindVar(const tir::VarNode* var, Value* value) { vars_[var] = value; }
+  void BindBuffer(const tir::BufferNode* buffer, Value* data) { buffers_[buffer] = data; }
+
+  // Unless `ok`, fails the function: records "KERNEL: message" (no message
+  // when `message` is null: a callee recorded one), frees the heap buffers
+  // live here and returns 1.
+  void FailUnless(Value* ok, const std::string* message) {
+    llvm::BasicBlock* fail = llvm::BasicBlock::Create(m_.ctx, "fail", function_);
+    llvm::BasicBlock* pass = llvm::BasicBlock::Create(m_.ctx, "pass", function_);
+    b_.CreateCondBr(ok, pass, fail, llvm::MDBuilder(m_.ctx).createLikelyBranchWeights());
+    b_.SetInsertPoint(fail);
+    if (message) b_.CreateCall(m_.set_error, {m_.String(k_.name + ": " + *message)});
+    for (auto heap = heap_.rbegin(); heap != heap_.rend(); ++heap) {
+      b_.CreateCall(m_.free_fn, {*heap});
+    }
+    b_.CreateRet(b_.getInt32(1));
+    b_.SetInsertPoint(pass);
+  }
+  void FailUnless(Value* ok, const std::string& message) { FailUnless(ok, &message); }
+
+  // condition ? if_true() : if_false(), evaluating only the side taken.
+  Value* EmitConditional(Value* condition, llvm::function_ref<Value*()> if_true,
+                         llvm::function_ref<Value*()> if_false) {
+    llvm::BasicBlock* then_block = llvm::BasicBlock::Create(m_.ctx, "then", function_);
+    llvm::BasicBlock* else_block = llvm::BasicBlock::Create(m_.ctx, "else", function_);
+    llvm::BasicBlock* merge = llvm::BasicBlock::Create(m_.ctx, "merge", function_);
+    b_.CreateCondBr(condition, then_block, else_block);
+    b_.SetInsertPoint(then_block);
+    Value* true_value = if_true();
+    llvm::BasicBlock* then_end = b_.GetInsertBlock();
+    b_.CreateBr(merge);
+    b_.SetInsertPoint(else_block);
+    Value* false_value = if_false();
+    llvm::BasicBlock* else_end = b_.GetInsertBlock();
+    b_.CreateBr(merge);
+    b_.SetInsertPoint(merge);
+    llvm::PHINode* phi = b_.CreatePHI(true_value->getType(), 2);
+    phi->addIncoming(true_value, then_end);
+    phi->addIncoming(false_value, else_end);
+    return phi;
+  }
+
+  // ---------------------------------------------------------------------
+  // Types
+
+  llvm::Type* ValueType(DataType dtype) {
+    switch (dtype.code()) {
+      case DataType::Code::kBool:
+        return b_.getInt1Ty();
+      case DataType::Code::kInt:
+      case DataType::Code::kUInt:
+        return b_.getIntNTy(dtype.bits());
+      case DataType::Code::kFloat:
+        if (dtype.bits() == 32) return b_.getFloatTy();
+        if (dtype.bits() == 64) return b_.getDoubleTy();
+        break;
+    }
+    Unsupported(dtype.name() + " is not supported by code generation");
+  }
+
+  // Bools are one byte in memory.
+  llvm::Type* MemoryType(DataType dtype) {
+    return dtype.is_bool() ? b_.getInt8Ty() : ValueType(dtype);
+  }
+
+  [[noreturn]] void Unsupported(const std::string& what) {
+    throw Error("kernel " + k_.name + ": " + what);
+  }
+
+  // ---------------------------------------------------------------------
+  // Expressions
+
+  Value* Emit(const tir::Expr& expr) {
+    switch (expr->kind) {
+      case tir::ExprKind::kIntImm: {
+        const int64_t value = static_cast<const tir::IntImmNode&>(*expr).value;
+        if (expr->dtype.is_bool()) return b_.getInt1(value != 0);
+        return llvm::ConstantInt::getSigned(ValueType(expr->dtype), value);
+      }
+      case tir::ExprKind::kFloatImm:
+        return llvm::ConstantFP::get(ValueType(expr->dtype),
+                                     static_cast<const tir::FloatImmNode&>(*expr).value);
+      case tir::ExprKind::kVar: {
+        const auto& var = static_cast<const tir::VarNode&>(*expr);
+        const auto found = vars_.find(&var);
+        if (found == vars_.end()) Unsupported("variable " + var.name + " is not bound");
+        return found->second;
+      }
+      case tir::ExprKind::kBinary:
+        return EmitBinary(static_cast<const tir::BinaryNode&>(*expr), /*reassociate=*/false);
+      case tir::ExprKind::kCompare:
+        return EmitCompare(static_cast<const tir::CompareNode&>(*expr));
+      case tir::ExprKind::kLogical: {
+        const auto& op = static_cast<const tir::LogicalNode&>(*expr);
+        Value* a = Emit(op.a);
+        const bool is_and = op.op == tir::LogicalOp::kAnd;
+        if (MayFault(op.b)) {
+          return EmitConditional(
+              a, [&] { return is_and ? Emit(op.b) : b_.getTrue(); },
+              [&] { return is_and ? b_.getFalse() : Emit(op.b); });
+        }
+        return is_and ? b_.CreateAnd(a, Emit(op.b)) : b_.CreateOr(a, Emit(op.b));
+      }
+      case tir::ExprKind::kNot:
+        return b_.CreateNot(Emit(static_cast<const tir::NotNode&>(*expr).a));
+      case tir::ExprKind::kSelect: {
+        const auto& op = static_cast<const tir::SelectNode&>(*expr);
+        Value* condition = Emit(op.condition);
+        if (MayFault(op.true_value) || MayFault(op.false_value)) {
+          return EmitConditional(
+              condition, [&] { return Emit(op.true_value); }, [&] { return Emit(op.false_value); });
+        }
+        return b_.CreateSelect(condition, Emit(op.true_value), Emit(op.false_value));
+      }
+      case tir::ExprKind::kCast: {
+        const auto& op = static_cast<const tir::CastNode&>(*expr);
+        return EmitCast(op.dtype, op.value->dtype, Emit(op.value));
+      }
+      case tir::ExprKind::kCall:
+        return EmitCall(static_cast<const tir::CallNode&>(*expr));
+      case tir::ExprKind::kLoad: {
+        const auto& op = static_cast<const tir::LoadNode&>(*expr);
+        llvm::Type* type = MemoryType(op.dtype);
+        Value* element = b_.CreateInBoundsGEP(type, BufferData(*op.buffer), EmitIndex(op.index));
+        Value* value = b_.CreateAlignedLoad(type, element, llvm::Align(op.dtype.bytes()));
+        return op.dtype.is_bool() ? b_.CreateIsNotNull(value) : value;
+      }
+      case tir::ExprKind::kTensorRead:
+      case tir::ExprKind::kReduce:
+        Unsupported("tensor reads and reductions must be lowered before code generation");
+    }
+    Unsupported("unknown expression kind");
+  }
+
+  // An integer expression as an int64 index.
+  Value* EmitIndex(const tir::Expr& expr) {
+    if (!expr->dtype.is_int()) Unsupported("index " + tir::ToString(expr) + " is not an integer");
+    return b_.CreateIntCast(Emit(expr), b_.getInt64Ty(), IsSigned(expr->dtype));
+  }
+
+  // `reassociate`: op combines a value into a reduction's accumulator
+  // (StoreNode::reassociate): float add/mul/min/max chains may be reordered.
+  Value* EmitBinary(const tir::BinaryNode& op, bool reassociate) {
+    const DataType dtype = op.dtype;
+    if (dtype.is_bool()) Unsupported("arithmetic (" + tir::BinaryOpName(op.op) + ") on bool");
+    const bool reorderable = reassociate && dtype.is_float() && op.op != tir::BinaryOp::kSub &&
+                             op.op != tir::BinaryOp::kDiv;
+    auto operand = [&](const tir::Expr& expr) {
+      if (reorderable && expr->kind == tir::ExprKind::kBinary &&
+          static_cast<const tir::BinaryNode&>(*expr).op == op.op) {
+        return EmitBinary(static_cast<const tir::BinaryNode&>(*expr), true);
+      }
+      return Emit(expr);
+    };
+    Value* a = operand(op.a);
+    Value* b = operand(op.b);
+    if (dtype.is_int()) return EmitIntBinary(op, a, b);
+    llvm::IRBuilder<>::FastMathFlagGuard guard(b_);
+    if (reorderable) {
+      llvm::FastMathFlags flags = b_.getFastMathFlags();
+      flags.setAllowReassoc(true);
+      b_.setFastMathFlags(flags);
+    }
+    switch (op.op) {
+      case tir::BinaryOp::kAdd:
+        return b_.CreateFAdd(a, b);
+      case tir::BinaryOp::kSub:
+        return b_.CreateFSub(a, b);
+      case tir::BinaryOp::kMul:
+        return b_.CreateFMul(a, b);
+      case tir::BinaryOp::kDiv:
+        return b_.CreateFDiv(a, b);
+      // NaN in either operand gives NaN, as the runtime's maximum/minimum.
+      case tir::BinaryOp::kMin:
+        return b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, a, b);
+      case tir::BinaryOp::kMax:
+        return b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, a, b);
+      case tir::BinaryOp::kFloorDiv:
+      case tir::BinaryOp::kFloorMod:
+        break;
+    }
+    Unsupported(tir::BinaryOpName(op.op) + " of " + dtype.name() + " (it is an index operation)");
+  }
+
+  // Integer arithmetic wraps; division follows the runtime: C semantics for
+  // kDiv, floor semantics for kFloorDiv/kFloorMod, MIN / -1 wraps, and a
+  // zero divisor fails the kernel.
+  Value* EmitIntBinary(const tir::BinaryNode& op, Value* a, Value* b) {
+    const bool is_signed = IsSigned(op.dtype);
+    switch (op.op) {
+      case tir::BinaryOp::kAdd:
+        return b_.CreateAdd(a, b);
+      case tir::BinaryOp::kSub:
+        return b_.CreateSub(a, b);
+      case tir::BinaryOp::kMul:
+        return b_.CreateMul(a, b);
+      case tir::BinaryOp::kMin:
+        return b_.CreateBinaryIntrinsic(is_signed ? llvm::Intrinsic::smin : llvm::Intrinsic::umin,
+                                        a, b);
+      case tir::BinaryOp::kMax:
+        return b_.CreateBinaryIntrinsic(is_signed ? llvm::Intrinsic::smax : llvm::Intrinsic::umax,
+                                        a, b);
+      case tir::BinaryOp::kDiv:
+      case tir::BinaryOp::kFloorDiv:
+      case tir::BinaryOp::kFloorMod:
+        break;
+    }
+    if (!IsNonZeroConstant(op.b)) FailUnless(b_.CreateIsNotNull(b), "integer division by zero");
+    if (!is_signed)
+      return op.op == tir::BinaryOp::kFloorMod ? b_.CreateURem(a, b) : b_.CreateUDiv(a, b);
+    // a / -1 is -a (wrapping), where sdiv would overflow.
+    Value* minus_one = b_.CreateICmpEQ(b, llvm::ConstantInt::getSigned(b->getType(), -1));
+    Value* divisor = b_.CreateSelect(minus_one, llvm::ConstantInt::get(b->getType(), 1), b);
+    Value* quotient = b_.CreateSelect(minus_one, b_.CreateNeg(a), b_.CreateSDiv(a, divisor));
+    if (op.op == tir::BinaryOp::kDiv) return quotient;
+    Value* remainder = b_.CreateSRem(a, divisor);
+    // Truncation rounded up where the remainder and the divisor differ in sign.
+    Value* adjust =
+        b_.CreateAnd(b_.CreateIsNotNull(remainder), b_.CreateIsNeg(b_.CreateXor(remainder, b)));
+    if (op.op == tir::BinaryOp::kFloorDiv) {
+      return b_.CreateSub(quotient, b_.CreateZExt(adjust, quotient->getType()));
+    }
+    return b_.CreateSelect(adjust, b_.CreateAdd(remainder, b), remainder);
+  }
+
+  Value* EmitCompare(const tir::CompareNode& op) {
+    Value* a = Emit(op.a);
+    Value* b = Emit(op.b);
+    const DataType dtype = op.a->dtype;
+    using P = llvm::CmpInst::Predicate;
+    if (dtype.is_float()) {
+      // Ordered, as C++ compares: NaN is unequal to everything.
+      static constexpr P kFloat[] = {P::FCMP_OEQ, P::FCMP_UNE, P::FCMP_OLT,
+                                     P::FCMP_OLE, P::FCMP_OGT, P::FCMP_OGE};
+      return b_.CreateFCmp(kFloat[static_cast<int>(op.op)], a, b);
+    }
+    static constexpr P kSigned[] = {P::ICMP_EQ,  P::ICMP_NE,  P::ICMP_SLT,
+                                    P::ICMP_SLE, P::ICMP_SGT, P::ICMP_SGE};
+    static constexpr P kUnsigned[] = {P::ICMP_EQ,  P::ICMP_NE,  P::ICMP_ULT,
+                                      P::ICMP_ULE, P::ICMP_UGT, P::ICMP_UGE};
+    return b_.CreateICmp((IsSigned(dtype) ? kSigned : kUnsigned)[static_cast<int>(op.op)], a, b);
+  }
+
+  // The runtime's ConvertElement: float to integer truncates, saturates and
+  // maps NaN to 0; anything to bool is != 0; bool is 0 or 1.
+  Value* EmitCast(DataType to, DataType from, Value* value) {
+    llvm::Type* type = ValueType(to);
+    if (to == from) return value;
+    if (to.is_bool()) {
+      return from.is_float() ? b_.CreateFCmpUNE(value, llvm::ConstantFP::get(value->getType(), 0))
+                             : b_.CreateIsNotNull(value);
+    }
+    if (!from.is_float()) {
+      const bool is_signed = IsSigned(from);
+      if (to.is_float())
+        return is_signed ? b_.CreateSIToFP(value, type) : b_.CreateUIToFP(value, type);
+      return b_.CreateIntCast(value, type, is_signed);
+    }
+    if (to.is_float()) return b_.CreateFPCast(value, type);
+    return b_.CreateIntrinsic(
+        IsSigned(to) ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat,
+        {type, value->getType()}, {value});
+  }
+
+  Value* EmitCall(const tir::CallNode& call) {
+    const DataType dtype = call.dtype;
+    std::vector<Value*> args;
+    for (const tir::Expr& arg : call.args) args.push_back(Emit(arg));
+    Value* x = args[0];
+    const std::string unsupported =
+        tir::IntrinsicName(call.intrinsic) + " of " + dtype.name() + " is not supported";
+    if (dtype.is_int()) {
+      if (call.intrinsic == tir::Intrinsic::kRound) return x;
+      if (call.intrinsic != tir::Intrinsic::kAbs) Unsupported(unsupported);
+      return IsSigned(dtype) ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, x, b_.getFalse()) : x;
+    }
+    if (!dtype.is_float()) Unsupported(unsupported);
+    const bool is_float32 = dtype.bits() == 32;
+    Float32Math math(b_);
+    auto libm = [&](const char* name) {
+      return b_.CreateCall(m_.module.getOrInsertFunction(name, x->getType(), x->getType()), {x});
+    };
+    switch (call.intrinsic) {
+      case tir::Intrinsic::kExp:
+        return is_float32 ? math.Exp(x) : b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x);
+      case tir::Intrinsic::kLog:
+        return is_float32 ? math.Log(x) : b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, x);
+      case tir::Intrinsic::kSqrt:
+        return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
+      case tir::Intrinsic::kRsqrt:
+        return b_.CreateFDiv(llvm::ConstantFP::get(x->getType(), 1.0),
+                             b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x));
+      case tir::Intrinsic::kTanh:
+        return is_float32 ? math.Tanh(x) : libm("tanh");
+      case tir::Intrinsic::kSigmoid: {
+        if (is_float32) return math.Sigmoid(x);
+        Value* one = llvm::ConstantFP::get(x->getType(), 1.0);
+        return b_.CreateFDiv(one, b_.CreateFAdd(one, b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp,
+                                                                             b_.CreateFNeg(x))));
+      }
+      case tir::Intrinsic::kErf:
+        return is_float32 ? math.Erf(x) : libm("erf");
+      case tir::Intrinsic::kAbs:
+        return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+      case tir::Intrinsic::kRound:  // halves to even, as nearbyint in the default rounding mode
+        return b_.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, x);
+      case tir::Intrinsic::kPow:
+        return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, args[1]);
+    }
+    Unsupported(unsupported);
+  }
+
+  Value* BufferData(const tir::BufferNode& buffer) {
+    const auto found = buffers_.find(&buffer);
+    if (found == buffers_.end()) {
+      Unsupported("buffer " + buffer.name + " is neither a parameter nor allocated around its use");
+    }
+    return found->second;
+  }
+
+  // ---------------------------------------------------------------------
+  // Statements
+
+  void Emit(const tir::Stmt& stmt) {
+    switch (stmt->kind) {
+      case tir::StmtKind::kFor: {
+        const auto& op = static_cast<const tir::ForNode&>(*stmt);
+        if (!op.var->dtype.is_int())
+          Unsupported("loop variable " + op.var->name + " is not an integer");
+        if (op.for_kind == tir::ForKind::kParallel) return EmitParallelFor(op);
+        llvm::Type* type = ValueType(op.var->dtype);
+        return EmitLoop(*op.var, llvm::ConstantInt::get(type, 0),
+                        b_.CreateIntCast(EmitIndex(op.extent), type, true), op.body, op.for_kind);
+      }
+      case tir::StmtKind::kStore: {
+        const auto& op = static_cast<const tir::StoreNode&>(*stmt);
+        Value* value = op.reassociate && op.value->kind == tir::ExprKind::kBinary
+                           ? EmitBinary(static_cast<const tir::BinaryNode&>(*op.value), true)
+                           : Emit(op.value);
+        llvm::Type* type = MemoryType(op.buffer->dtype);
+        if (op.buffer->dtype.is_bool()) value = b_.CreateZExt(value, type);
+        Value* element = b_.CreateInBoundsGEP(type, BufferData(*op.buffer), EmitIndex(op.index));
+        b_.CreateAlignedStore(value, element, llvm::Align(op.buffer->dtype.bytes()));
+        return;
+      }
+      case tir::StmtKind::kLet: {
+        const auto& op = static_cast<const tir::LetNode&>(*stmt);
+        return WithVar(op.var.get(), Emit(op.value), [&] { Emit(op.body); });
+      }
+      case tir::StmtKind::kIf: {
+        const auto& op = static_cast<const tir::IfNode&>(*stmt);
+        llvm::BasicBlock* then_block = llvm::BasicBlock::Create(m_.ctx, "if", function_);
+        llvm::BasicBlock* else_block =
+            op.else_case ? llvm::BasicBlock::Create(m_.ctx, "else", function_) : nullptr;
+        llvm::BasicBlock* merge = llvm::BasicBlock::Create(m_.ctx, "endif", function_);
+        b_.CreateCondBr(Emit(op.condition), then_block, else_block ? else_block : merge);
+        b_.SetInsertPoint(then_block);
+        Emit(op.then_case);
+        b_.CreateBr(merge);
+        if (else_block) {
+          b_.SetInsertPoint(else_block);
+          Emit(op.else_case);
+          b_.CreateBr(merge);
+        }
+        b_.SetInsertPoint(merge);
+        return;
+      }
+      case tir::StmtKind::kSeq:
+        for (const tir::Stmt& child : static_cast<const tir::SeqNode&>(*stmt).stmts) Emit(child);
+        return;
+      case tir::StmtKind::kAllocate:
+        return EmitAllocate(static_cast<const tir::AllocateNode&>(*stmt));
+      case tir::StmtKind::kAssert: {
+        const auto& op = static_cast<const tir::AssertNode&>(*stmt);
+        // Lowering never produces these: an Assert's early return would have
+        // to free the allocation, and its message would be recorded on a
+        // worker thread.
+        if (allocate_depth_ > 0) Unsupported("an Assert inside an Allocate is not supported");
+        if (in_parallel_loop_) Unsupported("an Assert inside a parallel loop is not supported");
+        FailUnless(Emit(op.condition), op.message);
+        return Emit(op.body);
+      }
+    }
+  }
+
+ private:
+  template <typename Fn>
+  void WithVar(const tir::VarNode* var, Value* value, const Fn& fn) {
+    const auto [slot, inserted] = vars_.try_emplace(var, value);
+    Value* outer = inserted ? nullptr : std::exchange(slot->second, value);
+    fn();
+    if (outer) {
+      vars_[var] = outer;
+    } else {
+      vars_.erase(var);
+    }
+  }
+
+  // for (var = begin; var < end; ++var) body, with the loop metadata of `kind`.
+  void EmitLoop(const tir::VarNode& var, Value* begin, Value* end, const tir::Stmt& body,
+                tir::ForKind kind) {
+    llvm::BasicBlock* preheader = b_.GetInsertBlock();
+    llvm::BasicBlock* header = llvm::BasicBlock::Create(m_.ctx, "loop", function_);
+    llvm::BasicBlock* body_block = llvm::BasicBlock::Create(m_.ctx, "body", function_);
+    llvm::BasicBlock* exit = llvm::BasicBlock::Create(m_.ctx, "exit", function_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* index = b_.CreatePHI(begin->getType(), 2, var.name);
+    index->addIncoming(begin, preheader);
+    b_.CreateCondBr(b_.CreateICmpSLT(index, end), body_block, exit);
+    b_.SetInsertPoint(body_block);
+    WithVar(&var, index, [&] { Emit(body); });
+    Value* next = b_.CreateAdd(index, llvm::ConstantInt::get(index->getType(), 1), "", true, true);
+    llvm::BranchInst* back = b_.CreateBr(header);
+    if (llvm::MDNode* hint = LoopHint(kind)) back->setMetadata(llvm::LLVMContext::MD_loop, hint);
+    index->addIncoming(next, b_.GetInsertBlock());
+    b_.SetInsertPoint(exit);
+  }
+
+  // The llvm.loop metadata asking for vectorisation or unrolling.
+  llvm::MDNode* LoopHint(tir::ForKind kind) {
+    llvm::SmallVector<llvm::Metadata*, 2> property;
+    if (kind == tir::ForKind::kVectorized) {
+      property = {llvm::MDString::get(m_.ctx, "llvm.loop.vectorize.enable"),
+                  llvm::ConstantAsMetadata::get(b_.getTrue())};
+    } else if (kind == tir::ForKind::kUnrolled) {
+      property = {llvm::MDString::get(m_.ctx, "llvm.loop.unroll.enable")};
+    } else {
+      return nullptr;
+    }
+    // A loop ID is a distinct node whose first operand is itself.
+    llvm::TempMDTuple placeholder = llvm::MDNode::getTemporary(m_.ctx, {});
+    llvm::MDNode* loop =
+        llvm::MDNode::getDistinct(m_.ctx, {placeholder.get(), llvm::MDNode::get(m_.ctx, property)});
+    loop->replaceOperandWith(0, loop);
+    return loop;
+  }
+
+  llvm::AllocaInst* EntryAlloca(llvm::Type* type) {
+    llvm::IRBuilder<> entry(&function_->getEntryBlock(), function_->getEntryBlock().begin());
+    llvm::AllocaInst* alloca = entry.CreateAlloca(type);
+    alloca->setAlignment(llvm::Align(64));
+    return alloca;
+  }
+
+  void EmitAllocate(const tir::AllocateNode& op) {
+    const tir::BufferNode& buffer = *op.buffer;
+    llvm::Type* type = MemoryType(buffer.dtype);
+    const tir::Expr count = tir::NumElements(buffer.shape);
+    const auto bytes = static_cast<int64_t>(buffer.dtype.bytes());
+    ++allocate_depth_;
+    int64_t constant_count;
+    if (tir::AsInt(count, &constant_count) && constant_count >= 0 &&
+        constant_count <= kMaxStackBytes / bytes) {
+      BindBuffer(&buffer, EntryAlloca(llvm::ArrayType::get(type, constant_count)));
+      Emit(op.body);
+    } else {
+      // malloc(0) may return null: ask for at least one byte.
+      Value* size = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umax,
+                                             b_.CreateMul(EmitIndex(count), b_.getInt64(bytes)),
+                                             b_.getInt64(1));
+      Value* data = b_.CreateCall(m_.malloc_fn, {size});
+      FailUnless(b_.CreateIsNotNull(data), "cannot allocate memory for buffer " + buffer.name);
+      BindBuffer(&buffer, data);
+      heap_.push_back(data);
+      Emit(op.body);
+      heap_.pop_back();
+      b_.CreateCall(m_.free_fn, {data});
+    }
+    buffers_.erase(&buffer);
+    --allocate_depth_;
+  }
+
+  // The loop's body goes into `chunk(begin, end, closure)`, which the runtime
+  // calls on its threads over disjoint ranges: the closure holds every value
+  // the body uses from around the loop. chunk passes them to an inlined
+  // function, so that buffer pointers are noalias there as in the kernel.
+  void EmitParallelFor(const tir::ForNode& loop) {
+    UseCollector uses;
+    uses.Visit(loop.body);
+    std::vector<Value*> captured;
+    std::vector<llvm::Type*> body_params = {b_.getInt64Ty(), b_.getInt64Ty()};
+    std::vector<const tir::BufferNode*> buffers;
+    std::vector<const tir::VarNode*> vars;
+    for (const tir::BufferNode* buffer : uses.buffers) {
+      if (const auto found = buffers_.find(buffer); found != buffers_.end()) {
+        buffers.push_back(buffer);
+        captured.push_back(found->second);
+      }
+    }
+    for (const tir::VarNode* var : uses.vars) {
+      if (const auto found = vars_.find(var); found != vars_.end() && var != loop.var.get()) {
+        vars.push_back(var);
+        captured.push_back(found->second);
+      }
+    }
+    for (Value* value : captured) body_params.push_back(value->getType());
+
+    const std::string name = k_.name + "_parallel" + std::to_string(k_.num_parallel_loops++);
+    llvm::Function* body =
+        m_.Internal(llvm::FunctionType::get(b_.getInt32Ty(), body_params, false), name + "_body");
+    body->addFnAttr(llvm::Attribute::AlwaysInline);
+    {
+      FunctionEmitter inner(m_, k_, body, /*in_parallel_loop=*/true);
+      for (size_t i = 0; i < buffers.size(); ++i) {
+        body->addParamAttr(2 + i, llvm::Attribute::NoAlias);
+        inner.BindBuffer(buffers[i], body->getArg(2 + i));
+      }
+      for (size_t i = 0; i < vars.size(); ++i) {
+        inner.BindVar(vars[i], body->getArg(2 + buffers.size() + i));
+      }
+      llvm::Type* type = inner.ValueType(loop.var->dtype);
+      inner.EmitLoop(*loop.var, inner.b_.CreateIntCast(body->getArg(0), type, true),
+                     inner.b_.CreateIntCast(body->getArg(1), type, true), loop.body,
+                     tir::ForKind::kSerial);
+      inner.b_.CreateRet(inner.b_.getInt32(0));
+    }
+
+    std::vector<llvm::Type*> field_types;
+    for (Value* value : captured) field_types.push_back(value->getType());
+    llvm::StructType* closure_type = llvm::StructType::get(m_.ctx, field_types);
+    llvm::Function* chunk = m_.Internal(m_.chunk_type, name);
+    {
+      llvm::IRBuilder<> b(llvm::BasicBlock::Create(m_.ctx, "entry", chunk));
+      std::vector<Value*> args = {chunk->getArg(0), chunk->getArg(1)};
+      for (size_t i = 0; i < captured.size(); ++i) {
+        args.push_back(
+            b.CreateLoad(field_types[i], b.CreateStructGEP(closure_type, chunk->getArg(2), i)));
+      }
+      b.CreateRet(b.CreateCall(body, args));
+    }
+
+    llvm::AllocaInst* closure = EntryAlloca(closure_type);
+    for (size_t i = 0; i < captured.size(); ++i) {
+      b_.CreateStore(captured[i], b_.CreateStructGEP(closure_type, closure, i));
+    }
+    Value* status = b_.CreateCall(
+        m_.parallel_for, {EmitIndex(loop.extent), EmitIndex(loop.min_chunk), chunk, closure});
+    FailUnless(b_.CreateIsNull(status), nullptr);
+  }
+
+  ModuleState& m_;
+  KernelState& k_;
+  llvm::Function* function_;
+  llvm::IRBuilder<> b_;
+  const bool in_parallel_loop_;
+  int allocate_depth_ = 0;
+  std::unordered_map<const tir::VarNode*, Value*> vars_;
+  std::unordered_map<const tir::BufferNode*, Value*> buffers_;
+  std::vector<Value*> heap_;  // live heap buffers, freed on failure
+};
+
+// One kernel: the exported function checks the arguments and binds the shape
+// variables, then calls NAME_body (alwaysinline), whose buffer parameters are
+// noalias: an output never aliases an input in the VM.
+void EmitKernel(ModuleState& m, const tir::PrimFunc& func, llvm::Function* wrapper) {
+  KernelState kernel{func.name};
+  struct Dimension {
+    size_t param;
+    size_t dim;
+  };
+  // Each shape variable binds at its first occurrence (parameter order, then
+  // dimension order); every other dimension is checked.
+  std::vector<const tir::VarNode*> shape_vars;
+  std::vector<Dimension> var_sources;
+  std::vector<Dimension> checked;
+  std::unordered_set<const tir::VarNode*> bound;
+  for (size_t p = 0; p < func.params.size(); ++p) {
+    const std::vector<tir::Expr>& shape = func.params[p]->shape;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      const auto* var = shape[d]->kind == tir::ExprKind::kVar
+                            ? static_cast<const tir::VarNode*>(shape[d].get())
+                            : nullptr;
+      if (var && bound.insert(var).second) {
+        if (var->dtype != DataType::Int64()) {
+          throw Error("kernel " + func.name + ": shape variable " + var->name + " of buffer " +
+                      func.params[p]->name + " is " + var->dtype.name() + ", not int64");
+        }
+        shape_vars.push_back(var);
+        var_sources.push_back({p, d});
+      } else {
+        checked.push_back({p, d});
+      }
+    }
+  }
+
+  std::vector<llvm::Type*> body_params(func.params.size(), m.ptr);
+  body_params.resize(func.params.size() + shape_vars.size(), m.i64);
+  llvm::Function* body =
+      m.Internal(llvm::FunctionType::get(m.i32, body_params, false), func.name + "_body");
+  body->addFnAttr(llvm::Attribute::AlwaysInline);
+  {
+    FunctionEmitter emitter(m, kernel, body, /*in_parallel_loop=*/false);
+    for (size_t p = 0; p < func.params.size(); ++p) {
+      emitter.MemoryType(func.params[p]->dtype);  // rejects unsupported dtypes
+      body->addParamAttr(p, llvm::Attribute::NoAlias);
+      emitter.BindBuffer(func.params[p].get(), body->getArg(p));
+    }
+    for (size_t v = 0; v < shape_vars.size(); ++v) {
+      emitter.BindVar(shape_vars[v], body->getArg(func.params.size() + v));
+    }
+    emitter.Emit(func.body);
+    emitter.builder().CreateRet(emitter.builder().getInt32(0));
+  }
+
+  FunctionEmitter checks(m, kernel, wrapper, /*in_parallel_loop=*/false);
+  llvm::IRBuilder<>& b = checks.builder();
+  auto field = [&](Value* tensor, DLTensorField index, llvm::Type* type) {
+    return b.CreateLoad(type, b.CreateStructGEP(m.dltensor, tensor, index));
+  };
+  const size_t num_params = func.params.size();
+  checks.FailUnless(
+      b.CreateICmpEQ(wrapper->getArg(2), b.getInt32(static_cast<uint32_t>(num_params))),
+      "expected " + std::to_string(num_params) + " arguments");
+  std::vector<Value*> call_args;
+  std::vector<std::vector<Value*>> extents(num_params);
+  for (size_t p = 0; p < num_params; ++p) {
+    const tir::BufferNode& buffer = *func.params[p];
+    const std::string argument = "argument " + std::to_string(p) + " (" + buffer.name + "): ";
+    const size_t rank = buffer.shape.size();
+    Value* tensor = b.CreateLoad(m.ptr, b.CreateConstInBoundsGEP1_64(m.ptr, wrapper->getArg(1), p));
+    checks.FailUnless(b.CreateICmpEQ(field(tensor, kDeviceType, m.i32), b.getInt32(kDLCPU)),
+                      argument + "is not on the CPU");
+    checks.FailUnless(
+        b.CreateICmpEQ(field(tensor, kNdim, m.i32), b.getInt32(static_cast<uint32_t>(rank))),
+        argument + "rank is not " + std::to_string(rank));
+    const DLDataType dtype = ToDLDataType(buffer.dtype);
+    Value* same_dtype = b.CreateAnd(
+        {b.CreateICmpEQ(field(tensor, kDTypeCode, b.getInt8Ty()), b.getInt8(dtype.code)),
+         b.CreateICmpEQ(field(tensor, kDTypeBits, b.getInt8Ty()), b.getInt8(dtype.bits)),
+         b.CreateICmpEQ(field(tensor, kDTypeLanes, b.getInt16Ty()), b.getInt16(dtype.lanes))});
+    checks.FailUnless(same_dtype, argument + "dtype is not " + buffer.dtype.name());
+    Value* shape = field(tensor, kShape, m.ptr);
+    for (size_t d = 0; d < rank; ++d) {
+      extents[p].push_back(b.CreateLoad(m.i64, b.CreateConstInBoundsGEP1_64(m.i64, shape, d)));
+    }
+    // Null strides, or compact row-major ones (a dimension of extent 1 may
+    // have any stride; so may every dimension of an empty tensor).
+    Value* strides = field(tensor, kStrides, m.ptr);
+    Value* compact = checks.EmitConditional(
+        b.CreateIsNull(strides), [&] { return b.getTrue(); },
+        [&] {
+          Value* ok = b.getTrue();
+          Value* expected = b.getInt64(1);
+          for (size_t d = rank; d-- > 0;) {
+            Value* stride = b.CreateLoad(m.i64, b.CreateConstInBoundsGEP1_64(m.i64, strides, d));
+            ok = b.CreateAnd(ok, b.CreateOr(b.CreateICmpEQ(extents[p][d], b.getInt64(1)),
+                                            b.CreateICmpEQ(stride, expected)));
+            expected = b.CreateMul(expected, extents[p][d]);
+          }
+          return b.CreateOr(ok, b.CreateIsNull(expected));
+        });
+    checks.FailUnless(compact, argument + "strides are not compact row-major");
+    call_args.push_back(b.CreateInBoundsGEP(b.getInt8Ty(), field(tensor, kData, m.ptr),
+                                            field(tensor, kByteOffset, m.i64)));
+  }
+  for (size_t v = 0; v < shape_vars.size(); ++v) {
+    Value* extent = extents[var_sources[v].param][var_sources[v].dim];
+    checks.BindVar(shape_vars[v], extent);
+    call_args.push_back(extent);
+  }
+  for (const Dimension& dimension : checked) {
+    const tir::BufferNode& buffer = *func.params[dimension.param];
+    const tir::Expr& expected = buffer.shape[dimension.dim];
+    checks.FailUnless(
+        b.CreateICmpEQ(extents[dimension.param][dimension.dim], checks.EmitIndex(expected)),
+        "argument " + std::to_string(dimension.param) + " (" + buffer.name + "): dimension " +
+            std::to_string(dimension.dim) + " is not " + tir::ToString(expected));
+  }
+  b.CreateRet(b.CreateCall(body, call_args));
+}
+
+// Keeps LLVM from printing warnings (a loop it was asked to vectorise but
+// could not) and from exiting on errors: errors are collected and thrown.
+void CollectErrors(const llvm::DiagnosticInfo* info, void* context) {
+  if (info->getSeverity() != llvm::DS_Error) return;
+  std::string message;
+  llvm::raw_string_ostream out(message);
+  llvm::DiagnosticPrinterRawOStream printer(out);
+  info->print(printer);
+  static_cast<std::vector<std::string>*>(context)->push_back(out.str());
+}
+
+void ThrowOnErrors(const std::vector<std::string>& errors, const CodegenTarget& target) {
+  if (errors.empty()) return;
+  std::string message = "code generation for " + target.name + " failed:";
+  for (const std::string& error : errors) message += "\n" + error;
+  throw Error(message);
+}
+
+// Builds, verifies and optimises the module of `kernels`.
+std::unique_ptr<llvm::Module> Compile(llvm::LLVMContext& ctx,
+                                      std::span<const tir::PrimFunc> kernels,
+                                      llvm::TargetMachine& machine, const CodegenTarget& target,
+                                      std::vector<std::string>* errors) {
+  ctx.setDiagnosticHandlerCallBack(CollectErrors, errors);
+  auto module = std::make_unique<llvm::Module>("nimble_kernels", ctx);
+  module->setTargetTriple(target.triple);
+  module->setDataLayout(machine.createDataLayout());
+  module->setPICLevel(llvm::PICLevel::BigPIC);
+  ModuleState state(*module, kernels);
+  for (size_t i = 0; i < kernels.size(); ++i) EmitKernel(state, kernels[i], state.wrappers[i]);
+
+  std::string broken;
+  llvm::raw_string_ostream out(broken);
+  if (llvm::verifyModule(*module, &out)) {
+    throw Error("code generation produced invalid LLVM IR (internal error): " + out.str());
+  }
+
+  llvm::LoopAnalysisManager loops;
+  llvm::FunctionAnalysisManager functions;
+  llvm::CGSCCAnalysisManager cgscc;
+  llvm::ModuleAnalysisManager modules;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = true;
+  tuning.SLPVectorization = true;
+  llvm::PassBuilder passes(&machine, tuning);
+  passes.registerModuleAnalyses(modules);
+  passes.registerCGSCCAnalyses(cgscc);
+  passes.registerFunctionAnalyses(functions);
+  passes.registerLoopAnalyses(loops);
+  passes.crossRegisterProxies(loops, functions, cgscc, modules);
+  passes.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(*module, modules);
+  ThrowOnErrors(*errors, target);
+  return module;
+}
+
+}  // namespace
+
+std::vector<std::byte> EmitObject(std::span<const tir::PrimFunc> kernels,
+                                  const CodegenTarget& target) {
+  const std::unique_ptr<llvm::TargetMachine> machine = MakeTargetMachine(target);
+  llvm::LLVMContext ctx;
+  std::vector<std::string> errors;
+  const std::unique_ptr<llvm::Module> module = Compile(ctx, kernels, *machine, target, &errors);
+  llvm::SmallVector<char, 0> object;
+  llvm::raw_svector_ostream out(object);
+  llvm::legacy::PassManager codegen;
+  if (machine->addPassesToEmitFile(codegen, out, nullptr, llvm::CodeGenFileType::ObjectFile)) {
+    throw Error("code generation for " + target.name + ": LLVM cannot emit an object file for " +
+                target.triple);
+  }
+  codegen.run(*module);
+  ThrowOnErrors(errors, target);
+  const auto* bytes = reinterpret_cast<const std::byte*>(object.data());
+  return std::vector<std::byte>(bytes, bytes + object.size());
+}
+
+std::string EmitLLVMText(std::span<const tir::PrimFunc> kernels, const CodegenTarget& target) {
+  const std::unique_ptr<llvm::TargetMachine> machine = MakeTargetMachine(target);
+  llvm::LLVMContext ctx;
+  std::vector<std::string> errors;
+  const std::unique_ptr<llvm::Module> module = Compile(ctx, kernels, *machine, target, &errors);
+  std::string text;
+  llvm::raw_string_ostream out(text);
+  module->print(out, nullptr);
+  return out.str();
+}
+
+}  // namespace nimble::codegen

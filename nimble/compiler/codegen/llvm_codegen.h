@@ -1,0 +1,35 @@
+// Code generation for the CPU: the loop IR (tir) through LLVM 19 to machine
+// code. A kernel library is one object holding every kernel of an executable;
+// link.h turns it into the shared object the runtime loads (kernel_library.h).
+//
+// Each kernel becomes an exported function with the runtime's calling
+// convention (nimble/vm/kernel.h), named PrimFunc::name, that checks its
+// arguments against the kernel's buffers and then runs the body. Generated
+// code calls the runtime only through the hooks of NimbleRuntimeHooks (the
+// object defines `nimble_runtime`, filled in by the loader), and libc/libm.
+// docs/codegen.md describes the code generated.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "nimble/compiler/codegen/target.h"
+#include "nimble/compiler/tir/stmt.h"
+
+namespace nimble::codegen {
+
+// The kernels compiled at O3 into an ELF relocatable object (position
+// independent) for `target`. Throws nimble::Error for IR that code generation
+// does not support (float16, te expressions, an Assert inside an Allocate or
+// a parallel loop, an unbound variable, duplicate kernel names), naming the
+// kernel.
+std::vector<std::byte> EmitObject(std::span<const tir::PrimFunc> kernels,
+                                  const CodegenTarget& target);
+
+// The module EmitObject compiles, after optimisation, as LLVM's textual IR:
+// what tests inspect and `nimble dump` shows.
+std::string EmitLLVMText(std::span<const tir::PrimFunc> kernels, const CodegenTarget& target);
+
+}  // namespace nimble::codegen
