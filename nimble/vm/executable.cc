@@ -43,6 +43,7 @@
 #include <limits>
 #include <memory>
 #include <set>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -1195,6 +1196,29 @@ std::string ExecutableToString(const Executable& exe, bool constants) {
   text += "kernel library: " + std::to_string(exe.kernel_library.size()) + " bytes\n";
   for (size_t i = 0; i < exe.functions.size(); ++i) {
     text += "\nfunc[" + std::to_string(i) + "] " + AnnotatedFunction(exe.functions[i]);
+  }
+  return text;
+}
+
+std::string KernelTableToString(const Executable& exe) {
+  static constexpr std::string_view kShapeFuncPrefix = "shape_func.";
+  std::string text;
+  for (size_t i = 0; i < exe.primitives.size(); ++i) {
+    const Primitive& primitive = exe.primitives[i];
+    const bool shape_func = primitive.name.starts_with(kShapeFuncPrefix);
+    std::string source;
+    if (primitive.attrs.Has("fused")) {
+      source = "generated" + std::string(shape_func ? " shape function" : "") + ", fuses " +
+               primitive.attrs.GetString("fused");
+      if (primitive.attrs.Has("signature")) source += ", " + primitive.attrs.GetString("signature");
+    } else if (primitive.name.ends_with(".dnnl")) {
+      source = "library oneDNN";
+    } else if (primitive.name.ends_with(".openblas")) {
+      source = "library OpenBLAS";
+    } else {
+      source = shape_func ? "built-in shape function" : "built-in";
+    }
+    text += "kernel[" + std::to_string(i) + "] " + primitive.name + ": " + source + "\n";
   }
   return text;
 }

@@ -145,4 +145,10 @@ std::string SignatureToString(const VMFunction& function);
 // known source position followed by "  ; line:col".
 std::string ExecutableToString(const Executable& executable, bool constants);
 
+// One line per kernel, for `nimble dump --kernels`: its symbol and where it
+// comes from: generated (with the ops it fuses and its signature, `?` for a
+// symbolic dimension), a library (oneDNN, OpenBLAS) or the runtime's built-in
+// kernels; shape functions are marked as such.
+std::string KernelTableToString(const Executable& executable);
+
 }  // namespace nimble::vm

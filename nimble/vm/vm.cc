@@ -198,8 +198,33 @@ VirtualMachine::VirtualMachine(Executable executable, VMOptions options)
 
 VirtualMachine::~VirtualMachine() = default;
 
+namespace {
+
+// The target whose generated kernels this host's processor runs.
+constexpr const char* kHostTarget =
+#if defined(__x86_64__)
+    "intel";
+#elif defined(__aarch64__)
+    "arm";
+#else
+    "";
+#endif
+
+// Throws nimble::Error unless this host's processor runs `target`'s kernels.
+void CheckKernelsRunHere(const std::string& target) {
+  if (target == kHostTarget) return;
+  throw Error("the executable's generated kernels are for target '" + target +
+              "', and this host runs '" + std::string(kHostTarget) +
+              "' kernels: compile it with --target " + kHostTarget +
+              ", or run it on a host of its target (an arm one may be emulated with "
+              "qemu-aarch64 and the cross-built runtime)");
+}
+
+}  // namespace
+
 void VirtualMachine::BindPrimitives(const VMOptions& options) {
   if (!executable_.kernel_library.empty()) {
+    CheckKernelsRunHere(executable_.target);
     kernel_library_ = std::make_unique<KernelLibrary>(executable_.kernel_library);
   }
   KernelRegistry extra_kernels;

@@ -116,16 +116,23 @@ TEST_F(ArmEmulation, ExamplesGiveTheOutputsOfTheX86Run) {
     ASSERT_NE(data, kExampleData.end()) << "no inputs listed for the example: add them above";
     ++examples;
 
-    const std::string executable = (dir_ / (name + ".nimble")).string();
-    std::vector<std::string> compile = {
-        NIMBLE_BINARY, "compile", entry.path().string(), "--target", "arm", "-o", executable};
-    if (!data->second.params.empty()) {
-      compile.insert(compile.end(), {"--params", kSourceDir + "/examples/" + data->second.params});
-    }
-    const agent::ChildResult compiled = Run(compile);
-    ASSERT_TRUE(compiled.ok()) << compiled.Describe();
+    // Each target's executable embeds its own generated kernels.
+    const auto compile = [&](const std::string& target) {
+      const std::string executable = (dir_ / (name + "." + target + ".nimble")).string();
+      std::vector<std::string> argv = {
+          NIMBLE_BINARY, "compile", entry.path().string(), "--target", target, "-o", executable};
+      if (!data->second.params.empty()) {
+        argv.insert(argv.end(), {"--params", kSourceDir + "/examples/" + data->second.params});
+      }
+      const agent::ChildResult compiled = Run(argv);
+      EXPECT_TRUE(compiled.ok()) << compiled.Describe();
+      return executable;
+    };
+    const std::string intel_executable = compile("intel");
+    const std::string arm_executable = compile("arm");
 
-    const auto run = [&](std::vector<std::string> argv, const std::string& out) {
+    const auto run = [&](std::vector<std::string> argv, const std::string& executable,
+                         const std::string& out) {
       argv.insert(argv.end(), {"run", executable, "--out", (dir_ / name / out).string()});
       if (!data->second.inputs.empty()) argv.push_back("--input");
       for (const std::string& input : data->second.inputs) {
@@ -133,9 +140,9 @@ TEST_F(ArmEmulation, ExamplesGiveTheOutputsOfTheX86Run) {
       }
       return Run(argv);
     };
-    const agent::ChildResult x86 = run({NIMBLE_BINARY}, "x86");
+    const agent::ChildResult x86 = run({NIMBLE_BINARY}, intel_executable, "x86");
     ASSERT_TRUE(x86.ok()) << x86.Describe();
-    const agent::ChildResult arm = run({qemu_, arm_nimble_}, "arm");
+    const agent::ChildResult arm = run({qemu_, arm_nimble_}, arm_executable, "arm");
     ASSERT_TRUE(arm.ok()) << arm.Describe()
                           << " (an old build-arm/ rejects newer executables: rerun "
                              "scripts/build-arm.sh)";

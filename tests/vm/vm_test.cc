@@ -757,6 +757,12 @@ TEST(VirtualMachineTest, EmbeddedKernelLibraryComesFirst) {
       MakeExecutable({VMFunction{"main", 1, 3, code}, VMFunction{"fails", 1, 3, failing}},
                      {"nimble_test_add_one", "nimble_test_fail"});
   exe.kernel_library = TestLibraryBytes();
+  // A library built for this host, which the VM checks against the target.
+#if defined(__aarch64__)
+  exe.target = "arm";
+#else
+  exe.target = "intel";
+#endif
   VMOptions options = TestOptions();
   options.extra_kernels["nimble_test_add_one"] = Plain(FailLoudly);
   VirtualMachine vm(exe, options);

@@ -1,5 +1,6 @@
 #include "nimble/compiler/backend/pipeline.h"
 
+#include "nimble/compiler/op/compute.h"
 #include "nimble/compiler/transform/coalesce_storage.h"
 #include "nimble/compiler/transform/dead_code.h"
 #include "nimble/compiler/transform/eta_expand.h"
@@ -38,7 +39,12 @@ const std::vector<PassInfo>& Passes() {
       Plain("lambda-lift", transform::LambdaLift),
       {"fuse",
        [](const ir::IRModule& module, const CompileOptions& options) {
-         return transform::FuseOps(module, {.enabled = options.fuse_ops});
+         // Only a generated kernel can run a fused primitive.
+         const auto fusible = [&options](const ir::CallNode& call) {
+           return GeneratesOp(static_cast<const ir::OpNode&>(*call.callee).name, options) &&
+                  op::CanGenerate(call);
+         };
+         return transform::FuseOps(module, {.enabled = options.fuse_ops, .fusible = fusible});
        }},
       {"dead-code",
        [](const ir::IRModule& module, const CompileOptions& options) {

@@ -122,6 +122,24 @@ std::string Join(const std::vector<std::string>& ops) {
   return joined;
 }
 
+std::string TensorTypesText(const ir::Type& type) {
+  std::string text;
+  for (const ir::TensorType& tensor : op::FlattenTensorTypes(type)) {
+    std::string shape;
+    for (const ir::Dim& dim : tensor->shape) shape += (shape.empty() ? "" : ", ") + dim.ToString();
+    text += (text.empty() ? "(" : ", (") + shape + ") " + tensor->dtype.name();
+  }
+  return text;
+}
+
+std::string SignatureOf(const ir::FunctionNode& primitive) {
+  std::string inputs;
+  for (const ir::Var& param : primitive.params) {
+    inputs += (inputs.empty() ? "" : ", ") + TensorTypesText(ParamType(param));
+  }
+  return inputs + " -> " + TensorTypesText(primitive.body->checked_type);
+}
+
 bool HasDynamicOutput(const ir::FunctionNode& primitive) {
   for (const ir::TensorType& type : op::FlattenTensorTypes(primitive.body->checked_type)) {
     if (!type->is_static()) return true;
@@ -254,7 +272,7 @@ PrimitiveKernels GenerateKernels(const ir::IRModule& module,
     }
     name = SymbolFor(built->second, index);
     built->first.name = name;
-    GeneratedKernel kernel{name, "", Join(built->second)};
+    GeneratedKernel kernel{name, "", Join(built->second), SignatureOf(*primitive)};
     result.funcs_.push_back(std::move(built->first));
     if (HasDynamicOutput(*primitive)) {
       kernel.shape_func = "shape_func." + name;

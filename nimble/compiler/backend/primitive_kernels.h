@@ -23,6 +23,7 @@ struct GeneratedKernel {
   std::string name;        // its symbol in the kernel library
   std::string shape_func;  // the shape function's symbol; empty for static outputs
   std::string fused;       // the ops it computes, "nn.dense+add+tanh"
+  std::string signature;   // "(?, 768) float32, (768) float32 -> (?, 768) float32"
 };
 
 class PrimitiveKernels {

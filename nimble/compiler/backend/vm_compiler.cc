@@ -17,6 +17,12 @@
 #include <utility>
 #include <vector>
 
+#include "nimble/compiler/backend/primitive_kernels.h"
+#if NIMBLE_HAVE_CODEGEN
+#include "nimble/compiler/codegen/link.h"
+#include "nimble/compiler/codegen/llvm_codegen.h"
+#include "nimble/compiler/codegen/target.h"
+#endif
 #include "nimble/compiler/ir/functor.h"
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/pass_util.h"
@@ -26,6 +32,25 @@
 namespace nimble::backend {
 
 namespace {
+
+// The operators a primitive's body calls.
+class CalledOps : public ir::ExprVisitor {
+ public:
+  void VisitOp(const ir::OpNode* op) override { names.push_back(op->name); }
+  std::vector<std::string> names;
+};
+
+// Whether a primitive gets a generated kernel, per CompileOptions::kernels.
+std::function<bool(const ir::FunctionNode&)> KernelPolicy(const CompileOptions& options) {
+  return [&options](const ir::FunctionNode& primitive) {
+    CalledOps ops;
+    ops.VisitExpr(primitive.body);
+    for (const std::string& op : ops.names) {
+      if (!GeneratesOp(op, options)) return false;
+    }
+    return true;
+  };
+}
 
 using vm::Instruction;
 using vm::kNoRegister;
@@ -85,7 +110,9 @@ vm::Param SignatureParam(const ir::Var& param) {
 // primitives, Fatal messages and devices of the executable being built.
 class ExecutableBuilder {
  public:
-  ExecutableBuilder(const ir::IRModule& module, const CompileOptions& options) : module_(module) {
+  ExecutableBuilder(const ir::IRModule& module, const CompileOptions& options,
+                    const PrimitiveKernels& kernels)
+      : module_(module), kernels_(kernels) {
     TargetDevice(options.target);  // rejects an unknown target
     executable_.target = options.target;
     executable_.source_name = options.source_name;
@@ -191,8 +218,11 @@ class ExecutableBuilder {
   }
   vm::Executable Take() { return std::move(executable_); }
 
+  const PrimitiveKernels& kernels() const { return kernels_; }
+
  private:
   ir::IRModule module_;
+  const PrimitiveKernels& kernels_;
   vm::Executable executable_;
   std::unordered_map<std::string, int32_t> functions_;
   std::vector<const ir::FunctionNode*> function_defs_;
@@ -569,6 +599,9 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
                      " must be a primitive function literal");
     }
     const auto* primitive = static_cast<const ir::FunctionNode*>(callee.get());
+    if (const GeneratedKernel* generated = builder_.kernels().Find(primitive)) {
+      return InvokeGenerated(call, *primitive, *generated, shape_func);
+    }
     const ir::Expr& body = primitive->body;
     if (body->kind != ir::ExprKind::kCall ||
         static_cast<const ir::CallNode*>(body.get())->callee->kind != ir::ExprKind::kOp) {
@@ -602,6 +635,32 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
     if (output_regs.empty()) Fail(call, "a kernel call without outputs");
     const int64_t kernel =
         builder_.PrimitiveIndex(shape_func ? vm::ShapeFuncKernelName(op) : op, op_call->attrs);
+    Emit(Instruction::InvokePacked(kernel, std::move(input_regs), std::move(output_regs)));
+  }
+
+  // A generated kernel takes the primitive's parameters (flattened) and its
+  // shape function their shapes, as memory manifestation passes them.
+  void InvokeGenerated(const ir::CallNode* call, const ir::FunctionNode& primitive,
+                       const GeneratedKernel& generated, bool shape_func) {
+    const std::vector<ir::Expr>& inputs = TupleFields(call->args[1], call, "inputs");
+    const std::vector<ir::Expr>& outputs = TupleFields(call->args[2], call, "outputs");
+    if (!shape_func && inputs.size() != primitive.params.size()) {
+      Fail(call, "memory.invoke_mut passes " + std::to_string(inputs.size()) +
+                     " inputs to a primitive with " + std::to_string(primitive.params.size()) +
+                     " parameters");
+    }
+    if (shape_func && generated.shape_func.empty()) {
+      Fail(call, "memory.shape_func of " + generated.name + ", whose outputs are static");
+    }
+    std::vector<RegName> input_regs;
+    for (const ir::Expr& input : inputs) Flatten(input, input_regs);
+    std::vector<RegName> output_regs;
+    for (const ir::Expr& output : outputs) Flatten(output, output_regs);
+    Attrs attrs;
+    attrs.Set("fused", generated.fused);
+    attrs.Set("signature", generated.signature);
+    const int64_t kernel =
+        builder_.PrimitiveIndex(shape_func ? generated.shape_func : generated.name, attrs);
     Emit(Instruction::InvokePacked(kernel, std::move(input_regs), std::move(output_regs)));
   }
 
@@ -875,14 +934,40 @@ std::string TargetDevice(const std::string& target) {
   throw Error("unknown target '" + target + "' (expected intel, arm or nvidia)");
 }
 
+bool GeneratesOp(const std::string& op, const CompileOptions& options) {
+  if (options.kernels == "builtin") return false;
+  if (options.kernels != "auto" && options.kernels != "generated") {
+    throw Error("unknown kernel choice '" + options.kernels + "' (auto, generated or builtin)");
+  }
+  // NVPTX kernels come with the CUDA target; until then the runtime's run.
+  if (options.target == "nvidia") return false;
+  if (!NIMBLE_HAVE_CODEGEN) {
+    // The cross-built compiler has no LLVM: "auto" falls back to built-ins.
+    if (options.kernels == "generated") {
+      throw Error("--kernels generated: code generation (LLVM) is not in this build");
+    }
+    return false;
+  }
+  if (options.kernels == "generated") return true;
+  return op != "nn.dense" && op != "nn.batch_matmul";
+}
+
 vm::Executable CompileToExecutable(const ir::IRModule& module, const CompileOptions& options) {
   return RunWithDeepStack([&] {
-    ExecutableBuilder builder(module, options);
+    const PrimitiveKernels kernels = GenerateKernels(module, KernelPolicy(options));
+    ExecutableBuilder builder(module, options, kernels);
     for (const ir::IRModuleNode::Definition& definition : module->functions()) {
       builder.AddFunction(
           FunctionCompiler(builder, definition.global->name).Compile(definition.function.get()));
     }
     vm::Executable executable = builder.Take();
+#if NIMBLE_HAVE_CODEGEN
+    if (!kernels.funcs().empty()) {
+      const codegen::CodegenTarget target = codegen::CodegenTargetFor(options.target);
+      executable.kernel_library =
+          codegen::LinkSharedLibrary(codegen::EmitObject(kernels.funcs(), target), target);
+    }
+#endif
     executable.Validate();
     return executable;
   });

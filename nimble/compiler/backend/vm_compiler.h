@@ -39,14 +39,24 @@ struct CompileOptions {
   // Off: the memory-planning passes leave the program as manifestation
   // wrote it (for measuring what planning saves).
   bool plan_memory = true;
-  // On: operator fusion puts neighbouring ops in one primitive
-  // (transform/fuse_ops.h). Off until the code generator compiles primitives
-  // of several ops; each op is then a primitive of its own.
-  bool fuse_ops = false;
+  // On: operator fusion puts neighbouring ops that code generation supports
+  // in one primitive (transform/fuse_ops.h) and one generated kernel. Off:
+  // each op is a primitive of its own (`--no-fusion`).
+  bool fuse_ops = true;
+  // Which kernels run the primitives: "generated" (code generation wherever
+  // it supports the ops), "builtin" (the runtime's kernels, one per op; no
+  // fusion), or "auto": generated, except that nn.dense and nn.batch_matmul
+  // keep the runtime's library kernels until the choice by measurement
+  // exists.
+  std::string kernels = "auto";
 };
 
 // The accelerator of `target` ("cuda" for nvidia), or "cpu".
 std::string TargetDevice(const std::string& target);
+
+// Whether calls of `op` may run a generated kernel (and so fuse) under
+// `options.kernels`; throws nimble::Error for an unknown choice.
+bool GeneratesOp(const std::string& op, const CompileOptions& options);
 
 // Throws nimble::Error naming the construct (and its line:col when it has
 // one) for IR outside the accepted form.

@@ -130,7 +130,7 @@ ComputeFunction BinaryCompute(const std::string& name, BinaryFunction fn, bool f
   };
 }
 
-Expr Power(const Expr& base, const Expr& exponent) {
+Expr PowerOf(const Expr& base, const Expr& exponent) {
   return tir::Call(tir::Intrinsic::kPow, {base, exponent});
 }
 
@@ -157,7 +157,7 @@ void AddBinaryComputes(OpRegistry& registry) {
   set("subtract", tir::Sub);
   set("multiply", tir::Mul);
   set("divide", tir::Div, /*float_only=*/true);
-  set("power", Power, /*float_only=*/true);
+  set("power", PowerOf, /*float_only=*/true);
   set("maximum", tir::Max);
   set("minimum", tir::Min);
   set("equal", Comparison(CompareOp::kEq));

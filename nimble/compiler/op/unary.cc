@@ -87,7 +87,8 @@ namespace {
 
 using tir::Intrinsic;
 
-// The output element from the input element `x` and the output dtype.
+// The output element from the input element `x` and the output dtype, or
+// null where code generation leaves the op to the built-in kernel.
 using ElementFunction = std::function<Expr(const Expr& x, DataType out)>;
 
 ComputeFunction UnaryCompute(const std::string& name, ElementFunction fn) {
@@ -95,6 +96,11 @@ ComputeFunction UnaryCompute(const std::string& name, ElementFunction fn) {
                     std::span<const DataType> output_dtypes) -> std::vector<te::Tensor> {
     if (HasFloat16(inputs, output_dtypes)) return {};
     const te::Tensor& input = inputs[0];
+    // A null element means the op is left to its built-in kernel for this dtype.
+    if (!fn(te::Read(input, std::vector<Expr>(input->shape.size(), tir::IntImm(0))),
+            output_dtypes[0])) {
+      return {};
+    }
     return {te::Compute(name, input->shape, [&](const std::vector<Expr>& indices) {
       return fn(te::Read(input, indices), output_dtypes[0]);
     })};
@@ -109,8 +115,9 @@ Expr IsNegative(const Expr& x) {
   return tir::Compare(tir::CompareOp::kLt, x, tir::Constant(x->dtype, 0));
 }
 
-// 0 - x, not -x: negative(0.0) is +0, and integers wrap.
+// IEEE negation for floats (x * -1 flips the sign of 0 too); integers wrap.
 Expr Negate(const Expr& x) {
+  if (x->dtype.is_float()) return tir::Mul(x, tir::Constant(x->dtype, -1));
   return tir::Sub(tir::Constant(x->dtype, 0), x);
 }
 
@@ -138,9 +145,14 @@ void AddUnaryComputes(OpRegistry& registry) {
   // float32 is evaluated in float64, where 1 + erf(z) does not cancel for
   // negative z as it would in float32, and is first clamped at -20 like the
   // runtime's (gelu(-inf) is -0 there).
-  set("gelu", [](const Expr& x, DataType out) {
+  // float32 is evaluated in float64, where 1 + erf(z) does not cancel for
+  // negative z as it would in float32, and is first clamped at -20 like the
+  // runtime's (gelu(-inf) is -0 there). float64 would need erfc, which the
+  // code generator lacks: its built-in kernel runs.
+  set("gelu", [](const Expr& x, DataType out) -> Expr {
     const DataType f64 = DataType::Float64();
-    const Expr y = out == f64 ? x : tir::Cast(f64, tir::Max(x, tir::FloatImm(-20, x->dtype)));
+    if (out == f64) return nullptr;
+    const Expr y = tir::Cast(f64, tir::Max(x, tir::FloatImm(-20, x->dtype)));
     const Expr erf =
         tir::Call(Intrinsic::kErf, {tir::Mul(y, tir::FloatImm(0.70710678118654752440, f64))});
     return tir::Cast(

@@ -28,6 +28,7 @@ class Lowerer {
       input_buffers_.push_back(buffers_[input.get()]);
     }
     for (const Tensor& output : outputs) outputs_.insert(output.get());
+    for (const Tensor& output : outputs) CountReads(output->body);
     for (const Tensor& output : outputs) {
       if (output->is_placeholder())
         throw Error("te: kernel output " + output->name + " is an input");
@@ -65,6 +66,34 @@ class Lowerer {
     return std::make_shared<tir::BufferNode>(tensor.name, tensor.dtype, tensor.shape);
   }
 
+  // Counts the places each computed tensor is read from, looking through
+  // each tensor's body once.
+  void CountReads(const Expr& expr) {
+    if (expr->kind == tir::ExprKind::kTensorRead) {
+      const auto& read = static_cast<const TensorReadNode&>(*expr);
+      for (const Expr& index : read.indices) CountReads(index);
+      if (!read.tensor->is_placeholder() && reads_[read.tensor.get()]++ == 0) {
+        CountReads(read.tensor->body);
+      }
+      return;
+    }
+    if (expr->kind == tir::ExprKind::kReduce) {
+      CountReads(static_cast<const ReduceNode&>(*expr).source);
+      return;
+    }
+    ForEachChild(expr, [&](const Expr& child) { CountReads(child); });
+  }
+
+  // Whether `tensor` is written to memory rather than inlined into its
+  // readers: inputs, outputs, reductions, and tensors read in more than one
+  // place (inlining those would copy their expression per read, which grows
+  // exponentially along a chain like x = add(x, x)).
+  bool IsStage(const TensorNode& tensor) const {
+    if (tensor.is_placeholder() || IsReduction(tensor) || outputs_.count(&tensor)) return true;
+    const auto found = reads_.find(&tensor);
+    return found != reads_.end() && found->second > 1;
+  }
+
   // Orders the stages `tensor` depends on before it (post-order), once each.
   void CollectStages(const Tensor& tensor) {
     if (tensor->is_placeholder()) {
@@ -86,8 +115,7 @@ class Lowerer {
       case tir::ExprKind::kTensorRead: {
         const auto& read = static_cast<const TensorReadNode&>(*expr);
         for (const Expr& index : read.indices) VisitReads(index);
-        if (read.tensor->is_placeholder() || IsReduction(*read.tensor) ||
-            outputs_.count(read.tensor.get())) {
+        if (IsStage(*read.tensor)) {
           CollectStages(read.tensor);
         } else if (inlined_.insert(read.tensor.get()).second) {
           VisitReads(read.tensor->body);
@@ -198,7 +226,7 @@ class Lowerer {
         if (buffer != buffers_.end()) {
           return tir::Load(buffer->second, tir::FlatIndex(buffer->second->shape, indices));
         }
-        if (read.tensor->is_placeholder() || IsReduction(*read.tensor)) {
+        if (IsStage(*read.tensor)) {
           throw Error("te: " + read.tensor->name + " is read before it is computed");
         }
         Substitution inner;
@@ -284,6 +312,7 @@ class Lowerer {
 
   std::map<const TensorNode*, tir::Buffer> buffers_;
   std::set<const TensorNode*> outputs_;
+  std::map<const TensorNode*, int> reads_;
   std::set<const TensorNode*> visited_;
   std::set<const TensorNode*> inlined_;
   std::vector<Tensor> stages_;

@@ -4,6 +4,7 @@
 #include "nimble/compiler/transform/fuse_ops.h"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -58,11 +59,13 @@ const ir::CallNode* GraphCall(const ir::Expr& expr) {
   return call;
 }
 
+using FusiblePredicate = std::function<bool(const ir::CallNode&)>;
+
 // How a call may fuse: its op's pattern, or kOpaque where it keeps a
 // primitive of its own. A data-dependent or upper-bound shape function would
 // need a fused intermediate's values, which only exist inside the kernel; a
 // fused primitive's inputs and result are tensors.
-OpPattern FusionPattern(const ir::CallNode* call) {
+OpPattern FusionPattern(const ir::CallNode* call, const FusiblePredicate& fusible) {
   const auto* op = static_cast<const ir::OpNode*>(call->callee.get());
   bool tensors = true;
   for (size_t i = 0; i < call->args.size(); ++i) {
@@ -71,7 +74,8 @@ OpPattern FusionPattern(const ir::CallNode* call) {
     tensors = tensors && AsTensor(type);
   }
   tensors = tensors && AsTensor(TypeOf(call, "the call of " + op->name));
-  if (!tensors || op->def->shape_mode != op::ShapeFuncMode::kDataIndependent) {
+  if (!tensors || op->def->shape_mode != op::ShapeFuncMode::kDataIndependent ||
+      (fusible && !fusible(*call))) {
     return OpPattern::kOpaque;
   }
   return op->def->pattern;
@@ -263,7 +267,8 @@ class Partitioner {
 // nested functions) into calls of primitives, a group's at its last node.
 class Fuser : public ir::ExprMutator {
  public:
-  explicit Fuser(int max_group_ops) : max_group_ops_(max_group_ops) {}
+  Fuser(int max_group_ops, FusiblePredicate fusible)
+      : max_group_ops_(max_group_ops), fusible_(std::move(fusible)) {}
 
   ir::Expr VisitFunction(const ir::FunctionNode* function) override {
     // Already primitive: its body is the kernel, not calls to wrap again.
@@ -310,7 +315,7 @@ class Fuser : public ir::ExprMutator {
     std::vector<int> node_of_let;
     for (const ir::LetNode* let : lets) {
       const ir::CallNode* call = GraphCall(let->value);
-      node_of_let.push_back(call ? AddNode(call, let->var, node_of_var, nodes) : -1);
+      node_of_let.push_back(call ? AddNode(call, let->var, node_of_var, fusible_, nodes) : -1);
       if (call) {
         node_of_var.emplace(let->var.get(), node_of_let.back());
       } else {
@@ -319,7 +324,7 @@ class Fuser : public ir::ExprMutator {
     }
     int result_node = -1;
     if (const ir::CallNode* call = GraphCall(result)) {
-      result_node = AddNode(call, nullptr, node_of_var, nodes);
+      result_node = AddNode(call, nullptr, node_of_var, fusible_, nodes);
       nodes[result_node].escapes = true;
     } else {
       note_uses(result);
@@ -353,9 +358,9 @@ class Fuser : public ir::ExprMutator {
   // already has the output's shape is elementwise on that edge.
   static int AddNode(const ir::CallNode* call, ir::Var var,
                      const std::unordered_map<const ir::VarNode*, int>& node_of_var,
-                     std::vector<Node>& nodes) {
+                     const FusiblePredicate& fusible, std::vector<Node>& nodes) {
     const int index = static_cast<int>(nodes.size());
-    const OpPattern pattern = FusionPattern(call);
+    const OpPattern pattern = FusionPattern(call, fusible);
     for (const ir::Expr& arg : call->args) {
       if (arg->kind != ir::ExprKind::kVar) continue;
       const auto found = node_of_var.find(static_cast<const ir::VarNode*>(arg.get()));
@@ -437,6 +442,7 @@ class Fuser : public ir::ExprMutator {
   }
 
   const int max_group_ops_;
+  const FusiblePredicate fusible_;
 };
 
 }  // namespace
@@ -450,7 +456,7 @@ ir::IRModule FuseOps(const ir::IRModule& module, const FuseOptions& options) {
   return RunWithDeepStack([&] {
     ir::IRModule result = MapFunctions(module, [&](const ir::IRModuleNode::Definition& definition) {
       return ir::RefOf(static_cast<const ir::FunctionNode*>(
-          Fuser(max_group_ops).VisitExpr(definition.function).get()));
+          Fuser(max_group_ops, options.fusible).VisitExpr(definition.function).get()));
     });
     typing::InferTypes(result);
     return result;

@@ -18,6 +18,8 @@
 // with tuple arguments or results (concatenate, split).
 #pragma once
 
+#include <functional>
+
 #include "nimble/compiler/ir/module.h"
 
 namespace nimble::transform {
@@ -27,6 +29,10 @@ struct FuseOptions {
   bool enabled = true;
   // The most ops one primitive may hold; 1 also disables fusion.
   int max_group_ops = 256;
+  // Calls for which it returns false keep a primitive of their own (null:
+  // every call may fuse). The compiler passes what code generation supports,
+  // since only a generated kernel can run a fused primitive.
+  std::function<bool(const ir::CallNode&)> fusible = nullptr;
 };
 
 // Expects a type-checked module in A-normal form after lambda lifting;

@@ -61,10 +61,15 @@ bool IsNaN(C x) {
 // Unary.
 
 // Integers wrap: -INT_MIN = INT_MIN (and so does Abs).
+// IEEE negation for floats (negative(0.0) is -0.0); integers wrap.
 struct Negative : ScalarOp<DTypeClass::kNumeric> {
   template <typename C>
   C operator()(C x) const {
-    return Wrapping(std::minus<>(), C(0), x);
+    if constexpr (std::is_floating_point_v<C>) {
+      return -x;
+    } else {
+      return Wrapping(std::minus<>(), C(0), x);
+    }
   }
 };
 
