@@ -52,6 +52,33 @@ struct CheckOptions {
   std::string params;
 };
 
+// Which kernels run the program's ops (backend::CompileOptions::kernels) and
+// whether they fuse; shared by every command that compiles.
+struct KernelChoice {
+  std::string kernels = "auto";
+  bool fusion = true;
+};
+
+// `choose_kernels` off: only --no-fusion (`dump --kernels` lists kernels).
+void AddKernelOptions(CLI::App* command, KernelChoice& choice, bool choose_kernels = true) {
+  if (choose_kernels) {
+    command
+        ->add_option("--kernels", choice.kernels,
+                     "Which kernels run the ops: generated (LLVM), builtin (the runtime's), or "
+                     "auto (generated, with nn.dense and nn.batch_matmul on the runtime's)")
+        ->check(CLI::IsMember({"auto", "generated", "builtin"}))
+        ->capture_default_str();
+  }
+  command->add_flag("!--no-fusion", choice.fusion,
+                    "Give every op a kernel of its own (no operator fusion)");
+}
+
+backend::CompileOptions WithKernels(backend::CompileOptions options, const KernelChoice& choice) {
+  options.fuse_ops = choice.fusion;
+  options.kernels = choice.kernels;
+  return options;
+}
+
 struct CompileOptions {
   std::string program;
   std::string params;
@@ -60,6 +87,7 @@ struct CompileOptions {
   // or every function of a module without @main.
   std::vector<std::string> functions;
   std::string out;
+  KernelChoice kernels;
 };
 
 struct RunOptions {
@@ -71,6 +99,7 @@ struct RunOptions {
   std::string engine = "vm";
   bool profile = false;
   bool plan_memory = true;
+  KernelChoice kernels;
 };
 
 struct RandomOptions {
@@ -85,8 +114,10 @@ struct DumpOptions {
   bool bytecode = false;
   bool constants = false;
   bool allocations = false;
+  bool kernel_table = false;
   std::string ir_after;
   std::string target = "intel";
+  KernelChoice kernels;
 };
 
 struct ExportOptions {
@@ -128,9 +159,10 @@ ir::Function EntryOf(const ir::IRModule& module, const std::string& path,
 void Compile(const CompileOptions& options) {
   const ir::IRModule module = LoadProgram(options.program, options.params, "main");
   try {
-    backend::Compile(module, {.target = options.target,
-                              .entry_functions = options.functions,
-                              .source_name = options.program})
+    backend::Compile(module, WithKernels({.target = options.target,
+                                          .entry_functions = options.functions,
+                                          .source_name = options.program},
+                                         options.kernels))
         .SaveToFile(options.out);
   } catch (const Error& error) {
     throw Error(LocateInFile(error.what(), options.program));
@@ -145,14 +177,18 @@ vm::Executable LoadOrCompile(const RunOptions& options) {
       throw Error(path + ": --params applies to programs, not executables");
     }
     if (!options.plan_memory) throw Error(path + ": --no-memory-plan applies to programs");
+    if (options.kernels.kernels != "auto" || !options.kernels.fusion) {
+      throw Error(path + ": --kernels and --no-fusion apply to programs");
+    }
     return vm::Executable::LoadFromFile(path);
   }
   const ir::IRModule module = LoadProgram(path, options.params, options.function);
   EntryOf(module, path, options.function);
   try {
-    return backend::Compile(module, {.entry_functions = {options.function},
-                                     .source_name = path,
-                                     .plan_memory = options.plan_memory});
+    return backend::Compile(module, WithKernels({.entry_functions = {options.function},
+                                                 .source_name = path,
+                                                 .plan_memory = options.plan_memory},
+                                                options.kernels));
   } catch (const Error& error) {
     throw Error(LocateInFile(error.what(), path));
   }
@@ -248,7 +284,8 @@ void Dump(const DumpOptions& options) {
   if (options.allocations) {
     if (IsExecutableFile(options.file)) throw Error("--allocations needs a program (.relay)");
     const ir::IRModule module = LoadProgram(options.file, options.params, "main");
-    const backend::CompileOptions compile{.target = options.target};
+    const backend::CompileOptions compile =
+        WithKernels({.target = options.target}, options.kernels);
     try {
       PrintAllocations(backend::RunPasses(module, compile, "manifest-alloc"),
                        backend::RunPasses(module, compile));
@@ -265,7 +302,8 @@ void Dump(const DumpOptions& options) {
     const ir::IRModule module = LoadProgram(options.file, options.params, "main");
     try {
       std::cout << text::PrintModule(
-          backend::RunPasses(module, {.target = options.target}, options.ir_after),
+          backend::RunPasses(module, WithKernels({.target = options.target}, options.kernels),
+                             options.ir_after),
           text::PrintOptions{.show_types = true});
     } catch (const Error& error) {
       throw Error(LocateInFile(error.what(), options.file));
@@ -273,7 +311,12 @@ void Dump(const DumpOptions& options) {
     return;
   }
   if (!IsExecutableFile(options.file)) {
-    throw Error(options.file + ": --bytecode and --constants need an executable (.nimble)");
+    throw Error(options.file +
+                ": --bytecode, --constants and --kernels need an executable (.nimble)");
+  }
+  if (options.kernel_table) {
+    std::cout << vm::KernelTableToString(vm::Executable::LoadFromFile(options.file));
+    return;
   }
   std::cout << vm::ExecutableToString(vm::Executable::LoadFromFile(options.file),
                                       options.constants);
@@ -363,6 +406,7 @@ int Main(int argc, char** argv) {
   compile_command->add_option("--function", compile.functions,
                               "A function the executable keeps, with what it calls; repeatable "
                               "(default: main, or every function of a program without @main)");
+  AddKernelOptions(compile_command, compile.kernels);
   compile_command->add_option("-o,--output", compile.out, "The executable to write (.nimble)")
       ->required();
 
@@ -389,6 +433,7 @@ int Main(int argc, char** argv) {
                    "evaluator (programs only)")
       ->check(CLI::IsMember({"vm", "ref"}))
       ->capture_default_str();
+  AddKernelOptions(run_command, run.kernels);
   run_command->add_flag("--profile", run.profile,
                         "Print the VM's profile to stderr: kernel time vs the rest, "
                         "instructions by kind, allocations");
@@ -416,6 +461,7 @@ int Main(int argc, char** argv) {
       ->required();
   dump_command->add_option("--params", dump.params,
                            "With --ir-after: the program's .npz of named tensors");
+  AddKernelOptions(dump_command, dump.kernels, /*choose_kernels=*/false);
   dump_command->add_option("--target", dump.target, "With --ir-after: the target hosts")
       ->check(CLI::IsMember({"intel", "arm", "nvidia"}))
       ->capture_default_str();
@@ -424,6 +470,9 @@ int Main(int argc, char** argv) {
   dump_contents->add_flag("--bytecode", dump.bytecode,
                           "Print the devices, kernels, constant types, messages and every "
                           "function's bytecode");
+  dump_contents->add_flag("--kernels", dump.kernel_table,
+                          "List an executable's kernels: generated (with the ops each fuses and "
+                          "its signature, ? for a symbolic dimension), library or built-in");
   dump_contents->add_flag("--constants", dump.constants,
                           "Print all of --bytecode, with the constants' first values");
   dump_contents->add_flag("--allocations", dump.allocations,

@@ -334,6 +334,39 @@ TEST_F(NimbleCli, DumpIrAfterAPass) {
               HasSubstr("unknown pass 'nope' (passes: fold-constant, eta-expand, anf"));
 }
 
+// --kernels and --no-fusion choose the kernels a program compiles to, which
+// `dump --kernels` lists; both give the reference evaluator's outputs.
+TEST_F(NimbleCli, KernelChoiceAndFusion) {
+  const std::string lstm = Example("lstm_cell.relay");
+  const std::vector<std::string> params = {"--params", Example("data/lstm_cell.npz")};
+  const auto compile = [&](const std::string& out, std::vector<std::string> flags) {
+    std::vector<std::string> args = {"compile", lstm, "-o", Temp(out)};
+    args.insert(args.end(), params.begin(), params.end());
+    args.insert(args.end(), flags.begin(), flags.end());
+    EXPECT_EQ(Nimble(args).status, 0) << out;
+    return Nimble({"dump", Temp(out), "--kernels"}).out;
+  };
+  EXPECT_THAT(compile("fused.nimble", {}),
+              AllOf(HasSubstr("nn.dense: built-in"),
+                    HasSubstr("generated, fuses sigmoid+sigmoid+tanh+multiply+multiply+add")));
+  EXPECT_THAT(compile("unfused.nimble", {"--no-fusion"}),
+              AllOf(HasSubstr("generated, fuses sigmoid, (1, 16) float32 -> (1, 16) float32"),
+                    Not(HasSubstr("+"))));
+  EXPECT_THAT(compile("builtin.nimble", {"--kernels", "builtin"}),
+              AllOf(HasSubstr("] add: built-in"), Not(HasSubstr("generated"))));
+  EXPECT_THAT(compile("dense.nimble", {"--kernels", "generated"}),
+              HasSubstr("generated, fuses nn.dense"));
+  for (const std::string& flags : {"", "--no-fusion", "--kernels=builtin", "--kernels=generated"}) {
+    std::vector<std::string> args = {"run", lstm, "--input", Example("data/lstm_sequence.npy")};
+    args.insert(args.end(), params.begin(), params.end());
+    if (!flags.empty()) args.push_back(flags);
+    const Outcome run = Nimble(args);
+    ASSERT_EQ(run.status, 0) << flags << ": " << run.err;
+  }
+  ExpectUserError(Nimble({"run", Temp("fused.nimble"), "--no-fusion"}),
+                  Temp("fused.nimble") + ": --kernels and --no-fusion apply to programs");
+}
+
 // Memory planning, measured: allocations as written before and after it, and
 // the same results with it turned off.
 TEST_F(NimbleCli, AllocationsWithAndWithoutPlanning) {
