@@ -30,8 +30,10 @@
 #include "models/model.h"
 #include "models/treelstm/treelstm.h"
 #include "nimble/compiler/backend/pipeline.h"
+#include "nimble/compiler/backend/vm_compiler.h"
 #include "nimble/compiler/eval/evaluator.h"
 #include "nimble/compiler/text/printer.h"
+#include "nimble/compiler/tir/printer.h"
 #include "nimble/compiler/transform/allocation_stats.h"
 #include "nimble/vm/error.h"
 #include "nimble/vm/executable.h"
@@ -98,6 +100,7 @@ struct RunOptions {
   std::string function = "main";
   std::string engine = "vm";
   bool profile = false;
+  int warmup = 0;
   bool plan_memory = true;
   KernelChoice kernels;
 };
@@ -116,6 +119,7 @@ struct DumpOptions {
   bool allocations = false;
   bool kernel_table = false;
   std::string ir_after;
+  std::string tir_kernel;
   std::string target = "intel";
   KernelChoice kernels;
 };
@@ -203,6 +207,10 @@ Ref<Object> RunOnVM(const RunOptions& options, const std::vector<Ref<Object>>& a
   std::vector<std::string> params;
   for (const vm::Param& param : entry.params) params.push_back(param.name);
   if (!params.empty()) CheckInputCount(options.function, params, args.size());
+  // Warm-up runs leave caches, pools and first-use set-up behind, so the
+  // profile shows the steady state.
+  for (int run = 0; run < options.warmup; ++run) machine.Invoke(options.function, args);
+  if (options.profile) machine.profiler()->Reset();
   Ref<Object> result = machine.Invoke(options.function, args);
   if (options.profile) std::cerr << machine.profiler()->Report();
   return result;
@@ -214,6 +222,7 @@ Ref<Object> RunOnEvaluator(const RunOptions& options, const std::vector<Ref<Obje
                 ": the reference evaluator runs programs (.relay), not executables");
   }
   if (options.profile) throw Error("--profile needs --engine vm");
+  if (options.warmup > 0) throw Error("--warmup needs --engine vm");
   const ir::IRModule module = LoadProgram(options.program, options.params, options.function);
   std::vector<std::string> params;
   for (const ir::Var& param : EntryOf(module, options.program, options.function)->params) {
@@ -277,6 +286,24 @@ void PrintAllocations(const ir::IRModule& manifested, const ir::IRModule& planne
   row("planned", transform::CountAllocations(planned));
 }
 
+// The loop IR of the generated kernel or shape function named `name`, or of
+// all of them for "all".
+void PrintKernelLoops(const backend::PrimitiveKernels& kernels, const std::string& name) {
+  bool found = false;
+  for (const tir::PrimFunc& func : kernels.funcs()) {
+    if (name != "all" && func.name != name) continue;
+    std::cout << tir::ToString(func) << "\n";
+    found = true;
+  }
+  if (found) return;
+  std::string names;
+  for (const tir::PrimFunc& func : kernels.funcs())
+    names += (names.empty() ? "" : ", ") + func.name;
+  throw Error("--tir: no generated kernel named '" + name + "'" +
+              (names.empty() ? std::string(" (this program has none)")
+                             : "; the generated kernels are " + names));
+}
+
 // An executable: the tables and the bytecode always print, since the code
 // refers to the tables; `constants` adds the constants' values. A program:
 // the IR after a pass of the pipeline.
@@ -305,6 +332,19 @@ void Dump(const DumpOptions& options) {
           backend::RunPasses(module, WithKernels({.target = options.target}, options.kernels),
                              options.ir_after),
           text::PrintOptions{.show_types = true});
+    } catch (const Error& error) {
+      throw Error(LocateInFile(error.what(), options.file));
+    }
+    return;
+  }
+  if (!options.tir_kernel.empty()) {
+    if (IsExecutableFile(options.file)) throw Error("--tir needs a program (.relay)");
+    const ir::IRModule module = LoadProgram(options.file, options.params, "main");
+    const backend::CompileOptions compile =
+        WithKernels({.target = options.target}, options.kernels);
+    try {
+      PrintKernelLoops(backend::GeneratedKernels(backend::RunPasses(module, compile), compile),
+                       options.tir_kernel);
     } catch (const Error& error) {
       throw Error(LocateInFile(error.what(), options.file));
     }
@@ -437,6 +477,11 @@ int Main(int argc, char** argv) {
   run_command->add_flag("--profile", run.profile,
                         "Print the VM's profile to stderr: kernel time vs the rest, "
                         "instructions by kind, allocations");
+  run_command
+      ->add_option("--warmup", run.warmup,
+                   "Runs before the one whose outputs are printed and profiled (vm engine)")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
   run_command->add_flag("!--no-memory-plan", run.plan_memory,
                         "Compile the program without memory planning (to measure it)");
 
@@ -480,6 +525,9 @@ int Main(int argc, char** argv) {
                           "before and after memory planning");
   dump_contents->add_option("--ir-after", dump.ir_after,
                             "Print the program's IR after this pass of the compile pipeline");
+  dump_contents->add_option("--tir", dump.tir_kernel,
+                            "Print the loop IR of this generated kernel or shape function "
+                            "(a name from --kernels, or 'all')");
   dump_contents->require_option();
 
   ExportOptions export_model;

@@ -356,7 +356,7 @@ TEST_F(NimbleCli, KernelChoiceAndFusion) {
               AllOf(HasSubstr("] add: built-in"), Not(HasSubstr("generated"))));
   EXPECT_THAT(compile("dense.nimble", {"--kernels", "generated"}),
               HasSubstr("generated, fuses nn.dense"));
-  for (const std::string& flags : {"", "--no-fusion", "--kernels=builtin", "--kernels=generated"}) {
+  for (const std::string flags : {"", "--no-fusion", "--kernels=builtin", "--kernels=generated"}) {
     std::vector<std::string> args = {"run", lstm, "--input", Example("data/lstm_sequence.npy")};
     args.insert(args.end(), params.begin(), params.end());
     if (!flags.empty()) args.push_back(flags);
@@ -365,6 +365,49 @@ TEST_F(NimbleCli, KernelChoiceAndFusion) {
   }
   ExpectUserError(Nimble({"run", Temp("fused.nimble"), "--no-fusion"}),
                   Temp("fused.nimble") + ": --kernels and --no-fusion apply to programs");
+}
+
+// The loop IR of the generated kernels, simplified: a row's elementwise
+// kernel indexes its operands by the loop variable alone.
+TEST_F(NimbleCli, DumpsTheLoopIrOfAGeneratedKernel) {
+  const std::string lstm = Example("lstm_cell.relay");
+  const std::string params = Example("data/lstm_cell.npz");
+  const Outcome all = Nimble({"dump", lstm, "--params", params, "--tir", "all"});
+  ASSERT_EQ(all.status, 0) << all.err;
+  EXPECT_THAT(all.out, AllOf(HasSubstr("kernel fused_sigmoid_sigmoid_tanh_multiply_2("),
+                             HasSubstr("add[add.j] = ((p0[add.j] + p1[add.j]) + p2[add.j])"),
+                             Not(HasSubstr("floordiv"))));
+  const Outcome missing = Nimble({"dump", lstm, "--params", params, "--tir", "fused_nope"});
+  ExpectUserError(missing, "--tir: no generated kernel named 'fused_nope'");
+  EXPECT_THAT(missing.err, HasSubstr("are fused_add_add_0, fused_split_1, "));
+  // The nvidia target has no generated kernels yet.
+  ExpectUserError(Nimble({"dump", lstm, "--params", params, "--tir", "all", "--target", "nvidia"}),
+                  "--tir: no generated kernel named 'all' (this program has none)");
+}
+
+// --warmup runs the program first; the profile covers the last run alone.
+TEST_F(NimbleCli, WarmupRunsAreLeftOutOfTheProfile) {
+  const std::vector<std::string> run = {
+      "run",     Example("lstm_cell.relay"),        "--params", Example("data/lstm_cell.npz"),
+      "--input", Example("data/lstm_sequence.npy"), "--profile"};
+  const Outcome once = Nimble(run);
+  ASSERT_EQ(once.status, 0) << once.err;
+  std::vector<std::string> warmed = run;
+  warmed.insert(warmed.end(), {"--warmup", "3"});
+  const Outcome after_warmup = Nimble(warmed);
+  ASSERT_EQ(after_warmup.status, 0) << after_warmup.err;
+  const auto invocations = [](const std::string& report) {
+    for (const std::string& line : Lines(report)) {
+      if (line.starts_with("invoke_packed")) return line;
+    }
+    return std::string("no invoke_packed line");
+  };
+  EXPECT_EQ(invocations(after_warmup.err), invocations(once.err));
+  EXPECT_EQ(after_warmup.out, once.out);
+  ExpectUserError(
+      Nimble({"run", Example("lstm_cell.relay"), "--params", Example("data/lstm_cell.npz"),
+              "--input", Example("data/lstm_sequence.npy"), "--engine", "ref", "--warmup", "1"}),
+      "--warmup needs --engine vm");
 }
 
 // Memory planning, measured: allocations as written before and after it, and

@@ -8,6 +8,7 @@
 #include "nimble/compiler/ir/structural_hash.h"
 #include "nimble/compiler/op/compute.h"
 #include "nimble/compiler/te/lower.h"
+#include "nimble/compiler/tir/simplify.h"
 #include "nimble/compiler/transform/pass_util.h"
 #include "nimble/vm/error.h"
 
@@ -216,7 +217,7 @@ tir::PrimFunc BuildShapeFunc(const ir::FunctionNode& primitive, const std::strin
     body = tir::Assert(it->condition, it->message, body);
   }
   func.body = std::move(body);
-  return func;
+  return tir::Simplify(func);
 }
 
 // Every primitive function literal of a module, in order of first appearance.

@@ -952,9 +952,13 @@ bool GeneratesOp(const std::string& op, const CompileOptions& options) {
   return op != "nn.dense" && op != "nn.batch_matmul";
 }
 
+PrimitiveKernels GeneratedKernels(const ir::IRModule& module, const CompileOptions& options) {
+  return GenerateKernels(module, KernelPolicy(options));
+}
+
 vm::Executable CompileToExecutable(const ir::IRModule& module, const CompileOptions& options) {
   return RunWithDeepStack([&] {
-    const PrimitiveKernels kernels = GenerateKernels(module, KernelPolicy(options));
+    const PrimitiveKernels kernels = GeneratedKernels(module, options);
     ExecutableBuilder builder(module, options, kernels);
     for (const ir::IRModuleNode::Definition& definition : module->functions()) {
       builder.AddFunction(

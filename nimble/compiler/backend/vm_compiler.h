@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "nimble/compiler/backend/primitive_kernels.h"
 #include "nimble/compiler/ir/module.h"
 #include "nimble/vm/executable.h"
 
@@ -57,6 +58,10 @@ std::string TargetDevice(const std::string& target);
 // Whether calls of `op` may run a generated kernel (and so fuse) under
 // `options.kernels`; throws nimble::Error for an unknown choice.
 bool GeneratesOp(const std::string& op, const CompileOptions& options);
+
+// The kernels CompileToExecutable generates for `module` (already through
+// the pipeline) under `options`, as loop IR: for `nimble dump --tir`.
+PrimitiveKernels GeneratedKernels(const ir::IRModule& module, const CompileOptions& options);
 
 // Throws nimble::Error naming the construct (and its line:col when it has
 // one) for IR outside the accepted form.

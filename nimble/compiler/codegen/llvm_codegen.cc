@@ -107,52 +107,6 @@ bool IsNonZeroConstant(const tir::Expr& expr) {
   return tir::AsInt(expr, &value) && value != 0;
 }
 
-// Calls fn(operand) for each operand expression of `expr`.
-template <typename Fn>
-void ForEachOperand(const tir::ExprNode& expr, const Fn& fn) {
-  switch (expr.kind) {
-    case tir::ExprKind::kBinary: {
-      const auto& op = static_cast<const tir::BinaryNode&>(expr);
-      fn(op.a);
-      fn(op.b);
-      return;
-    }
-    case tir::ExprKind::kCompare: {
-      const auto& op = static_cast<const tir::CompareNode&>(expr);
-      fn(op.a);
-      fn(op.b);
-      return;
-    }
-    case tir::ExprKind::kLogical: {
-      const auto& op = static_cast<const tir::LogicalNode&>(expr);
-      fn(op.a);
-      fn(op.b);
-      return;
-    }
-    case tir::ExprKind::kNot:
-      fn(static_cast<const tir::NotNode&>(expr).a);
-      return;
-    case tir::ExprKind::kSelect: {
-      const auto& op = static_cast<const tir::SelectNode&>(expr);
-      fn(op.condition);
-      fn(op.true_value);
-      fn(op.false_value);
-      return;
-    }
-    case tir::ExprKind::kCast:
-      fn(static_cast<const tir::CastNode&>(expr).value);
-      return;
-    case tir::ExprKind::kCall:
-      for (const tir::Expr& arg : static_cast<const tir::CallNode&>(expr).args) fn(arg);
-      return;
-    case tir::ExprKind::kLoad:
-      fn(static_cast<const tir::LoadNode&>(expr).index);
-      return;
-    default:
-      return;
-  }
-}
-
 // Whether evaluating `expr` can fail or fault: a load (its index may be out
 // of bounds where a guard around it is false) or an integer division by a
 // divisor that may be zero. Select, And and Or evaluate such operands only
@@ -164,8 +118,8 @@ bool MayFault(const tir::Expr& expr) {
     if (op.dtype.is_int() && IsIntDivision(op.op) && !IsNonZeroConstant(op.b)) return true;
   }
   bool may_fault = false;
-  ForEachOperand(*expr,
-                 [&](const tir::Expr& operand) { may_fault = may_fault || MayFault(operand); });
+  tir::ForEachOperand(
+      expr, [&](const tir::Expr& operand) { may_fault = may_fault || MayFault(operand); });
   return may_fault;
 }
 
@@ -178,7 +132,7 @@ class UseCollector {
     if (expr->kind == tir::ExprKind::kLoad) {
       Use(static_cast<const tir::LoadNode&>(*expr).buffer.get());
     }
-    ForEachOperand(*expr, [&](const tir::Expr& operand) { Visit(operand); });
+    tir::ForEachOperand(expr, [&](const tir::Expr& operand) { Visit(operand); });
   }
 
   void Visit(const tir::Stmt& stmt) {

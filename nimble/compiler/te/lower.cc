@@ -4,6 +4,7 @@
 #include <set>
 #include <utility>
 
+#include "nimble/compiler/tir/simplify.h"
 #include "nimble/vm/error.h"
 
 namespace nimble::te {
@@ -81,7 +82,7 @@ class Lowerer {
       CountReads(static_cast<const ReduceNode&>(*expr).source);
       return;
     }
-    ForEachChild(expr, [&](const Expr& child) { CountReads(child); });
+    tir::ForEachOperand(expr, [&](const Expr& child) { CountReads(child); });
   }
 
   // Whether `tensor` is written to memory rather than inlined into its
@@ -126,52 +127,7 @@ class Lowerer {
         VisitReads(static_cast<const ReduceNode&>(*expr).source);
         return;
       default:
-        ForEachChild(expr, [&](const Expr& child) { VisitReads(child); });
-    }
-  }
-
-  template <typename Fn>
-  static void ForEachChild(const Expr& expr, Fn&& fn) {
-    switch (expr->kind) {
-      case tir::ExprKind::kBinary: {
-        const auto& node = static_cast<const tir::BinaryNode&>(*expr);
-        fn(node.a);
-        fn(node.b);
-        return;
-      }
-      case tir::ExprKind::kCompare: {
-        const auto& node = static_cast<const tir::CompareNode&>(*expr);
-        fn(node.a);
-        fn(node.b);
-        return;
-      }
-      case tir::ExprKind::kLogical: {
-        const auto& node = static_cast<const tir::LogicalNode&>(*expr);
-        fn(node.a);
-        fn(node.b);
-        return;
-      }
-      case tir::ExprKind::kNot:
-        fn(static_cast<const tir::NotNode&>(*expr).a);
-        return;
-      case tir::ExprKind::kSelect: {
-        const auto& node = static_cast<const tir::SelectNode&>(*expr);
-        fn(node.condition);
-        fn(node.true_value);
-        fn(node.false_value);
-        return;
-      }
-      case tir::ExprKind::kCast:
-        fn(static_cast<const tir::CastNode&>(*expr).value);
-        return;
-      case tir::ExprKind::kCall:
-        for (const Expr& arg : static_cast<const tir::CallNode&>(*expr).args) fn(arg);
-        return;
-      case tir::ExprKind::kLoad:
-        fn(static_cast<const tir::LoadNode&>(*expr).index);
-        return;
-      default:
-        return;
+        tir::ForEachOperand(expr, [&](const Expr& child) { VisitReads(child); });
     }
   }
 
@@ -180,43 +136,9 @@ class Lowerer {
   Expr LowerExpr(const Expr& expr, const Substitution& substitution) {
     const auto lower = [&](const Expr& child) { return LowerExpr(child, substitution); };
     switch (expr->kind) {
-      case tir::ExprKind::kIntImm:
-      case tir::ExprKind::kFloatImm:
-        return expr;
       case tir::ExprKind::kVar: {
         const auto found = substitution.find(static_cast<const tir::VarNode*>(expr.get()));
         return found == substitution.end() ? expr : found->second;
-      }
-      case tir::ExprKind::kBinary: {
-        const auto& node = static_cast<const tir::BinaryNode&>(*expr);
-        return tir::Binary(node.op, lower(node.a), lower(node.b));
-      }
-      case tir::ExprKind::kCompare: {
-        const auto& node = static_cast<const tir::CompareNode&>(*expr);
-        return tir::Compare(node.op, lower(node.a), lower(node.b));
-      }
-      case tir::ExprKind::kLogical: {
-        const auto& node = static_cast<const tir::LogicalNode&>(*expr);
-        return node.op == tir::LogicalOp::kAnd ? tir::And(lower(node.a), lower(node.b))
-                                               : tir::Or(lower(node.a), lower(node.b));
-      }
-      case tir::ExprKind::kNot:
-        return tir::Not(lower(static_cast<const tir::NotNode&>(*expr).a));
-      case tir::ExprKind::kSelect: {
-        const auto& node = static_cast<const tir::SelectNode&>(*expr);
-        return tir::Select(lower(node.condition), lower(node.true_value), lower(node.false_value));
-      }
-      case tir::ExprKind::kCast:
-        return tir::Cast(expr->dtype, lower(static_cast<const tir::CastNode&>(*expr).value));
-      case tir::ExprKind::kCall: {
-        const auto& node = static_cast<const tir::CallNode&>(*expr);
-        std::vector<Expr> args;
-        for (const Expr& arg : node.args) args.push_back(lower(arg));
-        return tir::Call(node.intrinsic, std::move(args));
-      }
-      case tir::ExprKind::kLoad: {
-        const auto& node = static_cast<const tir::LoadNode&>(*expr);
-        return tir::Load(node.buffer, lower(node.index));
       }
       case tir::ExprKind::kTensorRead: {
         const auto& read = static_cast<const TensorReadNode&>(*expr);
@@ -236,9 +158,10 @@ class Lowerer {
         return LowerExpr(read.tensor->body, inner);
       }
       case tir::ExprKind::kReduce:
-        break;
+        throw Error("te: a reduction that is not the whole body of its tensor");
+      default:
+        return tir::MapOperands(expr, lower);
     }
-    throw Error("te: a reduction that is not the whole body of its tensor");
   }
 
   // The loops writing `tensor` into `buffer`.
@@ -336,7 +259,7 @@ tir::PrimFunc Lower(const std::string& name, const std::vector<Tensor>& inputs,
     body = tir::Assert(it->condition, it->message, body);
   }
   func.body = std::move(body);
-  return func;
+  return tir::Simplify(func);
 }
 
 }  // namespace nimble::te

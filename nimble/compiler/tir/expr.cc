@@ -199,7 +199,8 @@ Expr Select(Expr condition, Expr true_value, Expr false_value) {
 Expr Cast(DataType dtype, Expr value) {
   if (value->dtype == dtype) return value;
   int64_t constant;
-  if (AsInt(value, &constant) && dtype.is_int() && value->dtype.is_int()) {
+  if (AsInt(value, &constant) && dtype.is_int() &&
+      (value->dtype.is_int() || value->dtype.is_bool())) {
     return IntImm(constant, dtype);
   }
   return std::make_shared<CastNode>(dtype, std::move(value));
@@ -244,6 +245,97 @@ Expr NumElements(const std::vector<Expr>& shape) {
   Expr count = IntImm(1);
   for (const Expr& extent : shape) count = Mul(count, extent);
   return count;
+}
+
+void ForEachOperand(const Expr& expr, const std::function<void(const Expr&)>& fn) {
+  switch (expr->kind) {
+    case ExprKind::kBinary: {
+      const auto& node = static_cast<const BinaryNode&>(*expr);
+      fn(node.a);
+      fn(node.b);
+      return;
+    }
+    case ExprKind::kCompare: {
+      const auto& node = static_cast<const CompareNode&>(*expr);
+      fn(node.a);
+      fn(node.b);
+      return;
+    }
+    case ExprKind::kLogical: {
+      const auto& node = static_cast<const LogicalNode&>(*expr);
+      fn(node.a);
+      fn(node.b);
+      return;
+    }
+    case ExprKind::kNot:
+      fn(static_cast<const NotNode&>(*expr).a);
+      return;
+    case ExprKind::kSelect: {
+      const auto& node = static_cast<const SelectNode&>(*expr);
+      fn(node.condition);
+      fn(node.true_value);
+      fn(node.false_value);
+      return;
+    }
+    case ExprKind::kCast:
+      fn(static_cast<const CastNode&>(*expr).value);
+      return;
+    case ExprKind::kCall:
+      for (const Expr& arg : static_cast<const CallNode&>(*expr).args) fn(arg);
+      return;
+    case ExprKind::kLoad:
+      fn(static_cast<const LoadNode&>(*expr).index);
+      return;
+    case ExprKind::kIntImm:
+    case ExprKind::kFloatImm:
+    case ExprKind::kVar:
+    case ExprKind::kTensorRead:
+    case ExprKind::kReduce:
+      return;
+  }
+}
+
+Expr MapOperands(const Expr& expr, const std::function<Expr(const Expr&)>& fn) {
+  switch (expr->kind) {
+    case ExprKind::kIntImm:
+    case ExprKind::kFloatImm:
+    case ExprKind::kVar:
+      return expr;
+    case ExprKind::kBinary: {
+      const auto& node = static_cast<const BinaryNode&>(*expr);
+      return Binary(node.op, fn(node.a), fn(node.b));
+    }
+    case ExprKind::kCompare: {
+      const auto& node = static_cast<const CompareNode&>(*expr);
+      return Compare(node.op, fn(node.a), fn(node.b));
+    }
+    case ExprKind::kLogical: {
+      const auto& node = static_cast<const LogicalNode&>(*expr);
+      return node.op == LogicalOp::kAnd ? And(fn(node.a), fn(node.b)) : Or(fn(node.a), fn(node.b));
+    }
+    case ExprKind::kNot:
+      return Not(fn(static_cast<const NotNode&>(*expr).a));
+    case ExprKind::kSelect: {
+      const auto& node = static_cast<const SelectNode&>(*expr);
+      return Select(fn(node.condition), fn(node.true_value), fn(node.false_value));
+    }
+    case ExprKind::kCast:
+      return Cast(expr->dtype, fn(static_cast<const CastNode&>(*expr).value));
+    case ExprKind::kCall: {
+      const auto& node = static_cast<const CallNode&>(*expr);
+      std::vector<Expr> args;
+      for (const Expr& arg : node.args) args.push_back(fn(arg));
+      return Call(node.intrinsic, std::move(args));
+    }
+    case ExprKind::kLoad: {
+      const auto& node = static_cast<const LoadNode&>(*expr);
+      return Load(node.buffer, fn(node.index));
+    }
+    case ExprKind::kTensorRead:
+    case ExprKind::kReduce:
+      break;
+  }
+  throw Error("tir: a tensor read or reduction is left in lowered loop IR");
 }
 
 std::string BinaryOpName(BinaryOp op) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -170,6 +171,14 @@ bool AsInt(const Expr& expr, int64_t* value);
 Expr FlatIndex(const std::vector<Expr>& shape, const std::vector<Expr>& indices);
 // The product of `shape`'s extents (1 for a scalar).
 Expr NumElements(const std::vector<Expr>& shape);
+
+// Calls `fn` on each direct operand of `expr`, in order; constants,
+// variables and te's own kinds have none here.
+void ForEachOperand(const Expr& expr, const std::function<void(const Expr&)>& fn);
+// `expr` rebuilt through the constructors above (so it folds again) with
+// each direct operand replaced by `fn(operand)`; loads keep their buffer.
+// Leaves come back as they are; te's own kinds throw nimble::Error.
+Expr MapOperands(const Expr& expr, const std::function<Expr(const Expr&)>& fn);
 
 std::string BinaryOpName(BinaryOp op);
 std::string CompareOpName(CompareOp op);

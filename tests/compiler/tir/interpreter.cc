@@ -1,4 +1,4 @@
-#include "tests/compiler/te/tir_interpreter.h"
+#include "tests/compiler/tir/interpreter.h"
 
 #include <cmath>
 #include <cstdint>
