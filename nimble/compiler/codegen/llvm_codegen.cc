@@ -397,6 +397,17 @@ class Float32Math {
     return b_.CreateSelect(b_.CreateFCmpOLT(abs, F(1.0f)), small, large);
   }
 
+  // 1 - x P(x^2) below |x| = 1, else the tail erfc(|x|), or 2 minus it for
+  // negative x: no cancellation where erfc is small (gelu of negative x).
+  Value* Erfc(Value* x) {
+    Value* abs = Abs(x);
+    Value* small = b_.CreateFSub(F(1.0f), b_.CreateFMul(x, ErfOverX(x)));
+    Value* tail = ErfcOfAtLeastOne(abs);
+    Value* large =
+        b_.CreateSelect(b_.CreateFCmpOGT(x, F(0.0f)), tail, b_.CreateFSub(F(2.0f), tail));
+    return b_.CreateSelect(b_.CreateFCmpOLT(abs, F(1.0f)), small, large);
+  }
+
  private:
   struct ExpParts {
     Value* mantissa;  // e^r
@@ -787,6 +798,8 @@ class FunctionEmitter {
       }
       case tir::Intrinsic::kErf:
         return is_float32 ? math.Erf(x) : libm("erf");
+      case tir::Intrinsic::kErfc:
+        return is_float32 ? math.Erfc(x) : libm("erfc");
       case tir::Intrinsic::kAbs:
         return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
       case tir::Intrinsic::kRound:  // halves to even, as nearbyint in the default rounding mode

@@ -142,21 +142,15 @@ void AddUnaryComputes(OpRegistry& registry) {
   set("nn.relu", [](const Expr& x, DataType) {
     return tir::Select(IsNegative(x), tir::Constant(x->dtype, 0), x);
   });
-  // float32 is evaluated in float64, where 1 + erf(z) does not cancel for
-  // negative z as it would in float32, and is first clamped at -20 like the
-  // runtime's (gelu(-inf) is -0 there).
-  // float32 is evaluated in float64, where 1 + erf(z) does not cancel for
-  // negative z as it would in float32, and is first clamped at -20 like the
-  // runtime's (gelu(-inf) is -0 there). float64 would need erfc, which the
-  // code generator lacks: its built-in kernel runs.
-  set("gelu", [](const Expr& x, DataType out) -> Expr {
-    const DataType f64 = DataType::Float64();
-    if (out == f64) return nullptr;
-    const Expr y = tir::Cast(f64, tir::Max(x, tir::FloatImm(-20, x->dtype)));
-    const Expr erf =
-        tir::Call(Intrinsic::kErf, {tir::Mul(y, tir::FloatImm(0.70710678118654752440, f64))});
-    return tir::Cast(
-        out, tir::Mul(tir::Mul(tir::FloatImm(0.5, f64), y), tir::Add(tir::FloatImm(1, f64), erf)));
+  // 1 + erf(z) as erfc(-z), so that the small results of negative x do not
+  // cancel; x is first clamped where the runtime clamps it (-20 in float32,
+  // -40 in float64), below which the result is -0, as is gelu(-inf).
+  set("gelu", [](const Expr& x, DataType) -> Expr {
+    const double clamp = x->dtype == DataType::Float64() ? -40 : -20;
+    const Expr y = tir::Max(x, tir::FloatImm(clamp, x->dtype));
+    const Expr erfc = tir::Call(Intrinsic::kErfc,
+                                {tir::Mul(y, tir::FloatImm(-0.70710678118654752440, x->dtype))});
+    return tir::Mul(tir::Mul(tir::FloatImm(0.5, x->dtype), y), erfc);
   });
   set("round", [](const Expr& x, DataType) {
     return x->dtype.is_float() ? tir::Call(Intrinsic::kRound, {x}) : x;

@@ -87,12 +87,38 @@ class Lowerer {
 
   // Whether `tensor` is written to memory rather than inlined into its
   // readers: inputs, outputs, reductions, and tensors read in more than one
-  // place (inlining those would copy their expression per read, which grows
-  // exponentially along a chain like x = add(x, x)).
-  bool IsStage(const TensorNode& tensor) const {
+  // place unless their inlined expression is small (inlining a large one
+  // would copy it per read, which grows exponentially along a chain like
+  // x = add(x, x); a small one, like the input gelu reads twice, costs less
+  // to recompute than a round trip through memory).
+  bool IsStage(const TensorNode& tensor) {
     if (tensor.is_placeholder() || IsReduction(tensor) || outputs_.count(&tensor)) return true;
     const auto found = reads_.find(&tensor);
-    return found != reads_.end() && found->second > 1;
+    return found != reads_.end() && found->second > 1 && InlinedSize(tensor) > kDuplicableSize;
+  }
+
+  static constexpr size_t kDuplicableSize = 16;
+
+  // The nodes of `tensor`'s body once the tensors it inlines are substituted
+  // (a stage's read is one load), counted up to just past kDuplicableSize.
+  size_t InlinedSize(const TensorNode& tensor) {
+    const auto found = inlined_sizes_.find(&tensor);
+    if (found != inlined_sizes_.end()) return found->second;
+    size_t size = 0;
+    AddInlinedSize(tensor.body, &size);
+    inlined_sizes_.emplace(&tensor, size);
+    return size;
+  }
+
+  void AddInlinedSize(const Expr& expr, size_t* size) {
+    if (++*size > kDuplicableSize) return;
+    if (expr->kind == tir::ExprKind::kTensorRead) {
+      const auto& read = static_cast<const TensorReadNode&>(*expr);
+      for (const Expr& index : read.indices) AddInlinedSize(index, size);
+      if (!IsStage(*read.tensor)) *size += InlinedSize(*read.tensor);
+      return;
+    }
+    tir::ForEachOperand(expr, [&](const Expr& operand) { AddInlinedSize(operand, size); });
   }
 
   // Orders the stages `tensor` depends on before it (post-order), once each.
@@ -238,6 +264,7 @@ class Lowerer {
   std::map<const TensorNode*, int> reads_;
   std::set<const TensorNode*> visited_;
   std::set<const TensorNode*> inlined_;
+  std::map<const TensorNode*, size_t> inlined_sizes_;
   std::vector<Tensor> stages_;
   std::vector<tir::Buffer> input_buffers_;
 };

@@ -1,6 +1,7 @@
 // Lowering: tensor expressions to one loop-IR kernel, scheduled by the shape
 // of each stage. A stage is a tensor that gets written to memory: each output,
-// and each reduction (its consumers read it many times). Every other compute
+// each reduction (its consumers read it many times), and each tensor read in
+// several places whose inlined expression is not small. Every other compute
 // tensor is inlined into its readers, so an elementwise chain or an epilogue
 // costs no memory traffic of its own [paper 4.5; TVM's injective inlining].
 //

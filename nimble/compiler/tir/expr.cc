@@ -394,6 +394,8 @@ std::string IntrinsicName(Intrinsic intrinsic) {
       return "sigmoid";
     case Intrinsic::kErf:
       return "erf";
+    case Intrinsic::kErfc:
+      return "erfc";
     case Intrinsic::kAbs:
       return "abs";
     case Intrinsic::kRound:

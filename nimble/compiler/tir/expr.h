@@ -40,7 +40,19 @@ enum class CompareOp { kEq, kNe, kLt, kLe, kGt, kGe };
 enum class LogicalOp { kAnd, kOr };
 // Math functions of one float argument (kPow: two). Code generation expands
 // each into inline instructions so that loops around them vectorise.
-enum class Intrinsic { kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kErf, kAbs, kRound, kPow };
+enum class Intrinsic {
+  kExp,
+  kLog,
+  kSqrt,
+  kRsqrt,
+  kTanh,
+  kSigmoid,
+  kErf,
+  kErfc,
+  kAbs,
+  kRound,
+  kPow
+};
 
 struct ExprNode {
   ExprNode(ExprKind kind, DataType dtype) : kind(kind), dtype(dtype) {}

@@ -155,10 +155,11 @@ TEST(CodegenTest, ElementwiseKernelOnSymbolicSizes) {
   }
 }
 
-// Exp, log, tanh, sigmoid and erf against double-precision libm on every
-// 8192nd float and special values, within vector_math.h's bounds (where the
-// result is normal for exp and sigmoid). log is Cephes' logf (the runtime
-// uses libm's): 1 ulp.
+// Exp, log, tanh, sigmoid, erf and erfc against double-precision libm on
+// every 8192nd float and special values, within vector_math.h's bounds (where
+// the result is normal for exp, sigmoid and erfc). log is Cephes' logf (the
+// runtime uses libm's): 1 ulp. erfc is 1 - x P(x^2) below |x| = 1 as in the
+// runtime's gelu, which cancels up to two bits near |x| = 1: 5 ulp.
 TEST(CodegenTest, Float32MathIsAsAccurateAsTheRuntimes) {
   std::vector<float> inputs = {0.0f, -0.0f, kInf, -kInf, kNaN, FLT_MIN, FLT_TRUE_MIN, -1.0f};
   for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 8192) {
@@ -182,6 +183,7 @@ TEST(CodegenTest, Float32MathIsAsAccurateAsTheRuntimes) {
       {Intrinsic::kTanh, [](double x) { return std::tanh(x); }, 1.3, false},
       {Intrinsic::kSigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }, 2.8, true},
       {Intrinsic::kErf, [](double x) { return std::erf(x); }, 2.4, false},
+      {Intrinsic::kErfc, [](double x) { return std::erfc(x); }, 5.0, true},
   };
   std::vector<PrimFunc> kernels;
   for (const Function& function : functions) {
@@ -222,6 +224,7 @@ TEST(CodegenTest, Float32SpecialValues) {
       {Intrinsic::kTanh, {1, -1, kNaN, 0, -0.0f, std::tanh(-1.0f)}},
       {Intrinsic::kSigmoid, {1, 0, kNaN, 0.5f, 0.5f, 1 / (1 + std::exp(1.0f))}},
       {Intrinsic::kErf, {1, -1, kNaN, 0, -0.0f, std::erf(-1.0f)}},
+      {Intrinsic::kErfc, {0, 2, kNaN, 1, 1, std::erfc(-1.0f)}},
   };
   std::vector<PrimFunc> kernels;
   for (const Expected& c : cases) {
@@ -302,6 +305,7 @@ TEST(CodegenTest, Float64UsesLibm) {
       {Intrinsic::kTanh, [](double x) { return std::tanh(x); }},
       {Intrinsic::kSigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }},
       {Intrinsic::kErf, [](double x) { return std::erf(x); }},
+      {Intrinsic::kErfc, [](double x) { return std::erfc(x); }},
       {Intrinsic::kLog, [](double x) { return std::log(x); }},
   };
   std::vector<PrimFunc> kernels;

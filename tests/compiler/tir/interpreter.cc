@@ -108,6 +108,8 @@ double Math(Intrinsic intrinsic, double x, double y) {
       return 1 / (1 + std::exp(-x));
     case Intrinsic::kErf:
       return std::erf(x);
+    case Intrinsic::kErfc:
+      return std::erfc(x);
     case Intrinsic::kAbs:
       return std::fabs(x);
     case Intrinsic::kRound:
