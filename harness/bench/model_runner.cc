@@ -194,6 +194,8 @@ std::string ConfigurationJson(const BenchOptions& options) {
               {"ffn_size", options.bert.ffn_size},     {"static_seq_len", options.static_seq_len}};
   }
   config["seed"] = options.dataset.seed;
+  if (options.kernels != "auto") config["kernels"] = options.kernels;
+  if (!options.fuse_ops) config["fusion"] = false;
   return config.dump();
 }
 
@@ -209,7 +211,10 @@ BenchResult RunBenchmark(const BenchOptions& options, const Progress& progress) 
   progress("data", 1, 1);
 
   Figures figures;
-  const backend::CompileOptions planned{.target = options.target};
+  backend::CompileOptions planned{.target = options.target};
+  planned.fuse_ops = options.fuse_ops;
+  planned.kernels = options.kernels;
+  planned.tuning_database = options.tuning_database;
   backend::CompileOptions unplanned = planned;
   unplanned.plan_memory = false;
   const Clock::time_point compile_start = Clock::now();

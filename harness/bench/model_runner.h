@@ -33,6 +33,11 @@ struct BenchOptions {
   // BERT: also compile the program at this static sequence length and time
   // it on samples padded/cut to it (0: not).
   int64_t static_seq_len = 0;
+  // How the program is compiled (backend::CompileOptions); a configuration
+  // other than auto with fusion is recorded in the run's configuration.
+  std::string kernels = "auto";
+  bool fuse_ops = true;
+  std::string tuning_database;  // empty: measure kernel choices afresh
   models::LstmOptions lstm;
   models::TreeLstmOptions treelstm;
   models::BertOptions bert;

@@ -29,6 +29,7 @@
 #include "models/lstm/lstm.h"
 #include "models/model.h"
 #include "models/treelstm/treelstm.h"
+#include "nimble/compiler/backend/kernel_tuning.h"
 #include "nimble/compiler/backend/pipeline.h"
 #include "nimble/compiler/backend/vm_compiler.h"
 #include "nimble/compiler/eval/evaluator.h"
@@ -59,6 +60,7 @@ struct CheckOptions {
 struct KernelChoice {
   std::string kernels = "auto";
   bool fusion = true;
+  std::string tuning_db = backend::DefaultTuningDatabase();
 };
 
 // `choose_kernels` off: only --no-fusion (`dump --kernels` lists kernels).
@@ -66,9 +68,16 @@ void AddKernelOptions(CLI::App* command, KernelChoice& choice, bool choose_kerne
   if (choose_kernels) {
     command
         ->add_option("--kernels", choice.kernels,
-                     "Which kernels run the ops: generated (LLVM), builtin (the runtime's), or "
-                     "auto (generated, with nn.dense and nn.batch_matmul on the runtime's)")
-        ->check(CLI::IsMember({"auto", "generated", "builtin"}))
+                     "Which kernels run the ops: generated (LLVM), builtin (the runtime's), "
+                     "auto (generated; each nn.dense and nn.batch_matmul runs the generated, "
+                     "built-in, oneDNN or OpenBLAS kernel, whichever measures fastest here), or "
+                     "library (as auto, choosing between oneDNN and OpenBLAS)")
+        ->check(CLI::IsMember({"auto", "generated", "builtin", "library"}))
+        ->capture_default_str();
+    command
+        ->add_option("--tuning-db", choice.tuning_db,
+                     "The SQLite file that keeps kernel measurements for later compiles "
+                     "($NIMBLE_TUNING_DB, else under $XDG_CACHE_HOME or ~/.cache; '' keeps none)")
         ->capture_default_str();
   }
   command->add_flag("!--no-fusion", choice.fusion,
@@ -78,6 +87,7 @@ void AddKernelOptions(CLI::App* command, KernelChoice& choice, bool choose_kerne
 backend::CompileOptions WithKernels(backend::CompileOptions options, const KernelChoice& choice) {
   options.fuse_ops = choice.fusion;
   options.kernels = choice.kernels;
+  options.tuning_database = choice.tuning_db;
   return options;
 }
 

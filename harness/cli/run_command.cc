@@ -21,6 +21,7 @@
 #include "harness/protocol/client.h"
 #include "harness/protocol/messages.h"
 #include "harness/protocol/tls.h"
+#include "nimble/compiler/backend/kernel_tuning.h"
 #include "nimble/vm/error.h"
 #include "nimble/vm/thread_pool.h"
 
@@ -198,7 +199,20 @@ void AddRunOptions(CLI::App* command, RunCommand& run) {
                       "seeded ones");
   command->add_option("--seed", run.bench.dataset.seed, "Seed of synthetic data and weights")
       ->capture_default_str();
+  command
+      ->add_option("--kernels", run.bench.kernels,
+                   "As nimble compile: generated, builtin, auto (nn.dense and nn.batch_matmul "
+                   "on whichever kernel measures fastest) or library")
+      ->check(CLI::IsMember({"auto", "generated", "builtin", "library"}))
+      ->capture_default_str();
+  command->add_flag("!--no-fusion", run.bench.fuse_ops,
+                    "Give every op a kernel of its own (no operator fusion)");
   command->option_defaults()->group("Options");
+  run.bench.tuning_database = backend::DefaultTuningDatabase();
+  command
+      ->add_option("--tuning-db", run.bench.tuning_database,
+                   "The SQLite file of this host's kernel measurements ('' keeps none)")
+      ->capture_default_str();
   command->add_option("--target", run.bench.target, "The target hosts")
       ->check(CLI::IsMember({"intel", "arm", "nvidia"}))
       ->capture_default_str();

@@ -346,9 +346,12 @@ TEST_F(NimbleCli, KernelChoiceAndFusion) {
     EXPECT_EQ(Nimble(args).status, 0) << out;
     return Nimble({"dump", Temp(out), "--kernels"}).out;
   };
-  EXPECT_THAT(compile("fused.nimble", {}),
-              AllOf(HasSubstr("nn.dense: built-in"),
+  EXPECT_THAT(compile("fused.nimble", {"--tuning-db", Temp("tuning.db")}),
+              AllOf(Not(HasSubstr("nn.dense+")),
                     HasSubstr("generated, fuses sigmoid+sigmoid+tanh+multiply+multiply+add")));
+  EXPECT_TRUE(std::filesystem::exists(Temp("tuning.db")));
+  EXPECT_THAT(compile("library.nimble", {"--kernels", "library"}),
+              AllOf(HasSubstr("] nn.dense."), HasSubstr(": library ")));
   EXPECT_THAT(compile("unfused.nimble", {"--no-fusion"}),
               AllOf(HasSubstr("generated, fuses sigmoid, (1, 16) float32 -> (1, 16) float32"),
                     Not(HasSubstr("+"))));
@@ -356,7 +359,8 @@ TEST_F(NimbleCli, KernelChoiceAndFusion) {
               AllOf(HasSubstr("] add: built-in"), Not(HasSubstr("generated"))));
   EXPECT_THAT(compile("dense.nimble", {"--kernels", "generated"}),
               HasSubstr("generated, fuses nn.dense"));
-  for (const std::string flags : {"", "--no-fusion", "--kernels=builtin", "--kernels=generated"}) {
+  for (const std::string flags :
+       {"", "--no-fusion", "--kernels=builtin", "--kernels=generated", "--kernels=library"}) {
     std::vector<std::string> args = {"run", lstm, "--input", Example("data/lstm_sequence.npy")};
     args.insert(args.end(), params.begin(), params.end());
     if (!flags.empty()) args.push_back(flags);

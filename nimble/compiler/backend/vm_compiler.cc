@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "nimble/compiler/backend/kernel_tuning.h"
 #include "nimble/compiler/backend/primitive_kernels.h"
 #if NIMBLE_HAVE_CODEGEN
 #include "nimble/compiler/codegen/link.h"
@@ -40,9 +41,13 @@ class CalledOps : public ir::ExprVisitor {
   std::vector<std::string> names;
 };
 
-// Whether a primitive gets a generated kernel, per CompileOptions::kernels.
-std::function<bool(const ir::FunctionNode&)> KernelPolicy(const CompileOptions& options) {
-  return [&options](const ir::FunctionNode& primitive) {
+// Whether a primitive gets a generated kernel: as measurement chose, else
+// per CompileOptions::kernels.
+std::function<bool(const ir::FunctionNode&)> KernelPolicy(const CompileOptions& options,
+                                                          const KernelChoices& choices) {
+  return [&options, &choices](const ir::FunctionNode& primitive) {
+    const auto chosen = choices.find(&primitive);
+    if (chosen != choices.end()) return chosen->second == kGeneratedKernel;
     CalledOps ops;
     ops.VisitExpr(primitive.body);
     for (const std::string& op : ops.names) {
@@ -111,8 +116,8 @@ vm::Param SignatureParam(const ir::Var& param) {
 class ExecutableBuilder {
  public:
   ExecutableBuilder(const ir::IRModule& module, const CompileOptions& options,
-                    const PrimitiveKernels& kernels)
-      : module_(module), kernels_(kernels) {
+                    const PrimitiveKernels& kernels, const KernelChoices& choices)
+      : module_(module), kernels_(kernels), choices_(choices) {
     TargetDevice(options.target);  // rejects an unknown target
     executable_.target = options.target;
     executable_.source_name = options.source_name;
@@ -219,10 +224,16 @@ class ExecutableBuilder {
   vm::Executable Take() { return std::move(executable_); }
 
   const PrimitiveKernels& kernels() const { return kernels_; }
+  // The runtime kernel measurement chose for `primitive`, else `op`.
+  const std::string& RuntimeKernel(const ir::FunctionNode* primitive, const std::string& op) const {
+    const auto found = choices_.find(primitive);
+    return found == choices_.end() || found->second == kGeneratedKernel ? op : found->second;
+  }
 
  private:
   ir::IRModule module_;
   const PrimitiveKernels& kernels_;
+  const KernelChoices& choices_;
   vm::Executable executable_;
   std::unordered_map<std::string, int32_t> functions_;
   std::vector<const ir::FunctionNode*> function_defs_;
@@ -633,8 +644,9 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
     std::vector<RegName> output_regs;
     for (const ir::Expr& output : outputs) Flatten(output, output_regs);
     if (output_regs.empty()) Fail(call, "a kernel call without outputs");
-    const int64_t kernel =
-        builder_.PrimitiveIndex(shape_func ? vm::ShapeFuncKernelName(op) : op, op_call->attrs);
+    const int64_t kernel = builder_.PrimitiveIndex(
+        shape_func ? vm::ShapeFuncKernelName(op) : builder_.RuntimeKernel(primitive, op),
+        op_call->attrs);
     Emit(Instruction::InvokePacked(kernel, std::move(input_regs), std::move(output_regs)));
   }
 
@@ -936,8 +948,9 @@ std::string TargetDevice(const std::string& target) {
 
 bool GeneratesOp(const std::string& op, const CompileOptions& options) {
   if (options.kernels == "builtin") return false;
-  if (options.kernels != "auto" && options.kernels != "generated") {
-    throw Error("unknown kernel choice '" + options.kernels + "' (auto, generated or builtin)");
+  if (options.kernels != "auto" && options.kernels != "generated" && options.kernels != "library") {
+    throw Error("unknown kernel choice '" + options.kernels +
+                "' (auto, generated, builtin or library)");
   }
   // NVPTX kernels come with the CUDA target; until then the runtime's run.
   if (options.target == "nvidia") return false;
@@ -952,14 +965,16 @@ bool GeneratesOp(const std::string& op, const CompileOptions& options) {
   return op != "nn.dense" && op != "nn.batch_matmul";
 }
 
-PrimitiveKernels GeneratedKernels(const ir::IRModule& module, const CompileOptions& options) {
-  return GenerateKernels(module, KernelPolicy(options));
+PrimitiveKernels GeneratedKernels(const ir::IRModule& module, const CompileOptions& options,
+                                  const KernelChoices& choices) {
+  return GenerateKernels(module, KernelPolicy(options, choices));
 }
 
 vm::Executable CompileToExecutable(const ir::IRModule& module, const CompileOptions& options) {
   return RunWithDeepStack([&] {
-    const PrimitiveKernels kernels = GeneratedKernels(module, options);
-    ExecutableBuilder builder(module, options, kernels);
+    const KernelChoices choices = ChooseMatMulKernels(module, options);
+    const PrimitiveKernels kernels = GeneratedKernels(module, options, choices);
+    ExecutableBuilder builder(module, options, kernels, choices);
     for (const ir::IRModuleNode::Definition& definition : module->functions()) {
       builder.AddFunction(
           FunctionCompiler(builder, definition.global->name).Compile(definition.function.get()));

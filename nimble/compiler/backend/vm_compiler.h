@@ -21,6 +21,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "nimble/compiler/backend/primitive_kernels.h"
@@ -46,10 +47,14 @@ struct CompileOptions {
   bool fuse_ops = true;
   // Which kernels run the primitives: "generated" (code generation wherever
   // it supports the ops), "builtin" (the runtime's kernels, one per op; no
-  // fusion), or "auto": generated, except that nn.dense and nn.batch_matmul
-  // keep the runtime's library kernels until the choice by measurement
-  // exists.
+  // fusion), "auto": generated, except that each nn.dense and
+  // nn.batch_matmul runs whichever of the generated, built-in, oneDNN and
+  // OpenBLAS kernels measures fastest (backend/kernel_tuning.h), or
+  // "library": as auto, choosing between oneDNN and OpenBLAS only.
   std::string kernels = "auto";
+  // The SQLite file that keeps those measurements for later compiles;
+  // empty: measure afresh and keep nothing.
+  std::string tuning_database = {};
 };
 
 // The accelerator of `target` ("cuda" for nvidia), or "cpu".
@@ -60,8 +65,11 @@ std::string TargetDevice(const std::string& target);
 bool GeneratesOp(const std::string& op, const CompileOptions& options);
 
 // The kernels CompileToExecutable generates for `module` (already through
-// the pipeline) under `options`, as loop IR: for `nimble dump --tir`.
-PrimitiveKernels GeneratedKernels(const ir::IRModule& module, const CompileOptions& options);
+// the pipeline) under `options` and the measured `choices`
+// (backend/kernel_tuning.h; empty: none measured), as loop IR.
+PrimitiveKernels GeneratedKernels(
+    const ir::IRModule& module, const CompileOptions& options,
+    const std::unordered_map<const ir::FunctionNode*, std::string>& choices = {});
 
 // Throws nimble::Error naming the construct (and its line:col when it has
 // one) for IR outside the accepted form.

@@ -1,0 +1,420 @@
+#include "nimble/compiler/backend/kernel_tuning.h"
+
+#include <sqlite3.h>
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "nimble/compiler/backend/primitive_kernels.h"
+#include "nimble/compiler/ir/functor.h"
+#include "nimble/compiler/transform/pass_util.h"
+#include "nimble/vm/dlpack.h"
+#include "nimble/vm/error.h"
+#include "nimble/vm/kernel.h"
+#include "nimble/vm/thread_pool.h"
+
+#if NIMBLE_HAVE_CODEGEN
+#include "nimble/compiler/codegen/link.h"
+#include "nimble/compiler/codegen/llvm_codegen.h"
+#include "nimble/compiler/codegen/target.h"
+#include "nimble/vm/kernel_library.h"
+#endif
+
+namespace nimble::backend {
+namespace {
+
+// A primitive whose body is one nn.dense or nn.batch_matmul call on float32.
+struct MatMulSite {
+  const ir::FunctionNode* primitive;
+  std::string op;
+  Attrs attrs;
+  std::vector<Shape> inputs;  // `?` at kDynamicExtent
+  Shape output;
+  bool dynamic = false;  // some input dimension is `?`
+};
+
+std::optional<Shape> MeasuredShape(const ir::Type& type, bool* dynamic = nullptr) {
+  if (!type || type->kind != ir::TypeKind::kTensor) return std::nullopt;
+  const auto& tensor = static_cast<const ir::TensorTypeNode&>(*type);
+  if (tensor.dtype != DataType::Float32()) return std::nullopt;
+  Shape shape;
+  for (const ir::Dim& dim : tensor.shape) {
+    shape.push_back(dim.is_any() ? kDynamicExtent : dim.value());
+    if (dynamic && dim.is_any()) *dynamic = true;
+  }
+  return shape;
+}
+
+std::optional<MatMulSite> AsMatMulSite(const ir::FunctionNode* primitive) {
+  const ir::Expr& body = primitive->body;
+  if (body->kind != ir::ExprKind::kCall) return std::nullopt;
+  const auto* call = static_cast<const ir::CallNode*>(body.get());
+  if (call->callee->kind != ir::ExprKind::kOp) return std::nullopt;
+  const std::string& op = static_cast<const ir::OpNode*>(call->callee.get())->name;
+  if (op != "nn.dense" && op != "nn.batch_matmul") return std::nullopt;
+  MatMulSite site{primitive, op, call->attrs, {}, {}};
+  // The kernel takes the call's arguments, which are the primitive's
+  // parameters in order when fusion left the op alone.
+  if (call->args.size() != primitive->params.size()) return std::nullopt;
+  for (size_t i = 0; i < call->args.size(); ++i) {
+    if (call->args[i].get() != primitive->params[i].get()) return std::nullopt;
+    const ir::Var& param = primitive->params[i];
+    std::optional<Shape> shape = MeasuredShape(
+        param->checked_type ? param->checked_type : param->type_annotation, &site.dynamic);
+    if (!shape) return std::nullopt;
+    site.inputs.push_back(std::move(*shape));
+  }
+  std::optional<Shape> output = MeasuredShape(body->checked_type);
+  if (!output) return std::nullopt;
+  site.output = std::move(*output);
+  return site;
+}
+
+class PrimitiveCollector : public ir::ExprVisitor {
+ public:
+  void VisitFunction(const ir::FunctionNode* function) override {
+    if (transform::HasFlag(function, transform::kPrimitiveAttr)) {
+      if (std::optional<MatMulSite> site = AsMatMulSite(function)) sites.push_back(*site);
+      return;
+    }
+    ExprVisitor::VisitFunction(function);
+  }
+  std::vector<MatMulSite> sites;
+};
+
+std::string ShapesText(const std::vector<Shape>& shapes) {
+  std::string text;
+  for (const Shape& shape : shapes) {
+    text += text.empty() ? "(" : ", (";
+    for (size_t d = 0; d < shape.size(); ++d) text += (d ? "," : "") + std::to_string(shape[d]);
+    text += ")";
+  }
+  return text;
+}
+
+std::string AttrsText(const Attrs& attrs) {
+  std::string text;
+  for (const auto& [name, value] : attrs.entries()) {
+    text += (text.empty() ? "" : ", ") + name + "=" + AttrValueToString(value);
+  }
+  return text;
+}
+
+// The host as the database knows it: architecture and CPU model.
+std::string HostKey() {
+  utsname names{};
+  std::string key = uname(&names) == 0 ? names.machine : "unknown";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.starts_with("model name") || line.starts_with("CPU part")) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) key += " " + line.substr(colon + 2);
+      break;
+    }
+  }
+  return key;
+}
+
+bool IsHostTarget(const std::string& target) {
+#if defined(__x86_64__)
+  return target == "intel";
+#elif defined(__aarch64__)
+  return target == "arm";
+#else
+  return false;
+#endif
+}
+
+// Seconds per call of `run`: the least over five batches of at least 2 ms,
+// after a first call that pays any set-up (oneDNN creates its primitive).
+double SecondsPerCall(const std::function<void()>& run) {
+  using Clock = std::chrono::steady_clock;
+  run();
+  const auto batch = [&](int calls) {
+    const Clock::time_point start = Clock::now();
+    for (int i = 0; i < calls; ++i) run();
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  int calls = 1;
+  double seconds = batch(calls);
+  while (seconds < 2e-3 && calls < (1 << 16)) {
+    calls *= 2;
+    seconds = batch(calls);
+  }
+  double best = seconds / calls;
+  for (int repeat = 1; repeat < 5; ++repeat) best = std::min(best, batch(calls) / calls);
+  return best;
+}
+
+// The measurements table of a tuning database file.
+class TuningDatabase {
+ public:
+  explicit TuningDatabase(const std::string& path) : path_(path) {
+    if (path.empty()) return;
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    std::error_code ignored;
+    if (!parent.empty()) std::filesystem::create_directories(parent, ignored);
+    sqlite3* db = nullptr;
+    const int status = sqlite3_open(path.c_str(), &db);
+    db_.reset(db);
+    if (status != SQLITE_OK) Fail("cannot open it");
+    sqlite3_busy_timeout(db, 5000);
+    Execute(
+        "CREATE TABLE IF NOT EXISTS kernel_measurements ("
+        " host TEXT NOT NULL, threads INTEGER NOT NULL, kernel TEXT NOT NULL,"
+        " attrs TEXT NOT NULL, shapes TEXT NOT NULL, seconds_per_call REAL NOT NULL,"
+        " measured_at TEXT NOT NULL,"
+        " PRIMARY KEY (host, threads, kernel, attrs, shapes))");
+  }
+
+  std::optional<double> Find(const std::string& host, int threads, const std::string& kernel,
+                             const std::string& attrs, const std::string& shapes) {
+    if (!db_) return std::nullopt;
+    Statement statement = Prepare(
+        "SELECT seconds_per_call FROM kernel_measurements WHERE host = ?1 AND threads = ?2"
+        " AND kernel = ?3 AND attrs = ?4 AND shapes = ?5");
+    Bind(statement.get(), host, threads, kernel, attrs, shapes);
+    const int status = sqlite3_step(statement.get());
+    if (status == SQLITE_ROW) return sqlite3_column_double(statement.get(), 0);
+    if (status != SQLITE_DONE) Fail("cannot read it");
+    return std::nullopt;
+  }
+
+  void Record(const std::string& host, int threads, const std::string& kernel,
+              const std::string& attrs, const std::string& shapes, double seconds) {
+    if (!db_) return;
+    Statement statement = Prepare(
+        "INSERT OR REPLACE INTO kernel_measurements VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
+        " strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))");
+    Bind(statement.get(), host, threads, kernel, attrs, shapes);
+    sqlite3_bind_double(statement.get(), 6, seconds);
+    if (sqlite3_step(statement.get()) != SQLITE_DONE) Fail("cannot write it");
+  }
+
+ private:
+  struct CloseDb {
+    void operator()(sqlite3* db) const { sqlite3_close(db); }
+  };
+  struct Finalize {
+    void operator()(sqlite3_stmt* statement) const { sqlite3_finalize(statement); }
+  };
+  using Statement = std::unique_ptr<sqlite3_stmt, Finalize>;
+
+  [[noreturn]] void Fail(const std::string& what) const {
+    const std::string reason = db_ ? sqlite3_errmsg(db_.get()) : "out of memory";
+    throw Error("tuning database " + path_ + ": " + what + " (" + reason + ")");
+  }
+
+  void Execute(const char* sql) {
+    if (sqlite3_exec(db_.get(), sql, nullptr, nullptr, nullptr) != SQLITE_OK) {
+      Fail("cannot create its table");
+    }
+  }
+
+  Statement Prepare(const char* sql) {
+    sqlite3_stmt* statement = nullptr;
+    if (sqlite3_prepare_v2(db_.get(), sql, -1, &statement, nullptr) != SQLITE_OK) {
+      Fail("cannot query it");
+    }
+    return Statement(statement);
+  }
+
+  static void Bind(sqlite3_stmt* statement, const std::string& host, int threads,
+                   const std::string& kernel, const std::string& attrs, const std::string& shapes) {
+    sqlite3_bind_text(statement, 1, host.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(statement, 2, threads);
+    sqlite3_bind_text(statement, 3, kernel.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(statement, 4, attrs.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(statement, 5, shapes.c_str(), -1, SQLITE_TRANSIENT);
+  }
+
+  std::string path_;
+  std::unique_ptr<sqlite3, CloseDb> db_;
+};
+
+// Parallel elementwise work on the runtime's thread pool, about what the
+// kernels after a matrix product do.
+class PoolWork {
+ public:
+  void operator()() {
+    ThreadPool::Global().ParallelFor(0, kSize, kSize / 8, [this](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) data_[i] = data_[i] * 0.5f + 0.25f;
+    });
+  }
+
+ private:
+  static constexpr int64_t kSize = int64_t{1} << 16;
+  std::vector<float> data_ = std::vector<float>(kSize, 0.5f);
+};
+
+// Measures a site's candidates on float32 tensors of its shape class. Each
+// call is timed together with the same piece of pool work after it: a
+// library whose threads keep spinning after a call (OpenBLAS's, OpenMP's for
+// oneDNN) slows what runs next on the same cores, and that cost is its.
+class SiteMeasurer {
+ public:
+  SiteMeasurer(const ir::IRModule& module, const CompileOptions& options)
+      : module_(module), options_(options) {}
+
+  // Seconds per call of `kernel` on `site` and the pool work after it;
+  // infinity when it cannot run there.
+  double Measure(const MatMulSite& site, const std::string& kernel) {
+    std::vector<Tensor> tensors;
+    for (const Shape& shape : site.inputs) tensors.push_back(Filled(shape));
+    tensors.push_back(Filled(site.output));
+    std::vector<DLTensor> views;
+    for (const Tensor& tensor : tensors) views.push_back(AsDLTensor(tensor));
+    std::vector<DLTensor*> args;
+    for (DLTensor& view : views) args.push_back(&view);
+    try {
+      const vm::Kernel bound = kernel == kGeneratedKernel
+                                   ? GeneratedKernel(site)
+                                   : vm::KernelRegistry::Global().Bind(kernel, site.attrs);
+      return SecondsPerCall([&] {
+        bound(args.data(), static_cast<int32_t>(args.size()));
+        pool_work_();
+      });
+    } catch (const Error&) {
+      // Not in this build (oneDNN), or not for these shapes: not a candidate.
+      return std::numeric_limits<double>::infinity();
+    }
+  }
+
+ private:
+  static Tensor Filled(const Shape& shape) {
+    Tensor tensor = TensorNode::Empty(shape, DataType::Float32());
+    std::fill_n(tensor->data<float>(), tensor->numel(), 0.5f);
+    return tensor;
+  }
+
+  // The site's generated kernel, compiled and loaded on its own.
+  vm::Kernel GeneratedKernel(const MatMulSite& site) {
+#if NIMBLE_HAVE_CODEGEN
+    const PrimitiveKernels kernels = GenerateKernels(
+        module_, [&](const ir::FunctionNode& primitive) { return &primitive == site.primitive; });
+    const backend::GeneratedKernel* generated = kernels.Find(site.primitive);
+    if (!generated) throw Error(site.op + ": no generated kernel");
+    const codegen::CodegenTarget target = codegen::CodegenTargetFor(options_.target);
+    libraries_.push_back(std::make_unique<vm::KernelLibrary>(
+        codegen::LinkSharedLibrary(codegen::EmitObject(kernels.funcs(), target), target)));
+    std::string missing;
+    const NimbleKernelFunc func = libraries_.back()->Find(generated->name, &missing);
+    if (!func) throw Error(missing);
+    return vm::Kernel{generated->name, func, nullptr};
+#else
+    throw Error(site.op + ": code generation is not in this build");
+#endif
+  }
+
+  const ir::IRModule& module_;
+  const CompileOptions& options_;
+  PoolWork pool_work_;
+#if NIMBLE_HAVE_CODEGEN
+  std::vector<std::unique_ptr<vm::KernelLibrary>> libraries_;
+#endif
+};
+
+// oneDNN builds a primitive per problem shape (milliseconds, then cached):
+// a `?` dimension would pay that at every new length, which one measured
+// length does not show, so it only competes for static shapes.
+// Measurements this process has made or read, by database key, so that
+// compiling the same model again (a test suite, a benchmark's second
+// configuration) measures nothing even without a database file.
+class ProcessMeasurements {
+ public:
+  static ProcessMeasurements& Get() {
+    static ProcessMeasurements measurements;
+    return measurements;
+  }
+  std::optional<double> Find(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto found = seconds_.find(key);
+    return found == seconds_.end() ? std::nullopt : std::optional(found->second);
+  }
+  void Record(const std::string& key, double seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    seconds_[key] = seconds;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, double> seconds_;
+};
+
+std::vector<std::string> Candidates(const MatMulSite& site, const std::string& choice) {
+  std::vector<std::string> candidates;
+  if (choice == "auto") {
+    if (NIMBLE_HAVE_CODEGEN) candidates.push_back(kGeneratedKernel);
+    candidates.push_back(site.op);
+  }
+  if (!site.dynamic) candidates.push_back(site.op + ".dnnl");
+  candidates.push_back(site.op + ".openblas");
+  return candidates;
+}
+
+}  // namespace
+
+KernelChoices ChooseMatMulKernels(const ir::IRModule& module, const CompileOptions& options) {
+  KernelChoices choices;
+  if ((options.kernels != "auto" && options.kernels != "library") ||
+      !IsHostTarget(options.target)) {
+    return choices;
+  }
+  PrimitiveCollector collector;
+  for (const ir::IRModuleNode::Definition& definition : module->functions()) {
+    collector.VisitExpr(definition.function);
+  }
+  if (collector.sites.empty()) return choices;
+  TuningDatabase database(options.tuning_database);
+  SiteMeasurer measurer(module, options);
+  const std::string host = HostKey();
+  const int threads = ThreadPool::Global().num_threads();
+  for (const MatMulSite& site : collector.sites) {
+    const std::string attrs = AttrsText(site.attrs);
+    const std::string shapes = ShapesText(site.inputs);
+    std::string best;
+    double best_seconds = std::numeric_limits<double>::infinity();
+    for (const std::string& kernel : Candidates(site, options.kernels)) {
+      const std::string key = kernel == kGeneratedKernel ? site.op + ".generated" : kernel;
+      const std::string process_key =
+          std::to_string(threads) + "|" + key + "|" + attrs + "|" + shapes;
+      std::optional<double> seconds = database.Find(host, threads, key, attrs, shapes);
+      if (!seconds) {
+        seconds = ProcessMeasurements::Get().Find(process_key);
+        if (!seconds) seconds = measurer.Measure(site, kernel);
+        database.Record(host, threads, key, attrs, shapes, *seconds);
+      }
+      ProcessMeasurements::Get().Record(process_key, *seconds);
+      if (*seconds < best_seconds) {
+        best_seconds = *seconds;
+        best = kernel;
+      }
+    }
+    if (!best.empty()) choices.emplace(site.primitive, best);
+  }
+  return choices;
+}
+
+std::string DefaultTuningDatabase() {
+  if (const char* path = std::getenv("NIMBLE_TUNING_DB")) return path;
+  if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache && *cache) {
+    return std::string(cache) + "/nimble/tuning.db";
+  }
+  if (const char* home = std::getenv("HOME"); home && *home) {
+    return std::string(home) + "/.cache/nimble/tuning.db";
+  }
+  return "";
+}
+
+}  // namespace nimble::backend

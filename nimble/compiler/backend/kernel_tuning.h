@@ -1,0 +1,49 @@
+// The kernel chosen by measurement [paper 4.5]: each nn.dense and
+// nn.batch_matmul primitive runs whichever of its candidate kernels is
+// fastest on this host for its shape class: the generated kernel, the
+// runtime's built-in one, oneDNN's or OpenBLAS's (nimble/vm/kernels/dense.h).
+// No one of them wins everywhere: on a 2-core Zen3 the built-in dense leads
+// on BERT's projections while oneDNN is 1.6x faster on attention's batched
+// products at 128 tokens.
+//
+// A shape class is the primitive's input shapes with each `?` dimension
+// measured at kDynamicExtent; oneDNN, which builds a primitive per shape,
+// competes only where there is no `?`. Each candidate is timed with the same
+// short parallel work on the runtime's thread pool after each call, so that
+// a library whose threads spin on after a call pays for slowing it. Measurements go to a SQLite tuning database,
+// keyed by host (CPU model), threads, kernel, attributes and shape class, and
+// later compiles read them instead of measuring again. Only a compile for
+// the host's own target measures; a cross compile (--target arm on x86)
+// keeps the built-in kernels.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+
+#include "nimble/compiler/backend/vm_compiler.h"
+#include "nimble/compiler/ir/module.h"
+
+namespace nimble::backend {
+
+// The extent a `?` dimension is measured at: a typical sentence.
+inline constexpr int64_t kDynamicExtent = 64;
+
+// A primitive's chosen kernel: kGeneratedKernel (code generation), or a
+// runtime kernel name ("nn.dense", "nn.dense.dnnl", "nn.dense.openblas").
+inline constexpr const char* kGeneratedKernel = "generated";
+using KernelChoices = std::unordered_map<const ir::FunctionNode*, std::string>;
+
+// The choice for every single-op nn.dense and nn.batch_matmul primitive of
+// `module` (after the pipeline) under options.kernels: "auto" weighs all
+// four candidates, "library" oneDNN against OpenBLAS; other choices, other
+// targets than the host's, and float types other than float32 choose nothing
+// (the primitive keeps what GeneratesOp says). Throws nimble::Error when the
+// tuning database cannot be opened or written.
+KernelChoices ChooseMatMulKernels(const ir::IRModule& module, const CompileOptions& options);
+
+// The tuning database a compile uses unless told otherwise:
+// $NIMBLE_TUNING_DB, else $XDG_CACHE_HOME/nimble/tuning.db, else
+// ~/.cache/nimble/tuning.db; empty when none of them can be formed.
+std::string DefaultTuningDatabase();
+
+}  // namespace nimble::backend

@@ -1,0 +1,219 @@
+// The kernel chosen by measurement: which candidates a call site weighs, the
+// tuning database that keeps their times (a real SQLite file), a later
+// compile that reads it instead of measuring, and the chosen kernel in the
+// executable giving the built-in kernel's values.
+#include "nimble/compiler/backend/kernel_tuning.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nimble/compiler/backend/pipeline.h"
+#include "nimble/compiler/text/parser.h"
+#include "nimble/compiler/typing/type_infer.h"
+#include "nimble/vm/vm.h"
+#include "tests/error_of.h"
+
+namespace nimble::backend {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
+
+ir::IRModule Lowered(const std::string& data_type, const CompileOptions& options) {
+  ir::IRModule module = text::ParseModule(R"(#[version = "0.0.5"]
+def @main(%x: )" + data_type + R"(, %w: Tensor[(24, 32), float32]) {
+  nn.dense(%x, %w)
+}
+)",
+                                          "test.relay");
+  typing::InferTypes(module);
+  return RunPasses(module, options);
+}
+
+constexpr const char* kStatic = "Tensor[(8, 32), float32]";
+constexpr const char* kDynamic = "Tensor[(?, 32), float32]";
+
+// The database's rows as kernel -> seconds per call.
+std::map<std::string, double> Rows(const std::string& path) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  std::map<std::string, double> rows;
+  sqlite3_exec(
+      db, "SELECT kernel, seconds_per_call FROM kernel_measurements",
+      [](void* out, int, char** values, char**) {
+        (*static_cast<std::map<std::string, double>*>(out))[values[0]] = std::stod(values[1]);
+        return 0;
+      },
+      &rows, nullptr);
+  sqlite3_close(db);
+  return rows;
+}
+
+void SetAllRows(const std::string& path, double seconds) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  const std::string sql =
+      "UPDATE kernel_measurements SET seconds_per_call = " + std::to_string(seconds);
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+}
+
+void SetRow(const std::string& path, const std::string& kernel, double seconds) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  const std::string sql =
+      "UPDATE kernel_measurements SET seconds_per_call = " + std::to_string(seconds) +
+      " WHERE kernel = '" + kernel + "'";
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+}
+
+class KernelTuningTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    directory_ = std::filesystem::temp_directory_path() /
+                 ("nimble_tuning_" + std::string(info->name()) + "_" + std::to_string(getpid()));
+    std::filesystem::remove_all(directory_);
+    database_ = (directory_ / "cache" / "tuning.db").string();
+  }
+  void TearDown() override { std::filesystem::remove_all(directory_); }
+
+  CompileOptions Options(const std::string& kernels) const {
+    CompileOptions options;
+    options.kernels = kernels;
+    options.tuning_database = database_;
+    return options;
+  }
+
+  std::filesystem::path directory_;
+  std::string database_;
+};
+
+std::vector<std::string> Chosen(const KernelChoices& choices) {
+  std::vector<std::string> kernels;
+  for (const auto& [primitive, kernel] : choices) kernels.push_back(kernel);
+  return kernels;
+}
+
+TEST_F(KernelTuningTest, AutoWeighsAllFourKernelsAndKeepsTheFastest) {
+  const CompileOptions options = Options("auto");
+  const KernelChoices choices = ChooseMatMulKernels(Lowered(kStatic, options), options);
+  ASSERT_EQ(choices.size(), 1u);
+  const std::map<std::string, double> rows = Rows(database_);
+  EXPECT_THAT(rows, ElementsAre(Pair("nn.dense", testing::_), Pair("nn.dense.dnnl", testing::_),
+                                Pair("nn.dense.generated", testing::_),
+                                Pair("nn.dense.openblas", testing::_)));
+  std::string fastest;
+  for (const auto& [kernel, seconds] : rows) {
+    EXPECT_GT(seconds, 0) << kernel;
+    if (fastest.empty() || seconds < rows.at(fastest)) fastest = kernel;
+  }
+  const std::string chosen = choices.begin()->second;
+  EXPECT_EQ(chosen == kGeneratedKernel ? "nn.dense.generated" : chosen, fastest);
+}
+
+TEST_F(KernelTuningTest, ALaterCompileReadsTheDatabaseInsteadOfMeasuring) {
+  const CompileOptions options = Options("auto");
+  const ir::IRModule module = Lowered(kStatic, options);
+  ChooseMatMulKernels(module, options);
+  // Rewritten times can only come from the file.
+  SetAllRows(database_, 1.0);
+  SetRow(database_, "nn.dense.openblas", 1e-9);
+  EXPECT_THAT(Chosen(ChooseMatMulKernels(module, options)), ElementsAre("nn.dense.openblas"));
+  SetRow(database_, "nn.dense.generated", 1e-10);
+  EXPECT_THAT(Chosen(ChooseMatMulKernels(module, options)), ElementsAre(kGeneratedKernel));
+}
+
+TEST_F(KernelTuningTest, TheChosenKernelRunsInTheExecutable) {
+  const CompileOptions options = Options("auto");
+  const ir::IRModule module = Lowered(kStatic, options);
+  ChooseMatMulKernels(module, options);
+  SetAllRows(database_, 1.0);
+  SetRow(database_, "nn.dense.openblas", 1e-9);
+  const vm::Executable chosen = CompileToExecutable(module, options);
+  EXPECT_THAT(vm::KernelTableToString(chosen), HasSubstr("] nn.dense.openblas: library OpenBLAS"));
+  CompileOptions builtin = options;
+  builtin.kernels = "builtin";
+  std::vector<float> x(8 * 32), w(24 * 32);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 5) * 0.5f - 1;
+  const std::vector<Ref<Object>> args = {
+      TensorNode::FromVector<float>({8, 32}, DataType::Float32(), x),
+      TensorNode::FromVector<float>({24, 32}, DataType::Float32(), w)};
+  const auto run = [&](const vm::Executable& executable) {
+    vm::VirtualMachine machine(executable);
+    const Ref<Object> result = machine.Invoke("main", args);
+    const auto* tensor = dynamic_cast<const TensorNode*>(result.get());
+    return std::vector<float>(tensor->data<float>(), tensor->data<float>() + tensor->numel());
+  };
+  // Small integers and halves: every kernel's sums are exact.
+  EXPECT_EQ(run(chosen), run(CompileToExecutable(module, builtin)));
+}
+
+TEST_F(KernelTuningTest, ADynamicDimensionLeavesOutOneDnn) {
+  const CompileOptions options = Options("auto");
+  ChooseMatMulKernels(Lowered(kDynamic, options), options);
+  const std::map<std::string, double> rows = Rows(database_);
+  EXPECT_EQ(rows.count("nn.dense.dnnl"), 0u);
+  EXPECT_EQ(rows.size(), 3u);
+}
+
+TEST_F(KernelTuningTest, LibraryWeighsOnlyTheLibraries) {
+  const CompileOptions options = Options("library");
+  const KernelChoices choices = ChooseMatMulKernels(Lowered(kStatic, options), options);
+  const std::map<std::string, double> rows = Rows(database_);
+  EXPECT_THAT(
+      rows, ElementsAre(Pair("nn.dense.dnnl", testing::_), Pair("nn.dense.openblas", testing::_)));
+  EXPECT_THAT(Chosen(choices),
+              testing::AnyOf(ElementsAre("nn.dense.dnnl"), ElementsAre("nn.dense.openblas")));
+}
+
+TEST_F(KernelTuningTest, NothingIsChosenForOtherChoicesOrACrossTarget) {
+  for (const std::string kernels : {"builtin", "generated"}) {
+    const CompileOptions options = Options(kernels);
+    EXPECT_THAT(ChooseMatMulKernels(Lowered(kStatic, options), options), IsEmpty()) << kernels;
+  }
+  CompileOptions cross = Options("auto");
+#if defined(__x86_64__)
+  cross.target = "arm";
+#else
+  cross.target = "intel";
+#endif
+  EXPECT_THAT(ChooseMatMulKernels(Lowered(kStatic, cross), cross), IsEmpty());
+  EXPECT_FALSE(std::filesystem::exists(database_));
+}
+
+TEST_F(KernelTuningTest, AnUnusableDatabaseIsAnErrorNamingIt) {
+  std::filesystem::create_directories(database_);  // a directory where the file should be
+  const CompileOptions options = Options("auto");
+  EXPECT_THAT(ErrorOf([&] { ChooseMatMulKernels(Lowered(kStatic, options), options); }),
+              HasSubstr("tuning database " + database_));
+}
+
+TEST(DefaultTuningDatabaseTest, FollowsTheEnvironment) {
+  const std::string home = std::getenv("HOME") ? std::getenv("HOME") : "";
+  setenv("NIMBLE_TUNING_DB", "/somewhere/tuning.db", 1);
+  EXPECT_EQ(DefaultTuningDatabase(), "/somewhere/tuning.db");
+  unsetenv("NIMBLE_TUNING_DB");
+  setenv("XDG_CACHE_HOME", "/cache", 1);
+  EXPECT_EQ(DefaultTuningDatabase(), "/cache/nimble/tuning.db");
+  unsetenv("XDG_CACHE_HOME");
+  setenv("HOME", "/home/someone", 1);
+  EXPECT_EQ(DefaultTuningDatabase(), "/home/someone/.cache/nimble/tuning.db");
+  setenv("HOME", home.c_str(), 1);
+}
+
+}  // namespace
+}  // namespace nimble::backend
