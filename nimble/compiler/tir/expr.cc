@@ -18,21 +18,6 @@ bool IsOne(const Expr& expr) {
   return AsInt(expr, &value) && value == 1;
 }
 
-// `value` modulo 2^bits of the integer `dtype`, in its range: constants fold
-// and convert with the wrapping of run-time arithmetic and casts.
-int64_t WrapToDType(int64_t value, DataType dtype) {
-  if (dtype.bits() >= 64) return value;
-  const uint64_t bits = static_cast<uint64_t>(value) & ((uint64_t{1} << dtype.bits()) - 1);
-  if (dtype.code() == DataType::Code::kUInt) return static_cast<int64_t>(bits);
-  const uint64_t sign = uint64_t{1} << (dtype.bits() - 1);
-  return static_cast<int64_t>((bits ^ sign) - sign);
-}
-
-int64_t FloorDivide(int64_t a, int64_t b) {
-  const int64_t quotient = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? quotient - 1 : quotient;
-}
-
 // The integer result of `op` on two constants, or false when it is not
 // foldable here (division by zero is left for run time to report).
 bool FoldInts(BinaryOp op, int64_t a, int64_t b, int64_t* out) {
@@ -67,6 +52,20 @@ bool FoldInts(BinaryOp op, int64_t a, int64_t b, int64_t* out) {
 }
 
 }  // namespace
+
+int64_t WrapToDType(int64_t value, DataType dtype) {
+  if (dtype.is_bool()) return value != 0;
+  if (dtype.bits() >= 64) return value;
+  const uint64_t bits = static_cast<uint64_t>(value) & ((uint64_t{1} << dtype.bits()) - 1);
+  if (dtype.code() == DataType::Code::kUInt) return static_cast<int64_t>(bits);
+  const uint64_t sign = uint64_t{1} << (dtype.bits() - 1);
+  return static_cast<int64_t>((bits ^ sign) - sign);
+}
+
+int64_t FloorDivide(int64_t a, int64_t b) {
+  const int64_t quotient = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? quotient - 1 : quotient;
+}
 
 Expr IntImm(int64_t value, DataType dtype) {
   return std::make_shared<IntImmNode>(dtype, dtype.is_int() ? WrapToDType(value, dtype) : value);

@@ -177,6 +177,12 @@ Expr Load(Buffer buffer, Expr index);
 // A constant of `dtype` with `value` (rounded to an integer for int dtypes).
 Expr Constant(DataType dtype, double value);
 
+// `value` wrapped into the range of the integer or bool `dtype`, as
+// run-time arithmetic and casts wrap it (bool: value != 0).
+int64_t WrapToDType(int64_t value, DataType dtype);
+// a / b rounded towards negative infinity; b != 0.
+int64_t FloorDivide(int64_t a, int64_t b);
+
 // The value of an integer constant; false for anything else.
 bool AsInt(const Expr& expr, int64_t* value);
 // The row-major flat index of `indices` in a buffer of `shape`.

@@ -32,11 +32,6 @@ std::optional<int64_t> CheckedMul(std::optional<int64_t> a, std::optional<int64_
   return product;
 }
 
-int64_t FloorDivide(int64_t a, int64_t b) {
-  const int64_t quotient = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? quotient - 1 : quotient;
-}
-
 // Only int64 arithmetic is index arithmetic; narrower integers wrap, and
 // ranges would not hold for them.
 bool IsIndex(const Expr& expr) {

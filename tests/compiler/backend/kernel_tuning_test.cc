@@ -60,21 +60,13 @@ std::map<std::string, double> Rows(const std::string& path) {
   return rows;
 }
 
-void SetAllRows(const std::string& path, double seconds) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  const std::string sql =
-      "UPDATE kernel_measurements SET seconds_per_call = " + std::to_string(seconds);
-  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
-  sqlite3_close(db);
-}
-
-void SetRow(const std::string& path, const std::string& kernel, double seconds) {
+// Rewrites the recorded time of `kernel`, or of every kernel when empty.
+void SetSeconds(const std::string& path, double seconds, const std::string& kernel = "") {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   const std::string sql =
       "UPDATE kernel_measurements SET seconds_per_call = " + std::to_string(seconds) +
-      " WHERE kernel = '" + kernel + "'";
+      (kernel.empty() ? "" : " WHERE kernel = '" + kernel + "'");
   ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(db);
 }
@@ -89,6 +81,15 @@ class KernelTuningTest : public ::testing::Test {
     database_ = (directory_ / "cache" / "tuning.db").string();
   }
   void TearDown() override { std::filesystem::remove_all(directory_); }
+
+  // Measures `module`'s sites, then rewrites the file so that `kernel` is
+  // by far the fastest: a choice that follows can only come from the file.
+  void MeasureThenFavour(const ir::IRModule& module, const CompileOptions& options,
+                         const std::string& kernel) {
+    ChooseMatMulKernels(module, options);
+    SetSeconds(database_, 1.0);
+    SetSeconds(database_, 1e-9, kernel);
+  }
 
   CompileOptions Options(const std::string& kernels) const {
     CompileOptions options;
@@ -127,21 +128,16 @@ TEST_F(KernelTuningTest, AutoWeighsAllFourKernelsAndKeepsTheFastest) {
 TEST_F(KernelTuningTest, ALaterCompileReadsTheDatabaseInsteadOfMeasuring) {
   const CompileOptions options = Options("auto");
   const ir::IRModule module = Lowered(kStatic, options);
-  ChooseMatMulKernels(module, options);
-  // Rewritten times can only come from the file.
-  SetAllRows(database_, 1.0);
-  SetRow(database_, "nn.dense.openblas", 1e-9);
+  MeasureThenFavour(module, options, "nn.dense.openblas");
   EXPECT_THAT(Chosen(ChooseMatMulKernels(module, options)), ElementsAre("nn.dense.openblas"));
-  SetRow(database_, "nn.dense.generated", 1e-10);
+  SetSeconds(database_, 1e-10, "nn.dense.generated");
   EXPECT_THAT(Chosen(ChooseMatMulKernels(module, options)), ElementsAre(kGeneratedKernel));
 }
 
 TEST_F(KernelTuningTest, TheChosenKernelRunsInTheExecutable) {
   const CompileOptions options = Options("auto");
   const ir::IRModule module = Lowered(kStatic, options);
-  ChooseMatMulKernels(module, options);
-  SetAllRows(database_, 1.0);
-  SetRow(database_, "nn.dense.openblas", 1e-9);
+  MeasureThenFavour(module, options, "nn.dense.openblas");
   const vm::Executable chosen = CompileToExecutable(module, options);
   EXPECT_THAT(vm::KernelTableToString(chosen), HasSubstr("] nn.dense.openblas: library OpenBLAS"));
   CompileOptions builtin = options;

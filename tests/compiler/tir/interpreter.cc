@@ -32,25 +32,10 @@ Value Float(double f) {
   throw Error("tir interpreter: " + what);
 }
 
-int64_t Wrap(int64_t value, DataType dtype) {
-  if (dtype.is_bool()) return value != 0;
-  if (dtype.bits() >= 64) return value;
-  const uint64_t bits = static_cast<uint64_t>(value) & ((uint64_t{1} << dtype.bits()) - 1);
-  if (dtype.code() == DataType::Code::kUInt) return static_cast<int64_t>(bits);
-  const uint64_t sign = uint64_t{1} << (dtype.bits() - 1);
-  return static_cast<int64_t>((bits ^ sign) - sign);
-}
-
 double Round(double value, DataType dtype) {
   if (dtype.bits() == 32) return static_cast<float>(value);
   if (dtype.bits() == 64) return value;
   Fail("no arithmetic in " + dtype.name());
-}
-
-int64_t FloorDivide(int64_t a, int64_t b) {
-  if (b == -1) return static_cast<int64_t>(0 - static_cast<uint64_t>(a));
-  const int64_t quotient = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? quotient - 1 : quotient;
 }
 
 // Calls fn(T{}) with T the element type of `dtype`; float16 has none here.
@@ -353,21 +338,21 @@ class Interpreter {
     const auto x = static_cast<uint64_t>(a.i), y = static_cast<uint64_t>(b.i);
     switch (op) {
       case BinaryOp::kAdd:
-        return Int(Wrap(static_cast<int64_t>(x + y), dtype));
+        return Int(WrapToDType(static_cast<int64_t>(x + y), dtype));
       case BinaryOp::kSub:
-        return Int(Wrap(static_cast<int64_t>(x - y), dtype));
+        return Int(WrapToDType(static_cast<int64_t>(x - y), dtype));
       case BinaryOp::kMul:
-        return Int(Wrap(static_cast<int64_t>(x * y), dtype));
+        return Int(WrapToDType(static_cast<int64_t>(x * y), dtype));
       case BinaryOp::kDiv:
         if (b.i == 0) Fail("integer division by zero");
-        return Int(Wrap(b.i == -1 ? static_cast<int64_t>(0 - x) : a.i / b.i, dtype));
+        return Int(WrapToDType(b.i == -1 ? static_cast<int64_t>(0 - x) : a.i / b.i, dtype));
       case BinaryOp::kFloorDiv:
         if (b.i == 0) Fail("integer division by zero");
-        return Int(Wrap(FloorDivide(a.i, b.i), dtype));
+        return Int(WrapToDType(FloorDivide(a.i, b.i), dtype));
       case BinaryOp::kFloorMod:
         if (b.i == 0) Fail("integer division by zero");
-        return Int(Wrap(static_cast<int64_t>(x - static_cast<uint64_t>(FloorDivide(a.i, b.i)) * y),
-                        dtype));
+        return Int(WrapToDType(
+            static_cast<int64_t>(x - static_cast<uint64_t>(FloorDivide(a.i, b.i)) * y), dtype));
       case BinaryOp::kMin:
         return Int(std::min(a.i, b.i));
       case BinaryOp::kMax:
