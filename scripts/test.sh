@@ -10,6 +10,9 @@ bash scripts/build-arm.sh || { echo "0 passed, 1 failed"; exit 1; }
 
 logs=build/test-logs
 rm -rf "$logs" && mkdir -p "$logs"
+# Kernel measurements made by the suites' compiles go next to their logs,
+# not into the user's cache (~/.cache/nimble/tuning.db).
+export NIMBLE_TUNING_DB="$PWD/$logs/tuning.db"
 mapfile -t suites < <(find build/tests -name '*_test' -type f -executable | sort)
 
 run_suite() {
