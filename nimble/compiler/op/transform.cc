@@ -703,15 +703,7 @@ std::vector<te::Tensor> StridedSliceCompute(te::ComputeContext&, std::span<const
   std::vector<int64_t> step(rank, 1);
   for (size_t k = 0; k < axes.size(); ++k) {
     const size_t axis = axes[k];
-    // PlanSlice's defaults for the entries begin, end and strides leave out.
-    const int64_t stride = spec.size_mode || k >= spec.strides.size() ? 1 : spec.strides[k];
-    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-    constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-    const int64_t begin = k < spec.begin.size() ? spec.begin[k] : (stride > 0 ? 0 : kMax);
-    const int64_t end = k < spec.end.size() ? spec.end[k]
-                        : spec.size_mode    ? -1
-                        : stride > 0        ? kMax
-                                            : kMin;
+    const auto [begin, end, stride] = rules::SliceEntryAt(spec, k);
     if (stride == 0 || !PlanAxisExpr(begin, end, stride, spec.size_mode, data->shape[axis],
                                      &first[axis], &shape[axis])) {
       return {};

@@ -455,6 +455,23 @@ struct SliceSpec {
   bool size_mode = false;  // `end` holds sizes (slice_mode="size"); strides are then 1
 };
 
+// Entry k of a slice's begin, end and stride, with the defaults for entries
+// the attributes leave out: the whole axis in the stride's direction.
+struct SliceEntry {
+  int64_t begin, end, stride;
+};
+inline SliceEntry SliceEntryAt(const SliceSpec& spec, size_t k) {
+  const int64_t stride = spec.size_mode || k >= spec.strides.size() ? 1 : spec.strides[k];
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  const int64_t begin = k < spec.begin.size() ? spec.begin[k] : (stride > 0 ? 0 : kMax);
+  const int64_t end = k < spec.end.size() ? spec.end[k]
+                      : spec.size_mode    ? -1
+                      : stride > 0        ? kMax
+                                          : kMin;
+  return {begin, end, stride};
+}
+
 // Per data axis: the first index read and the step (meaningful where the
 // extent is static), and the output dims.
 template <typename D>
@@ -482,15 +499,8 @@ SlicePlan<D> PlanSlice(const DimsOf<D>& in, const SliceSpec& spec, const std::st
   SlicePlan<D> plan{std::vector<int64_t>(in.size(), 0), std::vector<int64_t>(in.size(), 1), in};
   for (size_t k = 0; k < axes.size(); ++k) {
     const size_t axis = axes[k];
-    const int64_t stride = spec.size_mode || k >= spec.strides.size() ? 1 : spec.strides[k];
+    const auto [begin, end, stride] = SliceEntryAt(spec, k);
     if (stride == 0) throw Error(op + ": stride 0 on axis " + std::to_string(axis));
-    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-    constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-    const int64_t begin = k < spec.begin.size() ? spec.begin[k] : (stride > 0 ? 0 : kMax);
-    const int64_t end = k < spec.end.size() ? spec.end[k]
-                        : spec.size_mode    ? -1
-                        : stride > 0        ? kMax
-                                            : kMin;
     if (in[axis].is_any()) continue;  // the output dim stays Any
     int64_t size = 0;
     PlanAxis(begin, end, stride, spec.size_mode, in[axis].value(), &plan.begin[axis], &size);

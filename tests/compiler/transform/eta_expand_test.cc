@@ -17,42 +17,16 @@ using testing::ExpectProgram;
 using testing::ExpectSameResult;
 using testing::F32;
 using ::testing::HasSubstr;
+using testing::kListPrelude;
 using testing::ParseTyped;
-
-// The ADTs and list functions the programs below use.
-const std::string kPrelude = R"(
-type List[A] {
-  Cons(A, List[A]),
-  Nil,
-}
-
-type Option[A] {
-  Some(A),
-  None,
-}
-
-def @map[A, B](%f: fn (A) -> B, %xs: List[A]) -> List[B] {
-  match (%xs) {
-    Cons(%head, %tail) => Cons(%f(%head), @map(%f, %tail)),
-    Nil => Nil,
-  }
-}
-
-def @foldr[A, B](%f: fn (A, B) -> B, %acc: B, %xs: List[A]) -> B {
-  match (%xs) {
-    Cons(%head, %tail) => %f(%head, @foldr(%f, %acc, %tail)),
-    Nil => %acc,
-  }
-}
-)";
 
 // Expands `program` (after the prelude), checks the result against
 // `expected` and, when `main` takes no arguments, that it computes the same.
 void ExpectExpansion(const std::string& program, const std::string& expected,
                      bool evaluate = true) {
-  ir::IRModule module = ParseTyped(kPrelude + program);
+  ir::IRModule module = ParseTyped(kListPrelude + program);
   ir::IRModule result = EtaExpandConstructors(module);
-  ExpectProgram(result, kPrelude + expected);
+  ExpectProgram(result, kListPrelude + expected);
   if (evaluate) ExpectSameResult(module, result, {});
 }
 
@@ -109,7 +83,7 @@ def @main(%x: Tensor[(?, 2), float32]) {
   %f(%t.1)
 })";
   ExpectExpansion(program, expected, /*evaluate=*/false);
-  ir::IRModule module = ParseTyped(kPrelude + program);
+  ir::IRModule module = ParseTyped(kListPrelude + program);
   ExpectSameResult(module, EtaExpandConstructors(module), {F32({3, 2}, {1, 2, 3, 4, 5, 6})});
 }
 
@@ -209,9 +183,9 @@ def @main(%x: Tensor[(?,), float32]) {
   let %xs = Cons(Some(%x), Cons(%none, Nil));
   (%xs, Cons(%none, Nil))
 })";
-  ir::IRModule module = ParseTyped(kPrelude + program);
+  ir::IRModule module = ParseTyped(kListPrelude + program);
   ir::IRModule result = EtaExpandConstructors(module);
-  ExpectProgram(result, kPrelude + program);
+  ExpectProgram(result, kListPrelude + program);
   EXPECT_TRUE(result->Lookup("main") == module->Lookup("main"));
 }
 
@@ -234,7 +208,7 @@ def @main() {
 }
 
 TEST(EtaExpandConstructors, Idempotent) {
-  ir::IRModule once = EtaExpandConstructors(ParseTyped(kPrelude + R"(
+  ir::IRModule once = EtaExpandConstructors(ParseTyped(kListPrelude + R"(
 def @main() {
   let %f = Cons;
   @foldr(%f, Nil, @map(Some, Cons(1f, Nil)))
@@ -244,7 +218,7 @@ def @main() {
 }
 
 TEST(EtaExpandConstructors, IllTypedInputIsAnError) {
-  ir::IRModule module = text::ParseModule(kPrelude + R"(
+  ir::IRModule module = text::ParseModule(kListPrelude + R"(
 def @main() {
   let %f = Some;
   %f(1f, 2f)
@@ -259,7 +233,7 @@ TEST(EtaExpandConstructors, TenThousandLets) {
     program += "  let %v" + std::to_string(i) + " = %v" + std::to_string(i - 1) + ";\n";
   }
   program += "  %v10000(%x)\n}\n";
-  ir::IRModule module = ParseTyped(kPrelude + program);
+  ir::IRModule module = ParseTyped(kListPrelude + program);
   ir::IRModule result = EtaExpandConstructors(module);
   const auto* first = static_cast<const ir::LetNode*>(result->Lookup("main")->body.get());
   EXPECT_EQ(first->value->kind, ir::ExprKind::kFunction);

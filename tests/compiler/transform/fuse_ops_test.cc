@@ -34,6 +34,7 @@ using testing::ExpectSameResult;
 using testing::F32;
 using ::testing::HasSubstr;
 using testing::I32;
+using testing::kListPrelude;
 using testing::ParseTyped;
 
 // ---- Fusion off: a primitive per operator call ------------------------------
@@ -696,31 +697,7 @@ def @main(%x: Tensor[(), float32]) {
 }
 
 TEST(Normalisation, ListMapFoldAndConstructorsAsValues) {
-  ir::IRModule module = ParseTyped(R"(
-type List[A] {
-  Cons(A, List[A]),
-  Nil,
-}
-
-type Option[A] {
-  Some(A),
-  None,
-}
-
-def @map[A, B](%f: fn (A) -> B, %xs: List[A]) -> List[B] {
-  match (%xs) {
-    Cons(%head, %tail) => Cons(%f(%head), @map(%f, %tail)),
-    Nil => Nil,
-  }
-}
-
-def @foldl[A, B](%f: fn (A, B) -> A, %acc: A, %xs: List[B]) -> A {
-  match (%xs) {
-    Cons(%head, %tail) => @foldl(%f, %f(%acc, %head), %tail),
-    Nil => %acc,
-  }
-}
-
+  ir::IRModule module = ParseTyped(kListPrelude + R"(
 def @double(%x: Tensor[(), float32]) { multiply(%x, 2f) }
 
 def @main(%x: Tensor[(), float32]) {
@@ -731,7 +708,7 @@ def @main(%x: Tensor[(), float32]) {
     Cons(Some(%first), _) => %first,
     _ => -1f,
   };
-  (@foldl(fn (%acc, %v) { add(%acc, %v) }, 0f, %ys), %ys, %first)
+  (@foldr(fn (%v, %acc) { add(%acc, %v) }, 0f, %ys), %ys, %first)
 })");
   ExpectNormalisedSameResult(module, {F32({}, {10})});
 }

@@ -20,6 +20,33 @@
 
 namespace nimble::transform::testing {
 
+// List and Option with map and foldr, for programs that build lists.
+inline const std::string kListPrelude = R"(
+type List[A] {
+  Cons(A, List[A]),
+  Nil,
+}
+
+type Option[A] {
+  Some(A),
+  None,
+}
+
+def @map[A, B](%f: fn (A) -> B, %xs: List[A]) -> List[B] {
+  match (%xs) {
+    Cons(%head, %tail) => Cons(%f(%head), @map(%f, %tail)),
+    Nil => Nil,
+  }
+}
+
+def @foldr[A, B](%f: fn (A, B) -> B, %acc: B, %xs: List[A]) -> B {
+  match (%xs) {
+    Cons(%head, %tail) => %f(%head, @foldr(%f, %acc, %tail)),
+    Nil => %acc,
+  }
+}
+)";
+
 // A parsed, type-checked program.
 inline ir::IRModule ParseTyped(const std::string& text, const text::ParamMap* params = nullptr) {
   ir::IRModule module = text::ParseModule(text, "test.relay", params);
