@@ -191,8 +191,9 @@ vm::Executable LoadOrCompile(const RunOptions& options) {
       throw Error(path + ": --params applies to programs, not executables");
     }
     if (!options.plan_memory) throw Error(path + ": --no-memory-plan applies to programs");
-    if (options.kernels.kernels != "auto" || !options.kernels.fusion) {
-      throw Error(path + ": --kernels and --no-fusion apply to programs");
+    if (options.kernels.kernels != "auto" || !options.kernels.fusion ||
+        options.kernels.tuning_db != backend::DefaultTuningDatabase()) {
+      throw Error(path + ": --kernels, --no-fusion and --tuning-db apply to programs");
     }
     return vm::Executable::LoadFromFile(path);
   }

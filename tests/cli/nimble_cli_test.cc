@@ -367,8 +367,12 @@ TEST_F(NimbleCli, KernelChoiceAndFusion) {
     const Outcome run = Nimble(args);
     ASSERT_EQ(run.status, 0) << flags << ": " << run.err;
   }
-  ExpectUserError(Nimble({"run", Temp("fused.nimble"), "--no-fusion"}),
-                  Temp("fused.nimble") + ": --kernels and --no-fusion apply to programs");
+  ExpectUserError(
+      Nimble({"run", Temp("fused.nimble"), "--no-fusion"}),
+      Temp("fused.nimble") + ": --kernels, --no-fusion and --tuning-db apply to programs");
+  ExpectUserError(
+      Nimble({"run", Temp("fused.nimble"), "--tuning-db", Temp("other.db")}),
+      Temp("fused.nimble") + ": --kernels, --no-fusion and --tuning-db apply to programs");
 }
 
 // The loop IR of the generated kernels, simplified: a row's elementwise
