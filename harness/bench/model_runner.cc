@@ -115,6 +115,10 @@ struct Profile {
   double alloc_storage_per_sample = 0;
   double device_allocs_per_sample = 0;
   double peak_bytes = 0;
+  double instructions_per_sample = 0;
+  // Time outside kernels per instruction that is not a kernel call: the VM's
+  // own cost of dispatch, allocation, calls and scalar work.
+  double other_ns_per_instruction = 0;
 };
 
 Profile ProfilePass(const vm::Executable& executable, const std::vector<Sample>& samples) {
@@ -138,6 +142,12 @@ Profile ProfilePass(const vm::Executable& executable, const std::vector<Sample>&
     profile.device_allocs_per_sample += static_cast<double>(device.stats.device_allocs) / n;
   }
   profile.peak_bytes = static_cast<double>(allocator->Stats().peak_bytes_live);
+  profile.instructions_per_sample = static_cast<double>(stats.instructions()) / n;
+  const uint64_t non_kernel = stats.instructions() - stats.count(vm::Opcode::kInvokePacked);
+  if (non_kernel > 0) {
+    profile.other_ns_per_instruction =
+        static_cast<double>(stats.other_time().count()) / static_cast<double>(non_kernel);
+  }
   return profile;
 }
 
@@ -158,6 +168,8 @@ void AddSplit(Figures& figures, const std::string& prefix, const Timing& timing,
   figures.Add(prefix + "kernel_us_per_token", timing.us_per_token * profile.kernel_fraction, "us");
   figures.Add(prefix + "other_us_per_token", timing.us_per_token * (1 - profile.kernel_fraction),
               "us");
+  figures.Add(prefix + "vm_instructions_per_sentence", profile.instructions_per_sample, "count");
+  figures.Add(prefix + "other_ns_per_instruction", profile.other_ns_per_instruction, "ns");
 }
 
 // BERT's inputs cut or padded ([PAD] = 0, token type 0) to `length`.

@@ -53,8 +53,66 @@ const char* OpcodeName(Opcode op) {
       return "fatal";
     case Opcode::kKillRegister:
       return "kill_register";
+    case Opcode::kScalar:
+      return "scalar";
   }
   return "unknown";
+}
+
+const char* ScalarOperatorName(ScalarOperator op) {
+  switch (op) {
+    case ScalarOperator::kAdd:
+      return "add";
+    case ScalarOperator::kSubtract:
+      return "subtract";
+    case ScalarOperator::kMultiply:
+      return "multiply";
+    case ScalarOperator::kDivide:
+      return "divide";
+    case ScalarOperator::kMaximum:
+      return "maximum";
+    case ScalarOperator::kMinimum:
+      return "minimum";
+    case ScalarOperator::kEqual:
+      return "equal";
+    case ScalarOperator::kNotEqual:
+      return "not_equal";
+    case ScalarOperator::kLess:
+      return "less";
+    case ScalarOperator::kLessEqual:
+      return "less_equal";
+    case ScalarOperator::kGreater:
+      return "greater";
+    case ScalarOperator::kGreaterEqual:
+      return "greater_equal";
+    case ScalarOperator::kLogicalAnd:
+      return "logical_and";
+    case ScalarOperator::kLogicalOr:
+      return "logical_or";
+    case ScalarOperator::kNegative:
+      return "negative";
+    case ScalarOperator::kLogicalNot:
+      return "logical_not";
+    case ScalarOperator::kCast:
+      return "cast";
+    case ScalarOperator::kTakeClip:
+      return "take.clip";
+    case ScalarOperator::kTakeWrap:
+      return "take.wrap";
+    case ScalarOperator::kTakeFast:
+      return "take.fast";
+  }
+  return "unknown";
+}
+
+bool IsScalarDType(DataType dtype) {
+  return dtype == DataType::Bool() || dtype == DataType::Int8() || dtype == DataType::Int32() ||
+         dtype == DataType::Int64();
+}
+
+bool IsBinaryScalarOperator(ScalarOperator op) {
+  return op != ScalarOperator::kNegative && op != ScalarOperator::kLogicalNot &&
+         op != ScalarOperator::kCast;
 }
 
 Instruction Instruction::Move(RegName from, RegName dst) {
@@ -221,9 +279,10 @@ Instruction Instruction::DeviceCopy(RegName source, int32_t source_device_index,
   return instruction;
 }
 
-Instruction Instruction::ShapeOf(RegName tensor, RegName dst) {
+Instruction Instruction::ShapeOf(RegName tensor, DataType dtype, RegName dst) {
   Instruction instruction;
   instruction.op = Opcode::kShapeOf;
+  instruction.dtype = dtype;
   instruction.src = tensor;
   instruction.dst = dst;
   return instruction;
@@ -249,6 +308,20 @@ Instruction Instruction::KillRegister(RegName reg) {
   Instruction instruction;
   instruction.op = Opcode::kKillRegister;
   instruction.dst = reg;
+  return instruction;
+}
+
+Instruction Instruction::Scalar(ScalarOperator op, RegName lhs, RegName rhs, int64_t rhs_value,
+                                DataType dtype, RegName dst) {
+  Instruction instruction;
+  instruction.op = Opcode::kScalar;
+  instruction.index = static_cast<int64_t>(op);
+  instruction.src = lhs;
+  const bool binary = IsBinaryScalarOperator(op);
+  instruction.operand = binary ? rhs : kNoRegister;
+  instruction.immediate = binary && rhs == kNoRegister ? rhs_value : 0;
+  instruction.dtype = dtype;
+  instruction.dst = dst;
   return instruction;
 }
 
@@ -288,8 +361,19 @@ std::string Operands(const Instruction& in, std::optional<int64_t> pc) {
     case Opcode::kMove:
     case Opcode::kRet:
     case Opcode::kGetTag:
-    case Opcode::kShapeOf:
       return Reg(in.src);
+    case Opcode::kShapeOf:
+      return Reg(in.src) + " " + in.dtype.name();
+    case Opcode::kScalar: {
+      // Clamped so that a malformed operator still prints.
+      if (in.index < 0 || in.index >= kNumScalarOperators) {
+        return "operator " + std::to_string(in.index) + " " + Reg(in.src);
+      }
+      const auto op = static_cast<ScalarOperator>(in.index);
+      const std::string rhs =
+          IsBinaryScalarOperator(op) ? ", " + RegOrImmediate(in.operand, in.immediate) : "";
+      return std::string(ScalarOperatorName(op)) + " " + Reg(in.src) + rhs + " " + in.dtype.name();
+    }
     case Opcode::kInvoke:
     case Opcode::kAllocClosure:
       return Indexed("func", in.index) + "(" + RegList(in.args, 0, in.args.size()) + ")";

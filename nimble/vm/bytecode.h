@@ -8,7 +8,10 @@
 // immediate and read a register); If compares against an immediate or a
 // register (TVM needed a LoadConsti first); InvokePacked never skips a kernel
 // because an output is empty; Fatal carries a message; KillRegister drops a
-// register's value at its last use.
+// register's value at its last use; Scalar does a program's scalar control
+// arithmetic (loop counters, comparisons, shape reads) in the VM, where TVM
+// called a kernel and allocated a tensor for each step; ShapeOf gives int32
+// or int64.
 #pragma once
 
 #include <cstdint>
@@ -44,11 +47,47 @@ enum class Opcode : uint8_t {
   kReshapeTensor,
   kFatal,
   kKillRegister,
+  kScalar,
 };
-inline constexpr int kNumOpcodes = static_cast<int>(Opcode::kKillRegister) + 1;
+inline constexpr int kNumOpcodes = static_cast<int>(Opcode::kScalar) + 1;
 
 // The text name of an opcode ("invoke_packed").
 const char* OpcodeName(Opcode op);
+
+// What a Scalar instruction computes, with the semantics of the operator of
+// the same name on rank-0 tensors (integers wrap; divide truncates and fails
+// on a zero divisor). Unary operators read only `src`; take reads element
+// `rhs` of the 1-D tensor `src`, its index clipped, wrapped, or (fast) checked.
+enum class ScalarOperator : uint8_t {
+  kAdd,
+  kSubtract,
+  kMultiply,
+  kDivide,
+  kMaximum,
+  kMinimum,
+  kEqual,
+  kNotEqual,
+  kLess,
+  kLessEqual,
+  kGreater,
+  kGreaterEqual,
+  kLogicalAnd,
+  kLogicalOr,
+  kNegative,
+  kLogicalNot,
+  kCast,
+  kTakeClip,
+  kTakeWrap,
+  kTakeFast,
+};
+inline constexpr int kNumScalarOperators = static_cast<int>(ScalarOperator::kTakeFast) + 1;
+
+// The operator's name: the Relay op's ("less"), or "take.clip" and so on.
+const char* ScalarOperatorName(ScalarOperator op);
+// Whether the operator reads a second operand (register or immediate).
+bool IsBinaryScalarOperator(ScalarOperator op);
+// The dtypes of Scalar's operands: int8, int32, int64 and bool.
+bool IsScalarDType(DataType dtype);
 
 // One instruction. Fields not listed for an opcode stay at their defaults;
 // build instructions with the named constructors below.
@@ -71,18 +110,24 @@ const char* OpcodeName(Opcode op);
 //   LoadConst       dst                                  constant
 //   LoadConsti      dst                                            value
 //   DeviceCopy      dst  source                                                   device_index, source_device_index
-//   ShapeOf         dst  tensor
+//   ShapeOf         dst  tensor                                                   dtype (int32|int64)
 //   ReshapeTensor   dst  tensor         shape reg
 //   Fatal                                                message
 //   KillRegister    dst
+//   Scalar          dst  lhs            rhs reg|none     operator  rhs value      dtype
 // clang-format on
+//
+// Scalar's operands are rank-0 tensors of `dtype` (int8, int32, int64 or bool;
+// take's `lhs` is 1-D and its index any integer); its result is a rank-0
+// tensor of `dtype`, or bool for comparisons. Cast converts `lhs`, of any
+// integer or bool dtype, to `dtype`.
 //
 // AllocStorage's size register holds the size in bytes (a scalar) or the
 // shape of the tensor to be stored (a 1-D int64 tensor; bytes = elements x
 // the size of dtype).
 //
 // Jump offsets are relative to the jumping instruction. Scalars in registers
-// (sizes, offsets, tests, shapes) are int64 or bool tensors on the CPU.
+// (sizes, offsets, tests, shapes) are integer or bool tensors on the CPU.
 struct Instruction {
   Opcode op = Opcode::kFatal;
   RegName dst = kNoRegister;
@@ -128,10 +173,14 @@ struct Instruction {
   static Instruction LoadConsti(int64_t value, RegName dst);
   static Instruction DeviceCopy(RegName source, int32_t source_device_index, int32_t device_index,
                                 RegName dst);
-  static Instruction ShapeOf(RegName tensor, RegName dst);
+  static Instruction ShapeOf(RegName tensor, DataType dtype, RegName dst);
   static Instruction ReshapeTensor(RegName tensor, RegName shape_reg, RegName dst);
   static Instruction Fatal(int64_t message);
   static Instruction KillRegister(RegName reg);
+  // `rhs` from a register or, with kNoRegister, the immediate `rhs_value`;
+  // both ignored by a unary operator.
+  static Instruction Scalar(ScalarOperator op, RegName lhs, RegName rhs, int64_t rhs_value,
+                            DataType dtype, RegName dst);
 };
 
 // One line of text: the written register first ("$3 = "), the opcode name,
@@ -143,6 +192,8 @@ struct Instruction {
 //   "$4 = alloc_storage size 1024 align 64 float32 device[1]"  (or "size $3")
 //   "$6 = alloc_tensor $4 offset 16 [2, 3] float32"   "$13 = get_field $12[1]"
 //   "if $3 == 1 then +1 else +2"   "goto -4"   "fatal message[0]"
+//   "$7 = shape_of $0 int32"   "$9 = scalar less $7, $2 int32"   "$3 = scalar add $2, 1 int64"
+//   "$5 = scalar cast $4 int64"
 // FunctionToString (executable.h) adds each jump's target pc.
 std::string InstructionToString(const Instruction& instruction);
 

@@ -317,8 +317,20 @@ void CodeFields(Codec& codec, Inst& in) {
   switch (in.op) {
     case Opcode::kMove:
     case Opcode::kGetTag:
+      codec.Reg(in.src);
+      codec.Reg(in.dst);
+      return;
     case Opcode::kShapeOf:
       codec.Reg(in.src);
+      codec.DType(in.dtype);
+      codec.Reg(in.dst);
+      return;
+    case Opcode::kScalar:
+      codec.Int(in.index);
+      codec.Reg(in.src);
+      codec.Reg(in.operand);
+      codec.Int(in.immediate);
+      codec.DType(in.dtype);
       codec.Reg(in.dst);
       return;
     case Opcode::kRet:
@@ -788,7 +800,19 @@ class FunctionValidator {
     switch (in.op) {
       case Opcode::kMove:
       case Opcode::kGetTag:
+        return Regs({in.src, in.dst});
       case Opcode::kShapeOf:
+        if (in.dtype != DataType::Int32() && in.dtype != DataType::Int64()) {
+          Fail("shape_of gives int32 or int64, not " + in.dtype.name());
+        }
+        return Regs({in.src, in.dst});
+      case Opcode::kScalar:
+        Index(in.index, kNumScalarOperators, "scalar operator");
+        if (!IsScalarDType(in.dtype)) {
+          Fail("scalar " + std::string(ScalarOperatorName(static_cast<ScalarOperator>(in.index))) +
+               " on " + in.dtype.name() + " (scalar operands are int8, int32, int64 or bool)");
+        }
+        OptionalReg(in.operand);
         return Regs({in.src, in.dst});
       case Opcode::kRet:
         return Reg(in.src);

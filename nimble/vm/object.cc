@@ -1,8 +1,87 @@
 #include "nimble/vm/object.h"
 
+#include <algorithm>
+#include <array>
+#include <new>
+#include <utility>
 #include <vector>
 
 namespace nimble {
+namespace {
+
+// Size classes of 16 bytes up to 256; larger objects go to ::operator new.
+constexpr size_t kGranule = 16;
+constexpr size_t kNumClasses = 16;
+// A thread keeps at most this many free bytes per class; the rest go back.
+constexpr size_t kMaxFreeBytesPerClass = size_t{16} << 20;
+
+struct FreeBlock {
+  FreeBlock* next;
+};
+
+// One thread's free blocks. Memory freed on another thread than the one that
+// allocated it simply joins that thread's lists.
+class FreeLists {
+ public:
+  ~FreeLists() {
+    destroyed = true;
+    for (FreeBlock*& head : heads_) {
+      while (head) ::operator delete(std::exchange(head, head->next));
+    }
+  }
+
+  void* Allocate(size_t size_class) {
+    FreeBlock* block = heads_[size_class];
+    if (!block) return ::operator new((size_class + 1) * kGranule);
+    heads_[size_class] = block->next;
+    --counts_[size_class];
+    return block;
+  }
+
+  void Free(void* pointer, size_t size_class) {
+    if (counts_[size_class] * (size_class + 1) * kGranule >= kMaxFreeBytesPerClass) {
+      ::operator delete(pointer);
+      return;
+    }
+    heads_[size_class] = new (pointer) FreeBlock{heads_[size_class]};
+    ++counts_[size_class];
+  }
+
+  // Set once this thread's lists are gone (objects freed by later thread-exit
+  // or static destructors go straight back to ::operator delete).
+  static thread_local bool destroyed;
+
+ private:
+  std::array<FreeBlock*, kNumClasses> heads_{};
+  std::array<size_t, kNumClasses> counts_{};
+};
+
+thread_local bool FreeLists::destroyed = false;
+thread_local FreeLists free_lists;
+
+// The class of an object of `size` bytes, or kNumClasses when it is too big.
+size_t SizeClass(size_t size) {
+  return size == 0 ? 0 : std::min((size - 1) / kGranule, kNumClasses);
+}
+
+}  // namespace
+
+void* Object::operator new(size_t size) {
+  const size_t size_class = SizeClass(size);
+  if (size_class == kNumClasses) return ::operator new(size);
+  // Always a whole class, since another thread's lists may take it back.
+  if (FreeLists::destroyed) return ::operator new((size_class + 1) * kGranule);
+  return free_lists.Allocate(size_class);
+}
+
+void Object::operator delete(void* pointer, size_t size) {
+  const size_t size_class = SizeClass(size);
+  if (size_class == kNumClasses || FreeLists::destroyed) {
+    ::operator delete(pointer);
+    return;
+  }
+  free_lists.Free(pointer, size_class);
+}
 
 void Object::Release(const Object* object) {
   // Objects whose count reached zero while another object was being destroyed

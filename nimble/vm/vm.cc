@@ -10,6 +10,7 @@
 #include "nimble/vm/dlpack.h"
 #include "nimble/vm/error.h"
 #include "nimble/vm/kernel_library.h"
+#include "nimble/vm/kernels/element.h"
 
 namespace nimble::vm {
 namespace {
@@ -492,6 +493,29 @@ void VirtualMachine::InvokePacked(const Instruction& in, const Ref<Object>* regs
   }
 }
 
+Tensor VirtualMachine::Scalar(const Instruction& in, const Ref<Object>* regs) {
+  const auto op = static_cast<ScalarOperator>(in.index);
+  const auto operand = [&](RegName reg) -> const TensorNode& {
+    return Expect<TensorNode>(regs[reg], "a tensor", "an operand of scalar");
+  };
+  const TensorNode* rhs = in.operand == kNoRegister ? nullptr : &operand(in.operand);
+  Tensor result = scalars_.Get(ScalarResultDType(op, in.dtype), {});
+  EvaluateScalar(op, in.dtype, operand(in.src), rhs, in.immediate, result->raw_data());
+  return result;
+}
+
+Tensor VirtualMachine::ShapeOf(const Instruction& in, const Ref<Object>& value) {
+  const TensorNode& tensor = Expect<TensorNode>(value, "a tensor", "shape_of's value");
+  Tensor shape = scalars_.Get(in.dtype, {tensor.ndim()});
+  // As the shape_of kernel: int32 narrows modulo 2^32.
+  DispatchDType(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    std::transform(tensor.shape().begin(), tensor.shape().end(), shape->data<T>(),
+                   [](int64_t dim) { return ConvertElement<T>(dim); });
+  });
+  return shape;
+}
+
 template <bool kProfile>
 Ref<Object> VirtualMachine::RunLoop() {
   const Clock::time_point start = kProfile ? Clock::now() : Clock::time_point();
@@ -602,12 +626,15 @@ Ref<Object> VirtualMachine::RunLoop() {
           ++pc;
           break;
         }
-        case Opcode::kGetTag:
-          regs[in.dst] = TensorNode::Scalar<int32_t>(
-              DataType::Int32(),
-              Expect<ADTNode>(regs[in.src], "an ADT value", "get_tag's object").tag());
+        case Opcode::kGetTag: {
+          const int32_t tag =
+              Expect<ADTNode>(regs[in.src], "an ADT value", "get_tag's object").tag();
+          Tensor value = scalars_.Get(DataType::Int32(), {});
+          *value->data<int32_t>() = tag;
+          regs[in.dst] = std::move(value);
           ++pc;
           break;
+        }
         case Opcode::kIf: {
           const int64_t test = ReadScalar(regs[in.src], "the test of if");
           const int64_t target = in.operand == kNoRegister
@@ -623,22 +650,21 @@ Ref<Object> VirtualMachine::RunLoop() {
           regs[in.dst] = LoadConstant(in.index);
           ++pc;
           break;
-        case Opcode::kLoadConsti:
-          regs[in.dst] = TensorNode::Scalar<int64_t>(DataType::Int64(), in.immediate);
+        case Opcode::kLoadConsti: {
+          Tensor value = scalars_.Get(DataType::Int64(), {});
+          *value->data<int64_t>() = in.immediate;
+          regs[in.dst] = std::move(value);
           ++pc;
           break;
+        }
         case Opcode::kDeviceCopy:
           regs[in.dst] = DeviceCopy(in, regs[in.src]);
           ++pc;
           break;
-        case Opcode::kShapeOf: {
-          const TensorNode& tensor =
-              Expect<TensorNode>(regs[in.src], "a tensor", "shape_of's value");
-          regs[in.dst] =
-              TensorNode::FromVector<int64_t>({tensor.ndim()}, DataType::Int64(), tensor.shape());
+        case Opcode::kShapeOf:
+          regs[in.dst] = ShapeOf(in, regs[in.src]);
           ++pc;
           break;
-        }
         case Opcode::kReshapeTensor:
           regs[in.dst] =
               LeadingView(Expect<TensorNode>(regs[in.src], "a tensor", "the reshaped value"),
@@ -649,6 +675,10 @@ Ref<Object> VirtualMachine::RunLoop() {
           throw Error(executable_.messages[in.index]);
         case Opcode::kKillRegister:
           regs[in.dst] = nullptr;
+          ++pc;
+          break;
+        case Opcode::kScalar:
+          regs[in.dst] = Scalar(in, regs);
           ++pc;
           break;
       }

@@ -19,6 +19,7 @@
 #include "nimble/vm/executable.h"
 #include "nimble/vm/kernel.h"
 #include "nimble/vm/profiler.h"
+#include "nimble/vm/scalar_ops.h"
 
 namespace nimble::vm {
 
@@ -110,6 +111,8 @@ class VirtualMachine {
   Tensor DeviceCopy(const Instruction& in, const Ref<Object>& source) const;
   template <bool kProfile>
   void InvokePacked(const Instruction& in, const Ref<Object>* regs);
+  Tensor Scalar(const Instruction& in, const Ref<Object>* regs);
+  Tensor ShapeOf(const Instruction& in, const Ref<Object>& value);
 
   Executable executable_;
   std::vector<Device> devices_;
@@ -125,6 +128,7 @@ class VirtualMachine {
   std::vector<Ref<Object>> call_args_;  // a tail call's arguments in transit
   std::vector<DLTensor> packed_tensors_;
   std::vector<DLTensor*> packed_args_;
+  ScalarTensorCache scalars_;
   size_t peak_call_depth_ = 0;
 
   std::map<std::string, std::vector<Ref<Object>>> inputs_;

@@ -427,8 +427,8 @@ TEST_F(NimbleCli, AllocationsWithAndWithoutPlanning) {
   ASSERT_EQ(counts.status, 0) << counts.err;
   EXPECT_THAT(Lines(counts.out),
               ElementsAre(HasSubstr("allocations"),
-                          "manifested                  14           1261                   0",
-                          "planned                      8           1005                   0"));
+                          "manifested                  11           1248                   0",
+                          "planned                      5            992                   0"));
   const std::vector<std::string> run = {"run",  lstm,      "--params",
                                         params, "--input", Example("data/lstm_sequence.npy")};
   std::vector<std::string> unplanned = run;

@@ -33,11 +33,41 @@ TEST(BytecodeTest, OpcodeNamesAreTheInstructionSetsNames) {
                                   "shape_of",
                                   "reshape_tensor",
                                   "fatal",
-                                  "kill_register"};
+                                  "kill_register",
+                                  "scalar"};
   ASSERT_EQ(std::size(expected), static_cast<size_t>(kNumOpcodes));
   for (int op = 0; op < kNumOpcodes; ++op) {
     EXPECT_STREQ(OpcodeName(static_cast<Opcode>(op)), expected[op]);
   }
+}
+
+TEST(BytecodeTest, ScalarInstructionsTakeARegisterOrAnImmediate) {
+  const I less = I::Scalar(ScalarOperator::kLess, 7, 2, 0, DataType::Int32(), 9);
+  EXPECT_EQ(less.op, Opcode::kScalar);
+  EXPECT_EQ(less.index, static_cast<int64_t>(ScalarOperator::kLess));
+  EXPECT_EQ(less.src, 7);
+  EXPECT_EQ(less.operand, 2);
+  EXPECT_EQ(less.dst, 9);
+  EXPECT_EQ(InstructionToString(less), "$9 = scalar less $7, $2 int32");
+
+  const I add = I::Scalar(ScalarOperator::kAdd, 2, kNoRegister, 1, DataType::Int64(), 3);
+  EXPECT_EQ(add.operand, kNoRegister);
+  EXPECT_EQ(add.immediate, 1);
+  EXPECT_EQ(InstructionToString(add), "$3 = scalar add $2, 1 int64");
+
+  // A unary operator keeps no second operand, whatever it was given.
+  const I cast = I::Scalar(ScalarOperator::kCast, 4, 6, 9, DataType::Int64(), 5);
+  EXPECT_EQ(cast.operand, kNoRegister);
+  EXPECT_EQ(cast.immediate, 0);
+  EXPECT_EQ(InstructionToString(cast), "$5 = scalar cast $4 int64");
+  EXPECT_EQ(InstructionToString(
+                I::Scalar(ScalarOperator::kTakeWrap, 1, kNoRegister, -1, DataType::Int32(), 2)),
+            "$2 = scalar take.wrap $1, -1 int32");
+
+  EXPECT_STREQ(ScalarOperatorName(ScalarOperator::kGreaterEqual), "greater_equal");
+  EXPECT_STREQ(ScalarOperatorName(ScalarOperator::kTakeFast), "take.fast");
+  EXPECT_TRUE(IsBinaryScalarOperator(ScalarOperator::kLogicalOr));
+  EXPECT_FALSE(IsBinaryScalarOperator(ScalarOperator::kLogicalNot));
 }
 
 TEST(BytecodeTest, MoveRetAndRegisterToRegisterOps) {
@@ -59,11 +89,12 @@ TEST(BytecodeTest, MoveRetAndRegisterToRegisterOps) {
   EXPECT_EQ(get_tag.dst, 14);
   EXPECT_EQ(InstructionToString(get_tag), "$14 = get_tag $12");
 
-  const I shape_of = I::ShapeOf(6, 8);
+  const I shape_of = I::ShapeOf(6, DataType::Int32(), 8);
   EXPECT_EQ(shape_of.op, Opcode::kShapeOf);
   EXPECT_EQ(shape_of.src, 6);
+  EXPECT_EQ(shape_of.dtype, DataType::Int32());
   EXPECT_EQ(shape_of.dst, 8);
-  EXPECT_EQ(InstructionToString(shape_of), "$8 = shape_of $6");
+  EXPECT_EQ(InstructionToString(shape_of), "$8 = shape_of $6 int32");
 
   const I reshape = I::ReshapeTensor(6, 8, 10);
   EXPECT_EQ(reshape.op, Opcode::kReshapeTensor);

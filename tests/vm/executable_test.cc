@@ -365,7 +365,7 @@ TEST(ExecutableTest, RejectsBadJumps) {
   Executable exe = MakeSampleExecutable();
   exe.functions[0].instructions[2].false_offset = 30;
   EXPECT_EQ(SaveLoadError(exe),
-            "executable: function @main pc 2: jump target pc 32 outside the function (26 "
+            "executable: function @main pc 2: jump target pc 32 outside the function (28 "
             "instructions)");
   exe = MakeSampleExecutable();
   exe.functions[1].instructions[2] = I::Goto(-3);
@@ -388,9 +388,9 @@ TEST(ExecutableTest, RejectsBadTableIndices) {
   EXPECT_EQ(SaveLoadError(exe),
             "executable: function @main pc 0: constant index 8 out of range (8 constants)");
   exe = MakeSampleExecutable();
-  exe.functions[0].instructions[24].index = -1;
+  exe.functions[0].instructions[26].index = -1;
   EXPECT_EQ(SaveLoadError(exe),
-            "executable: function @main pc 24: message index -1 out of range (3 messages)");
+            "executable: function @main pc 26: message index -1 out of range (3 messages)");
   exe = MakeSampleExecutable();
   exe.functions[0].instructions[14].device_index = 3;
   EXPECT_EQ(SaveLoadError(exe),
@@ -400,20 +400,20 @@ TEST(ExecutableTest, RejectsBadTableIndices) {
   EXPECT_EQ(SaveLoadError(exe),
             "executable: function @main pc 6: device index -1 out of range (3 devices)");
   exe = MakeSampleExecutable();
-  exe.functions[0].instructions[18].index = 3;
+  exe.functions[0].instructions[20].index = 3;
   EXPECT_EQ(SaveLoadError(exe),
-            "executable: function @main pc 18: function index 3 out of range (3 functions)");
+            "executable: function @main pc 20: function index 3 out of range (3 functions)");
 }
 
 TEST(ExecutableTest, RejectsBadOperandCounts) {
   Executable exe = MakeSampleExecutable();
-  exe.functions[0].instructions[20].args = {13, 13};
+  exe.functions[0].instructions[22].args = {13, 13};
   EXPECT_EQ(SaveLoadError(exe),
-            "executable: function @main pc 20: invoke of @helper passes 2 arguments, it takes 1");
+            "executable: function @main pc 22: invoke of @helper passes 2 arguments, it takes 1");
   exe = MakeSampleExecutable();
-  exe.functions[0].instructions[18].args = {1, 2, 3};
+  exe.functions[0].instructions[20].args = {1, 2, 3};
   EXPECT_EQ(SaveLoadError(exe),
-            "executable: function @main pc 18: closure of @closure_body captures 3 values, it "
+            "executable: function @main pc 20: closure of @closure_body captures 3 values, it "
             "takes 2 parameters");
   exe = MakeSampleExecutable();
   exe.functions[0].instructions[11].immediate = 0;
@@ -449,6 +449,27 @@ TEST(ExecutableTest, RejectsBadImmediates) {
   EXPECT_EQ(SaveLoadError(exe), "executable: function @main pc 16: negative field index -1");
 }
 
+TEST(ExecutableTest, RejectsBadScalarInstructions) {
+  Executable exe = MakeSampleExecutable();
+  exe.functions[0].instructions[18].index = kNumScalarOperators;
+  EXPECT_EQ(SaveLoadError(exe),
+            "executable: function @main pc 18: scalar operator index 20 out of range (20 scalar "
+            "operators)");
+  exe = MakeSampleExecutable();
+  exe.functions[0].instructions[19].dtype = DataType::Float32();
+  EXPECT_EQ(SaveLoadError(exe),
+            "executable: function @main pc 19: scalar less on float32 (scalar operands are int8, "
+            "int32, int64 or bool)");
+  exe = MakeSampleExecutable();
+  exe.functions[0].instructions[19].operand = 16;
+  EXPECT_EQ(SaveLoadError(exe),
+            "executable: function @main pc 19: register $16 out of range (register file size 16)");
+  exe = MakeSampleExecutable();
+  exe.functions[0].instructions[9].dtype = DataType::Float32();
+  EXPECT_EQ(SaveLoadError(exe),
+            "executable: function @main pc 9: shape_of gives int32 or int64, not float32");
+}
+
 TEST(ExecutableTest, RejectsFunctionsThatFallOffTheEnd) {
   Executable exe = MakeSampleExecutable();
   exe.functions[2].instructions = {I::Move(0, 1)};
@@ -458,8 +479,8 @@ TEST(ExecutableTest, RejectsFunctionsThatFallOffTheEnd) {
   exe.functions[2].instructions.clear();
   EXPECT_EQ(SaveLoadError(exe), "executable: function @closure_body: no instructions");
   exe = MakeSampleExecutable();
-  exe.functions[0].instructions.resize(24);
-  EXPECT_THAT(SaveLoadError(exe), HasSubstr("@main: the last instruction (pc 23, if)"));
+  exe.functions[0].instructions.resize(26);
+  EXPECT_THAT(SaveLoadError(exe), HasSubstr("@main: the last instruction (pc 25, if)"));
 }
 
 TEST(ExecutableTest, RejectsBadFunctionTablesAndDevices) {
@@ -498,7 +519,7 @@ TEST(ExecutableTest, SignaturesAndSourceMapsRoundTrip) {
   EXPECT_EQ(main.params[0].type.dims, (std::vector<int64_t>{ParamType::kAnyDim, 16}));
   EXPECT_EQ(main.params[1].type.ToString(), "(Tensor[(), int64], (List[float32],))");
   EXPECT_EQ(main.positions.size(), main.instructions.size());
-  EXPECT_EQ(main.positions[24], (SourcePosition{12, 1}));
+  EXPECT_EQ(main.positions[26], (SourcePosition{12, 1}));
   EXPECT_FALSE(main.positions[1].valid());
   EXPECT_TRUE(loaded.functions[1].positions.empty());
   EXPECT_TRUE(loaded.functions[2].params.empty());
@@ -575,7 +596,7 @@ TEST(ExecutableTest, FunctionIndex) {
 TEST(ExecutableTest, ExecutableToStringListsTablesAndCode) {
   Executable exe = MakeSampleExecutable();
   const std::string text = ExecutableToString(exe, false);
-  EXPECT_THAT(text, ::testing::StartsWith("target \"intel\", format version 3\n"
+  EXPECT_THAT(text, ::testing::StartsWith("target \"intel\", format version 4\n"
                                           "source \"prog.relay\"\ndevices:\n"
                                           "  device[0] cpu(0) (host)\n  device[1] cuda(0)\n"
                                           "  device[2] cuda(1)\nkernels:\n  kernel[0] add\n"));
@@ -591,7 +612,7 @@ TEST(ExecutableTest, ExecutableToStringListsTablesAndCode) {
                               "   0: $2 = load_const const[0]  ; 3:7\n"
                               "   1: $3 = load_consti 1\n"));
   EXPECT_THAT(text, HasSubstr("   2: if $3 == 1 then +1 (pc 3) else +2 (pc 4)\n"));
-  EXPECT_THAT(text, HasSubstr("  24: fatal message[0]  ; 12:1\n  25: ret $2\n"));
+  EXPECT_THAT(text, HasSubstr("  26: fatal message[0]  ; 12:1\n  27: ret $2\n"));
   EXPECT_THAT(text,
               HasSubstr("\nfunc[1] def @helper($0) registers 1:\n"
                         "  signature @helper(%: fn (Tensor[(), int32]) -> Tensor[(), int32])\n"

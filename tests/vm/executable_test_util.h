@@ -93,7 +93,7 @@ inline Executable MakeSampleExecutable() {
       I::AllocStorage(3, 0, 128, DataType::Int64(), 1, 5),
       I::AllocTensor(4, kNoRegister, 0, {2, 3}, DataType::Float32(), 6),
       I::AllocTensor(4, 3, 0, {}, DataType::Int64(), 7),
-      I::ShapeOf(6, 8),
+      I::ShapeOf(6, DataType::Int64(), 8),
       I::AllocTensorReg(4, 64, 8, DataType::Float32(), 9),
       I::InvokePacked(0, {0, 1}, {6}),
       I::InvokePacked(1, {6}, {9, 7}),
@@ -102,6 +102,8 @@ inline Executable MakeSampleExecutable() {
       I::AllocADT(0, {6, 9}, 12),
       I::GetField(12, 1, 13),
       I::GetTag(12, 14),
+      I::Scalar(ScalarOperator::kAdd, 3, kNoRegister, 1, DataType::Int64(), 7),
+      I::Scalar(ScalarOperator::kLess, 3, 7, 0, DataType::Int64(), 3),
       I::AllocClosure(2, {13}, 15),
       I::InvokeClosure(15, {6}, 13),
       I::Invoke(1, {13}, 14),
@@ -118,7 +120,7 @@ inline Executable MakeSampleExecutable() {
   };
   main.positions.resize(main.instructions.size());
   main.positions[0] = {3, 7};
-  main.positions[24] = {12, 1};
+  main.positions[26] = {12, 1};
   VMFunction helper{"helper", 1, 1, {I::Goto(2), I::Ret(0), I::Goto(-1)}};
   helper.params = {{"", ParamType::Other("fn (Tensor[(), int32]) -> Tensor[(), int32]")}};
   VMFunction closure_body{"closure_body", 2, 2, {I::Ret(1)}};

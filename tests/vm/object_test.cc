@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <thread>
+#include <vector>
+
 #include "nimble/vm/adt.h"
 #include "nimble/vm/error.h"
 #include "nimble/vm/tensor.h"
@@ -80,6 +83,26 @@ TEST(TensorTest, RejectsNegativeAndOverflowingShapes) {
   EXPECT_THROW(TensorNode::Empty({1LL << 40, 1LL << 40}, DataType::Float32()), Error);
   EXPECT_EQ(TensorNode::Empty({}, DataType::Int64())->numel(), 1);
   EXPECT_EQ(TensorNode::Empty({}, DataType::Int64())->TypeString(), "Tensor[(), int64]");
+}
+
+TEST(ObjectTest, FreedObjectsLendTheirMemoryToTheNextOfTheirSize) {
+  int destroyed = 0;
+  Ref<Counted> first = Make<Counted>(&destroyed);
+  const void* address = first.get();
+  first = nullptr;
+  EXPECT_EQ(Make<Counted>(&destroyed).get(), address);
+}
+
+TEST(ObjectTest, ObjectsFreedOnAnotherThreadJoinItsFreeLists) {
+  std::vector<Tensor> tensors;
+  for (int i = 0; i < 100; ++i) tensors.push_back(TensorNode::Empty({2}, DataType::Int32()));
+  const void* last = tensors.back().get();
+  std::thread([&tensors, last] {
+    tensors.clear();
+    // The other thread reuses what it freed, last freed first.
+    EXPECT_EQ(TensorNode::Empty({2}, DataType::Int32()).get(), last);
+  }).join();
+  EXPECT_EQ(TensorNode::FromVector<int32_t>({2}, DataType::Int32(), {4, 5})->GetAsInt64(1), 5);
 }
 
 }  // namespace

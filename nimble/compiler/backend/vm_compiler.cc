@@ -25,6 +25,7 @@
 #include "nimble/compiler/codegen/target.h"
 #endif
 #include "nimble/compiler/ir/functor.h"
+#include "nimble/compiler/op/vm_instructions.h"
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/pass_util.h"
 #include "nimble/vm/error.h"
@@ -522,12 +523,27 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
       return EmitTo([&](RegName dst) { return Instruction::ReshapeTensor(data, shape, dst); });
     }
     if (name == "shape_of") {
-      if (attrs.GetDType("dtype") != DataType::Int64()) {
-        Fail(call, "shape_of with dtype " + attrs.GetDType("dtype").name() +
-                       " outside a primitive function (the ShapeOf instruction gives int64)");
+      const DataType dtype = attrs.GetDType("dtype");
+      if (!op::RunsAsVMInstruction(*call)) {
+        Fail(call, "shape_of with dtype " + dtype.name() +
+                       " outside a primitive function (the ShapeOf instruction gives int32 or "
+                       "int64)");
       }
       const RegName tensor = Value(call->args[0]);
-      return EmitTo([&](RegName dst) { return Instruction::ShapeOf(tensor, dst); });
+      return EmitTo([&](RegName dst) { return Instruction::ShapeOf(tensor, dtype, dst); });
+    }
+    if (const std::optional<op::ScalarInstruction> scalar = op::ScalarInstructionOf(*call)) {
+      const RegName lhs = Value(call->args[0]);
+      // A constant second operand is an immediate.
+      std::optional<int64_t> rhs_value;
+      RegName rhs = kNoRegister;
+      if (call->args.size() > 1) {
+        rhs_value = IntegerScalar(call->args[1]);
+        if (!rhs_value) rhs = Value(call->args[1]);
+      }
+      return EmitTo([&](RegName dst) {
+        return Instruction::Scalar(scalar->op, lhs, rhs, rhs_value.value_or(0), scalar->dtype, dst);
+      });
     }
     if (name == "device_copy") return DeviceCopy(call);
     Fail(call, "operator " + name +

@@ -14,6 +14,7 @@
 #include "nimble/compiler/ir/free_vars.h"
 #include "nimble/compiler/ir/functor.h"
 #include "nimble/compiler/op/op.h"
+#include "nimble/compiler/op/vm_instructions.h"
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/let_chain.h"
 #include "nimble/compiler/transform/pass_util.h"
@@ -26,11 +27,9 @@ namespace {
 
 using op::OpPattern;
 
-// Ops the VM runs as instructions rather than kernels.
-bool IsInstruction(const ir::OpNode* op, const ir::Attrs& attrs) {
-  if (op->def->dialect) return true;
-  if (op->name != "shape_of") return false;
-  return attrs.GetDType("dtype") == DataType::Int64();
+// The memory dialect and the ops the VM runs as instructions: no kernel.
+bool IsInstruction(const ir::OpNode* op, const ir::CallNode& call) {
+  return op->def->dialect || op::RunsAsVMInstruction(call);
 }
 
 ir::Type TypeOf(const ir::ExprNode* expr, const std::string& what) {
@@ -52,7 +51,7 @@ const ir::CallNode* GraphCall(const ir::Expr& expr) {
   const ir::OpNode* op = CalledOp(*expr);
   if (!op) return nullptr;
   const auto* call = static_cast<const ir::CallNode*>(expr.get());
-  if (IsInstruction(op, call->attrs)) return nullptr;
+  if (IsInstruction(op, *call)) return nullptr;
   for (const ir::Expr& arg : call->args) {
     if (arg->kind != ir::ExprKind::kVar && arg->kind != ir::ExprKind::kConstant) return nullptr;
   }
@@ -280,7 +279,7 @@ class Fuser : public ir::ExprMutator {
   ir::Expr VisitCall(const ir::CallNode* call) override {
     ir::Expr rewritten = ExprMutator::VisitCall(call);
     const ir::OpNode* op = CalledOp(*call);
-    if (!op || IsInstruction(op, call->attrs)) return rewritten;
+    if (!op || IsInstruction(op, *call)) return rewritten;
 
     const auto* new_call = static_cast<const ir::CallNode*>(rewritten.get());
     std::vector<ir::Var> params;

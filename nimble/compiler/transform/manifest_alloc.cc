@@ -13,6 +13,7 @@
 
 #include "nimble/compiler/ir/functor.h"
 #include "nimble/compiler/op/op.h"
+#include "nimble/compiler/op/vm_instructions.h"
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/let_chain.h"
 #include "nimble/compiler/transform/pass_util.h"
@@ -303,9 +304,7 @@ class Manifester : public ir::ExprMutator {
       const auto* op = static_cast<const ir::OpNode*>(node->callee.get());
       // Already in the memory dialect, or a VM instruction: kept as it is,
       // so that running the pass again changes nothing.
-      const bool instruction =
-          op->name == "shape_of" && node->attrs.GetDType("dtype") == DataType::Int64();
-      if (op->def->dialect || instruction) return ir::RefOf(node);
+      if (op->def->dialect || op::RunsAsVMInstruction(*node)) return ir::RefOf(node);
       throw Error("ManifestAlloc: operator '" + op->name + "'" + At(node->span) +
                   " is called outside a primitive function; run FuseOps first");
     }

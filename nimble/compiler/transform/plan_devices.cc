@@ -28,6 +28,7 @@
 
 #include "nimble/compiler/ir/functor.h"
 #include "nimble/compiler/op/op.h"
+#include "nimble/compiler/op/vm_instructions.h"
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/let_chain.h"
 #include "nimble/compiler/transform/pass_util.h"
@@ -200,9 +201,7 @@ class DialectChecker : public ir::ExprVisitor {
     }
     if (node->callee->kind == ExprKind::kOp) {
       const auto* op = static_cast<const ir::OpNode*>(node->callee.get());
-      const bool instruction =
-          op->name == "shape_of" && node->attrs.GetDType("dtype") == DataType::Int64();
-      if (!op->def->dialect && !instruction) {
+      if (!op->def->dialect && !op::RunsAsVMInstruction(*node)) {
         throw Error("PlanDevices: operator '" + op->name + "'" + At(node->span) + " in @" + name_ +
                     " is called outside a primitive function; the module is not in the memory "
                     "dialect (run ManifestAlloc first)");
@@ -489,6 +488,11 @@ class Placement : public ir::ExprFunctor<Places> {
     }
     if (name == "memory.reshape_tensor") return VisitExpr(call.args[0]);
     if (name == "shape_of") return {Place::kHost};
+    // Scalar instructions read and write on the CPU.
+    if (op::ScalarInstructionOf(call)) {
+      for (const ir::Expr& arg : call.args) VisitExpr(arg);
+      return {Place::kHost};
+    }
     if (name == "device_copy") {
       VisitExpr(call.args[0]);
       return Uniform(call.checked_type,
@@ -817,6 +821,8 @@ class Rewriter {
           first_size = 0;
         } else if (name == "memory.alloc_tensor" || name == "memory.reshape_tensor") {
           first_size = 1;
+        } else if (op::ScalarInstructionOf(call)) {
+          first_size = 0;
         } else if (name == "memory.invoke_mut") {
           const Want want = ReadsOnlyMetadata(args[0])       ? Want::kAny
                             : placement_.KernelOnHost(&call) ? Want::kCpu

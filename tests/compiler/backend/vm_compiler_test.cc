@@ -188,8 +188,8 @@ def @main(%a: Tensor[(?, 2), float32], %b: Tensor[(?, 2), float32]) -> Tensor[(?
   EXPECT_EQ(Code(executable, "main"),
             "def @main($0, $1) registers 11:\n"
             "   0: $2 = alloc_adt tag 0($0, $1)\n"
-            "   1: $3 = shape_of $0\n"
-            "   2: $4 = shape_of $1\n"
+            "   1: $3 = shape_of $0 int64\n"
+            "   2: $4 = shape_of $1 int64\n"
             "   3: $5 = alloc_storage size 16 align 64 int64 device[0]\n"
             "   4: $6 = alloc_tensor $5 offset 0 [2] int64\n"
             "   5: invoke_packed kernel[0](in: $3, $4; out: $6)\n"
@@ -749,6 +749,32 @@ def @main(%x: Tensor[(2,), float32]) -> (Tensor[(2,), float32], Tensor[(2,), flo
             "  7: ret $6\n");
   EXPECT_THAT(ErrorOf([&] { Compile(program, &params); }),
               HasSubstr("device \"cuda\" needs target nvidia, not intel"));
+}
+
+// A loop's counter, bound and test are Scalar and ShapeOf instructions: no
+// kernel and no allocation.
+TEST(VmCompilerTest, ScalarControlArithmeticIsInstructions) {
+  const vm::Executable executable = Compile(R"(
+def @count(%x: Tensor[(?, 3), float32], %i: Tensor[(), int32]) -> Tensor[(), int32] {
+  let %shape = shape_of(%x, dtype="int32");
+  let %rows = take(%shape, 0);
+  let %more = less(%i, %rows);
+  if (%more) {
+    let %next = add(%i, 1);
+    @count(%x, %next)
+  } else {
+    %i
+  }
+}
+def @main(%x: Tensor[(?, 3), float32]) -> Tensor[(), int32] { @count(%x, 0) }
+)");
+  EXPECT_TRUE(executable.primitives.empty());
+  EXPECT_THAT(Code(executable, "count"), HasSubstr("  0: $2 = shape_of $0 int32\n"
+                                                   "  1: $3 = scalar take.clip $2, 0 int32\n"
+                                                   "  2: $4 = scalar less $1, $3 int32\n"));
+  EXPECT_THAT(Code(executable, "count"), HasSubstr("= scalar add $1, 1 int32\n"));
+  const Ref<Object> rows = RunVm(executable, "main", {F32({5, 3}, std::vector<float>(15))});
+  EXPECT_EQ(rows.as<TensorNode>()->GetAsInt64(0), 5);
 }
 
 TEST(VmCompilerTest, RejectsProgramsOutsideTheMemoryDialect) {

@@ -390,8 +390,8 @@ TEST(MemoryPlanningTest, LoopGrowingATensor) {
   const ir::IRModule planned = backend::RunPasses(module, kUnfused);
   const AllocationStats before = CountAllocations(manifested);
   const AllocationStats after = CountAllocations(planned);
-  EXPECT_EQ(before.allocations, 7);
-  EXPECT_EQ(after.allocations, 4);
+  EXPECT_EQ(before.allocations, 5);
+  EXPECT_EQ(after.allocations, 2);
   EXPECT_EQ(before.dynamic_allocations, 1);
   EXPECT_EQ(after.dynamic_allocations, 1);
   EXPECT_GT(CountKills(planned), 0);
