@@ -162,7 +162,7 @@ void EvaluateScalar(ScalarOperator op, DataType dtype, const TensorNode& lhs, co
   throw Error("scalar: unknown operator " + std::to_string(static_cast<int>(op)));
 }
 
-Tensor ScalarTensorCache::Get(DataType dtype, const Shape& shape) {
+Tensor ScalarTensorCache::Get(DataType dtype, std::span<const int64_t> shape) {
   // A few probes find a free tensor in a loop, where the last iteration's
   // values have just died; in a deep recursion, where every frame keeps its
   // own, they fail fast and a new tensor takes the slot's place.
@@ -180,8 +180,9 @@ Tensor ScalarTensorCache::Get(DataType dtype, const Shape& shape) {
       return candidate;
     }
   }
-  Tensor fresh = Make<TensorNode>(
-      StorageNode::Allocate(Device{}, ShapeNumel(shape) * dtype.bytes()), 0, shape, dtype);
+  Tensor fresh =
+      Make<TensorNode>(StorageNode::Allocate(Device{}, ShapeNumel(shape) * dtype.bytes()), 0,
+                       Shape(shape.begin(), shape.end()), dtype);
   if (slot.tensors.size() < kTensorsPerSlot) {
     slot.tensors.push_back(fresh);
   } else {
@@ -190,11 +191,12 @@ Tensor ScalarTensorCache::Get(DataType dtype, const Shape& shape) {
   return fresh;
 }
 
-ScalarTensorCache::Slot& ScalarTensorCache::SlotFor(DataType dtype, const Shape& shape) {
+ScalarTensorCache::Slot& ScalarTensorCache::SlotFor(DataType dtype,
+                                                    std::span<const int64_t> shape) {
   for (Slot& slot : slots_) {
-    if (slot.dtype == dtype && slot.shape == shape) return slot;
+    if (slot.dtype == dtype && std::ranges::equal(slot.shape, shape)) return slot;
   }
-  slots_.push_back(Slot{dtype, shape, {}, 0});
+  slots_.push_back(Slot{dtype, Shape(shape.begin(), shape.end()), {}, 0});
   return slots_.back();
 }
 

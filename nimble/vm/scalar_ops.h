@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "nimble/vm/bytecode.h"
@@ -34,7 +35,7 @@ class ScalarTensorCache {
  public:
   // A CPU tensor of `dtype` and `shape` (rank at most 1) that no one else
   // holds, its contents unspecified.
-  Tensor Get(DataType dtype, const Shape& shape);
+  Tensor Get(DataType dtype, std::span<const int64_t> shape);
 
  private:
   struct Slot {
@@ -43,7 +44,7 @@ class ScalarTensorCache {
     std::vector<Tensor> tensors;
     size_t next = 0;
   };
-  Slot& SlotFor(DataType dtype, const Shape& shape);
+  Slot& SlotFor(DataType dtype, std::span<const int64_t> shape);
   std::vector<Slot> slots_;
 };
 

@@ -506,7 +506,8 @@ Tensor VirtualMachine::Scalar(const Instruction& in, const Ref<Object>* regs) {
 
 Tensor VirtualMachine::ShapeOf(const Instruction& in, const Ref<Object>& value) {
   const TensorNode& tensor = Expect<TensorNode>(value, "a tensor", "shape_of's value");
-  Tensor shape = scalars_.Get(in.dtype, {tensor.ndim()});
+  const int64_t rank = tensor.ndim();
+  Tensor shape = scalars_.Get(in.dtype, {&rank, 1});
   // As the shape_of kernel: int32 narrows modulo 2^32.
   DispatchDType(in.dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -136,18 +136,18 @@ TEST(ScalarTensorCacheTest, HandsOutATensorAgainOnceNobodyHoldsIt) {
   first = nullptr;
   EXPECT_EQ(cache.Get(DataType::Int32(), {}).get(), address);
   // Shapes and dtypes do not mix.
-  const Tensor shape = cache.Get(DataType::Int64(), {3});
+  const Tensor shape = cache.Get(DataType::Int64(), Shape{3});
   EXPECT_EQ(shape->shape(), Shape({3}));
   EXPECT_EQ(shape->dtype(), DataType::Int64());
 }
 
 TEST(ScalarTensorCacheTest, NeverReusesATensorWhoseStorageIsViewed) {
   ScalarTensorCache cache;
-  Tensor scalar = cache.Get(DataType::Int64(), {1});
+  Tensor scalar = cache.Get(DataType::Int64(), Shape{1});
   const Tensor view = scalar->View({});
   TensorNode* const address = scalar.get();
   scalar = nullptr;
-  for (int i = 0; i < 8; ++i) EXPECT_NE(cache.Get(DataType::Int64(), {1}).get(), address);
+  for (int i = 0; i < 8; ++i) EXPECT_NE(cache.Get(DataType::Int64(), Shape{1}).get(), address);
 }
 
 }  // namespace

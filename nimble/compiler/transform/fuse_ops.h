@@ -40,8 +40,9 @@ struct FuseOptions {
 // parameter per argument of the call; a fused primitive has one per distinct
 // input of the group (scalar constants stay in its body), a body that binds
 // the group's ops in order, and the attribute `Fused="nn.dense+add+tanh"`
-// naming them. The memory dialect's ops and `shape_of` with dtype int64,
-// which the VM runs as instructions, stay as they are, and so do primitive
+// naming them. The memory dialect's ops and the calls the VM runs as
+// instructions (op::RunsAsVMInstruction: shape_of, scalar control
+// arithmetic) stay as they are, and so do primitive
 // functions, so a second run changes nothing. Throws nimble::Error for a
 // module without types or max_group_ops < 1.
 ir::IRModule FuseOps(const ir::IRModule& module, const FuseOptions& options = {});

@@ -19,8 +19,9 @@ namespace nimble::transform {
 // upper-bound output, or the tuple of a multi-output call); the same primitive
 // node is the argument of both memory.shape_func and memory.invoke_mut. The
 // shape-function mode is the most demanding of the ops in the primitive's
-// body (OpDef::shape_mode). Calls already in the memory dialect and
-// shape_of(dtype="int64") are kept, so a second run changes nothing; any
+// body (OpDef::shape_mode). Calls already in the memory dialect and those
+// the VM runs as instructions (op::RunsAsVMInstruction) are kept, so a
+// second run changes nothing; any
 // other operator called outside a primitive, a primitive used as a value, or
 // a module without types is an Error.
 ir::IRModule ManifestAlloc(const ir::IRModule& module);

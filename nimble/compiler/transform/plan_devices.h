@@ -4,12 +4,13 @@
 // device_copy appears exactly where a value must cross devices.
 //
 // Host values are those the VM reads on the CPU or that are cheap scalar
-// work: shape_of results, shape-function inputs and outputs, allocation
-// sizes, shapes and offsets, `if` conditions, and the outputs of kernels that
+// work: shape_of results, the results of scalar instructions (`add(%i, 1)`,
+// `less(%i, %len)` on rank-0 integers; their operands are read on the CPU),
+// shape-function inputs and outputs, allocation sizes, shapes and offsets,
+// `if` conditions, and the outputs of kernels that
 // only read metadata (shape_of as a kernel) or whose every non-constant input
-// is a host value (size arithmetic such as `add(%i, 1)` or
-// `less(%i, %len)`). A function parameter is a host value when every call
-// site passes one (a fixed point over the module; @main's parameters and
+// is a host value (size arithmetic the VM does not run itself). A function parameter is a host
+// value when every call site passes one (a fixed point over the module; @main's parameters and
 // those of closures are not). Every other kernel runs on the target's device,
 // with all of its arguments there (invoke_mut arguments share one domain);
 // storage and the tensors allocated from it share a domain, as do a let
