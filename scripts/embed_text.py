@@ -6,7 +6,9 @@ import sys
 
 source, output, name = sys.argv[1:4]
 data = open(source, "rb").read()
-body = ",".join(str(b) for b in data)
+# Bytes above 127 (UTF-8) as character literals: a plain number would not
+# fit a signed char, and char's signedness differs between x86 and ARM.
+body = ",".join(str(b) if b < 128 else "'\\x%02x'" % b for b in data)
 with open(output, "w") as out:
     out.write("// Generated from %s by scripts/embed_text.py; do not edit.\n#pragma once\n" % source)
     out.write("inline constexpr char %s[] = {%s,0};\n" % (name, body))

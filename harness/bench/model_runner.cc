@@ -10,6 +10,7 @@
 #include "nimble/compiler/transform/allocation_stats.h"
 #include "nimble/vm/allocator.h"
 #include "nimble/vm/error.h"
+#include "nimble/vm/kernels/op_kernel.h"
 #include "nimble/vm/tensor.h"
 #include "nimble/vm/vm.h"
 
@@ -38,21 +39,6 @@ double Percentile(std::vector<double> values, double fraction) {
   std::sort(values.begin(), values.end());
   const size_t rank = static_cast<size_t>(std::ceil(fraction * values.size()));
   return values[std::min(values.size() - 1, rank == 0 ? 0 : rank - 1)];
-}
-
-models::Model BuildModel(const BenchOptions& options) {
-  if (options.model == "lstm") return models::BuildLstm(options.lstm);
-  if (options.model == "treelstm") return models::BuildTreeLstm(options.treelstm);
-  if (options.model == "bert") return models::BuildBert(options.bert);
-  throw Error("unknown model '" + options.model + "' (lstm, treelstm or bert)");
-}
-
-std::vector<Sample> MakeSamples(const BenchOptions& options, const ir::IRModule& module) {
-  if (options.model == "lstm") return LstmSamples(options.dataset, options.lstm.input_size);
-  if (options.model == "treelstm") {
-    return TreeLstmSamples(options.dataset, module, options.treelstm.input_size);
-  }
-  return BertSamples(options.dataset, options.bert.max_positions);
 }
 
 int64_t TotalTokens(const std::vector<Sample>& samples) {
@@ -108,13 +94,21 @@ Timing TimePasses(vm::VirtualMachine& machine, const std::vector<Sample>& sample
   return timing;
 }
 
+size_t WeightBytes(const models::Model& model) {
+  size_t bytes = 0;
+  for (const auto& [name, weight] : model.weights) bytes += weight->nbytes();
+  return bytes;
+}
+
 // One profiled pass (after one untimed run): the kernel/other split and what
 // the VM allocated, per sample.
 struct Profile {
-  double kernel_fraction = 0;
+  double kernel_fraction = 0;  // model kernels, shape functions excluded
+  double shape_func_fraction = 0;
   double alloc_storage_per_sample = 0;
   double device_allocs_per_sample = 0;
-  double peak_bytes = 0;
+  double peak_bytes = 0;      // above what was live before the pass
+  double resident_bytes = 0;  // live before the pass
   double instructions_per_sample = 0;
   // Time outside kernels per instruction that is not a kernel call: the VM's
   // own cost of dispatch, allocation, calls and scalar work.
@@ -128,20 +122,33 @@ Profile ProfilePass(const vm::Executable& executable, const std::vector<Sample>&
   machine.profiler()->Reset();
   Allocator* allocator = GetAllocator(Device{DeviceType::kCPU, 0});
   allocator->ResetPeak();
+  // What is live before the pass (weights, the samples' inputs, anything
+  // else of the process) is not the model's working set: report it apart.
+  const size_t resident = allocator->Stats().bytes_live;
   for (const Sample& sample : samples) machine.Invoke("main", sample.args);
   const vm::ProfileStats stats = machine.profiler()->Stats();
   const double n = static_cast<double>(samples.size());
   Profile profile;
-  profile.kernel_fraction = stats.total_time.count() > 0
-                                ? static_cast<double>(stats.kernel_time.count()) /
-                                      static_cast<double>(stats.total_time.count())
-                                : 0;
+  // Shape functions are the VM's bookkeeping, not model work: their time
+  // counts as "other", as the paper's Table 4 counts it.
+  static const std::string shape_func_prefix = vm::ShapeFuncKernelName("");
+  std::chrono::nanoseconds shape_func_time{0};
+  for (const vm::KernelProfile& kernel : stats.kernels) {
+    if (kernel.name.starts_with(shape_func_prefix)) shape_func_time += kernel.time;
+  }
+  if (stats.total_time.count() > 0) {
+    const double total = static_cast<double>(stats.total_time.count());
+    profile.kernel_fraction =
+        static_cast<double>((stats.kernel_time - shape_func_time).count()) / total;
+    profile.shape_func_fraction = static_cast<double>(shape_func_time.count()) / total;
+  }
   profile.alloc_storage_per_sample =
       static_cast<double>(stats.count(vm::Opcode::kAllocStorage)) / n;
   for (const vm::DeviceAllocationProfile& device : stats.allocations) {
     profile.device_allocs_per_sample += static_cast<double>(device.stats.device_allocs) / n;
   }
-  profile.peak_bytes = static_cast<double>(allocator->Stats().peak_bytes_live);
+  profile.peak_bytes = static_cast<double>(allocator->Stats().peak_bytes_live - resident);
+  profile.resident_bytes = static_cast<double>(resident);
   profile.instructions_per_sample = static_cast<double>(stats.instructions()) / n;
   const uint64_t non_kernel = stats.instructions() - stats.count(vm::Opcode::kInvokePacked);
   if (non_kernel > 0) {
@@ -168,6 +175,8 @@ void AddSplit(Figures& figures, const std::string& prefix, const Timing& timing,
   figures.Add(prefix + "kernel_us_per_token", timing.us_per_token * profile.kernel_fraction, "us");
   figures.Add(prefix + "other_us_per_token", timing.us_per_token * (1 - profile.kernel_fraction),
               "us");
+  figures.Add(prefix + "shape_func_us_per_token", timing.us_per_token * profile.shape_func_fraction,
+              "us");
   figures.Add(prefix + "vm_instructions_per_sentence", profile.instructions_per_sample, "count");
   figures.Add(prefix + "other_ns_per_instruction", profile.other_ns_per_instruction, "ns");
 }
@@ -176,7 +185,8 @@ void AddSplit(Figures& figures, const std::string& prefix, const Timing& timing,
 std::vector<Sample> AtLength(const std::vector<Sample>& samples, int64_t length) {
   std::vector<Sample> result;
   for (const Sample& sample : samples) {
-    Sample fixed{{}, length};
+    Sample fixed;
+    fixed.tokens = length;
     for (const Ref<Object>& arg : sample.args) {
       const Tensor ids = arg.as<TensorNode>();
       std::vector<int32_t> values(static_cast<size_t>(length), 0);
@@ -190,6 +200,21 @@ std::vector<Sample> AtLength(const std::vector<Sample>& samples, int64_t length)
 }
 
 }  // namespace
+
+models::Model BuildModel(const BenchOptions& options) {
+  if (options.model == "lstm") return models::BuildLstm(options.lstm);
+  if (options.model == "treelstm") return models::BuildTreeLstm(options.treelstm);
+  if (options.model == "bert") return models::BuildBert(options.bert);
+  throw Error("unknown model '" + options.model + "' (lstm, treelstm or bert)");
+}
+
+std::vector<Sample> MakeSamples(const BenchOptions& options, const ir::IRModule& module) {
+  if (options.model == "lstm") return LstmSamples(options.dataset, options.lstm.input_size);
+  if (options.model == "treelstm") {
+    return TreeLstmSamples(options.dataset, module, options.treelstm.input_size);
+  }
+  return BertSamples(options.dataset, options.bert.max_positions);
+}
 
 std::string ConfigurationJson(const BenchOptions& options) {
   nlohmann::ordered_json config;
@@ -265,6 +290,8 @@ BenchResult RunBenchmark(const BenchOptions& options, const Progress& progress) 
   figures.Add("device_allocs_per_sentence", with_plan.device_allocs_per_sample, "count");
   figures.Add("peak_bytes_planned", with_plan.peak_bytes, "bytes");
   figures.Add("peak_bytes_unplanned", without_plan.peak_bytes, "bytes");
+  figures.Add("resident_bytes", with_plan.resident_bytes, "bytes");
+  figures.Add("weight_bytes", static_cast<double>(WeightBytes(model)), "bytes");
 
   if (options.static_seq_len > 0) {
     if (options.model != "bert") throw Error("--static-seq-len applies to bert");

@@ -55,6 +55,13 @@ struct BenchResult {
 // model error (naming it).
 BenchResult RunBenchmark(const BenchOptions& options, const Progress& progress);
 
+// The model `options` name, with its weights (seeded or from a file).
+models::Model BuildModel(const BenchOptions& options);
+
+// The model's samples from `options.dataset`; `module` is BuildModel's
+// Module() (a Tree-LSTM sample is built with its constructors).
+std::vector<Sample> MakeSamples(const BenchOptions& options, const ir::IRModule& module);
+
 // The model's options as JSON (results.db's runs.configuration).
 std::string ConfigurationJson(const BenchOptions& options);
 

@@ -6,6 +6,7 @@
 
 #include "harness/bench/migration_001.h"
 #include "harness/bench/migration_002.h"
+#include "harness/bench/migration_003.h"
 #include "harness/bench/sqlite_util.h"
 #include "nimble/vm/error.h"
 
@@ -14,7 +15,7 @@ namespace nimble::bench {
 namespace {
 
 // results/migrations/NNN.sql, in order: entry i takes version i to i + 1.
-constexpr const char* kMigrations[] = {kMigration001, kMigration002};
+constexpr const char* kMigrations[] = {kMigration001, kMigration002, kMigration003};
 static_assert(std::size(kMigrations) == ResultsDb::kSchemaVersion);
 
 }  // namespace
@@ -71,12 +72,13 @@ void ResultsDb::Migrate() {
 }
 
 int64_t ResultsDb::InsertRun(const RunInfo& info, const std::string& status) {
-  Statement insert(db_,
-                   "INSERT INTO runs (started_at, status, commit_id, host, cpu_model, cpu_flags, "
-                   "cores, threads, target, model, configuration, dataset, split, sentences, "
-                   "warmup, repeat, kind, arch, emulated, emulator, job_id, agent) VALUES "
-                   "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   path_);
+  Statement insert(
+      db_,
+      "INSERT INTO runs (started_at, status, commit_id, host, cpu_model, cpu_flags, "
+      "cores, threads, target, model, configuration, dataset, split, sentences, "
+      "warmup, repeat, kind, arch, emulated, emulator, job_id, agent, framework) VALUES "
+      "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      path_);
   insert.Bind(1, info.started_at.empty() ? NowUtc() : info.started_at)
       .Bind(2, status)
       .Bind(3, info.commit_id)
@@ -106,6 +108,7 @@ int64_t ResultsDb::InsertRun(const RunInfo& info, const std::string& status) {
   } else {
     insert.BindNull(21).BindNull(22);
   }
+  insert.Bind(23, info.framework);
   insert.Step();
   return sqlite3_last_insert_rowid(db_);
 }
@@ -172,7 +175,7 @@ RunRecord ResultsDb::Run(int64_t run_id) const {
   Statement select(db_,
                    "SELECT started_at, commit_id, host, cpu_model, cpu_flags, cores, threads, "
                    "target, model, configuration, dataset, split, sentences, warmup, repeat, kind, "
-                   "arch, emulated, emulator, job_id, agent FROM runs WHERE id = ?",
+                   "arch, emulated, emulator, job_id, agent, framework FROM runs WHERE id = ?",
                    path_);
   select.Bind(1, run_id);
   if (!select.Step()) throw Error(path_ + ": no run " + std::to_string(run_id));
@@ -197,7 +200,8 @@ RunRecord ResultsDb::Run(int64_t run_id) const {
                         .emulated = select.Integer(17) != 0,
                         .emulator = select.Text(18),
                         .job_id = select.Integer(19),
-                        .agent = select.Text(20)};
+                        .agent = select.Text(20),
+                        .framework = select.Text(21)};
   record.measurements = Measurements(run_id);
   return record;
 }

@@ -37,6 +37,8 @@ struct RunInfo {
   // The coordinator's job and the agent that ran it; 0 and "" for a local run.
   int64_t job_id = 0;
   std::string agent;
+  // nimble, or the peer that produced the figures (pytorch, onnxruntime).
+  std::string framework = "nimble";
 };
 
 struct Measurement {
@@ -54,7 +56,7 @@ struct RunRecord {
 class ResultsDb {
  public:
   // The schema version this build writes (PRAGMA user_version).
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // Opens or creates `path`. A new file gets the schema; an older version is
   // migrated in one transaction; a newer version, or a file that is not a

@@ -31,6 +31,7 @@ nlohmann::json ToJson(const RunRecord& record) {
           {"emulator", info.emulator},
           {"job_id", info.job_id},
           {"agent", info.agent},
+          {"framework", info.framework},
           {"measurements", measurements}};
 }
 
@@ -60,6 +61,7 @@ RunRecord RunRecordFromJson(const nlohmann::json& json) {
     // Set by the coordinator when it records a job's run, never by an agent.
     info.job_id = json.value("job_id", int64_t{0});
     info.agent = json.value("agent", std::string());
+    info.framework = json.value("framework", std::string("nimble"));
     for (const nlohmann::json& figure : json.at("measurements")) {
       record.measurements.push_back({figure.at("name").get<std::string>(),
                                      figure.at("value").get<double>(),

@@ -95,8 +95,8 @@ std::vector<Sample> LstmSamples(const DatasetSpec& spec, int64_t input_size) {
     for (const std::string* sentence : {&pair.sentence1, &pair.sentence2}) {
       const std::vector<std::string> words = datasets::BasicTokenize(*sentence);
       if (words.empty()) continue;
-      samples.push_back(
-          {{WordVectors(words, input_size, spec.seed)}, static_cast<int64_t>(words.size())});
+      const Tensor x = WordVectors(words, input_size, spec.seed);
+      samples.push_back({{x}, static_cast<int64_t>(words.size()), {{"x", x}}});
     }
   }
   Truncate(samples, spec.count);
@@ -124,8 +124,15 @@ std::vector<Sample> TreeLstmSamples(const DatasetSpec& spec, const ir::IRModule&
   std::vector<Sample> samples;
   for (const datasets::SstSentence& sentence : sentences) {
     const Tensor leaves = WordVectors(sentence.tokens, input_size, spec.seed);
+    const auto indices = [](const std::vector<int32_t>& values) {
+      return TensorNode::FromVector<int32_t>({static_cast<int64_t>(values.size())},
+                                             DataType::Int32(), values);
+    };
     samples.push_back({{models::TreeArgument(module, sentence.tree, leaves)},
-                       static_cast<int64_t>(sentence.tokens.size())});
+                       static_cast<int64_t>(sentence.tokens.size()),
+                       {{"left", indices(sentence.tree.left)},
+                        {"right", indices(sentence.tree.right)},
+                        {"leaves", leaves}}});
   }
   return samples;
 }
@@ -146,10 +153,10 @@ std::vector<Sample> BertSamples(const DatasetSpec& spec, int64_t max_positions) 
       throw Error("MRPC pair " + pair.id1 + "/" + pair.id2 + " has " + std::to_string(length) +
                   " tokens, more than the model's " + std::to_string(max_positions) + " positions");
     }
-    samples.push_back(
-        {{TensorNode::FromVector<int32_t>({1, length}, DataType::Int32(), encoded.ids),
-          TensorNode::FromVector<int32_t>({1, length}, DataType::Int32(), encoded.type_ids)},
-         length});
+    const Tensor ids = TensorNode::FromVector<int32_t>({1, length}, DataType::Int32(), encoded.ids);
+    const Tensor types =
+        TensorNode::FromVector<int32_t>({1, length}, DataType::Int32(), encoded.type_ids);
+    samples.push_back({{ids, types}, length, {{"input_ids", ids}, {"token_type_ids", types}}});
   }
   Truncate(samples, spec.count);
   return samples;

@@ -7,16 +7,22 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nimble/compiler/ir/module.h"
 #include "nimble/vm/object.h"
+#include "nimble/vm/tensor.h"
 
 namespace nimble::bench {
 
 struct Sample {
   std::vector<Ref<Object>> args;  // @main's arguments
   int64_t tokens = 0;             // what µs/token divides by
+  // The same input as named tensors, as a peer framework reads it
+  // (harness/baselines/peer_bench.py): lstm x; treelstm left, right,
+  // leaves; bert input_ids, token_type_ids.
+  std::vector<std::pair<std::string, Tensor>> named_inputs;
 };
 
 struct DatasetSpec {

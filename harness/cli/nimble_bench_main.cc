@@ -9,6 +9,9 @@
 //   nimble-bench submit|status --coordinator HOST:PORT --secret-file F ...
 //   nimble-bench agents start --via slurm --count N ... | agents stop
 //   nimble-bench probe
+//   nimble-bench baseline --model M --framework pytorch|onnxruntime [model and data options]
+//   nimble-bench report --db results.db --out DIR [--run-id N... | --commit C | --host H]
+//   nimble-bench gate --baseline results/baseline.db --current results.db [--max-regression 5%]
 //
 // Exit status: 0 on success, 1 on an error (one line on stderr), 2 on bad usage.
 #include <CLI/CLI.hpp>
@@ -16,6 +19,7 @@
 #include <string>
 
 #include "harness/cli/fleet_commands.h"
+#include "harness/cli/report_commands.h"
 #include "harness/cli/run_command.h"
 
 namespace nimble::bench {
@@ -50,7 +54,21 @@ int Main(int argc, char** argv) {
   run_command->add_option("--secret-file", run.secret_file, "With --coordinator: the secret");
   run_command->add_option("--tls-ca", run.tls_ca,
                           "With --coordinator: TLS, checking its certificate against this CA");
-  const std::vector<std::pair<CLI::App*, std::function<int()>>> fleet = AddFleetCommands(app);
+  RunCommand baseline_run;
+  BaselineCommand baseline;
+  CLI::App* baseline_command = app.add_subcommand(
+      "baseline", "Run the same model, weights and samples in PyTorch or ONNX Runtime here");
+  AddRunOptions(baseline_command, baseline_run);
+  baseline_command->add_option("--framework", baseline.framework, "The peer")
+      ->check(CLI::IsMember({"pytorch", "onnxruntime"}))
+      ->required();
+  baseline_command->add_option("--python", baseline.python,
+                               "The interpreter that has the framework (default: found)");
+  baseline_command->add_option("--db", baseline_run.db, "The results database")
+      ->capture_default_str();
+  baseline_command->add_flag("--json", baseline_run.json, "Print the runs as JSON");
+  std::vector<std::pair<CLI::App*, CommandRunner>> commands = AddFleetCommands(app);
+  for (auto& command : AddReportCommands(app)) commands.push_back(std::move(command));
 
   try {
     app.parse(argc, argv);
@@ -66,7 +84,13 @@ int Main(int argc, char** argv) {
       run.bench.lstm.seed = run.bench.treelstm.seed = run.bench.bert.seed = run.bench.dataset.seed;
       return Run(run, run_command);
     }
-    for (const auto& [command, runner] : fleet) {
+    if (baseline_command->parsed()) {
+      if (baseline_run.bench.model.empty()) throw CLI::RequiredError("--model");
+      baseline_run.bench.lstm.seed = baseline_run.bench.treelstm.seed =
+          baseline_run.bench.bert.seed = baseline_run.bench.dataset.seed;
+      return RunBaseline(baseline_run, baseline);
+    }
+    for (const auto& [command, runner] : commands) {
       if (command->parsed()) return runner();
     }
     return kUsageError;

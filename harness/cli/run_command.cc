@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "harness/baselines/peer_baseline.h"
 #include "harness/bench/build_info.h"
 #include "harness/bench/emulation.h"
 #include "harness/bench/host_info.h"
@@ -22,6 +23,7 @@
 #include "harness/protocol/messages.h"
 #include "harness/protocol/tls.h"
 #include "nimble/compiler/backend/kernel_tuning.h"
+#include "nimble/compiler/backend/pipeline.h"
 #include "nimble/vm/error.h"
 #include "nimble/vm/thread_pool.h"
 
@@ -92,6 +94,17 @@ long long Count(const std::vector<Measurement>& figures, const std::string& name
   return std::llround(Value(figures, name));
 }
 
+// The build that produces the figures: the commit, marked when passes are
+// disabled (NIMBLE_DISABLE_PASSES), since such a build is not the commit's.
+std::string BuildIdentity() {
+  std::string identity = kBuildCommit;
+  const std::vector<std::string> disabled = backend::DisabledPasses();
+  for (size_t i = 0; i < disabled.size(); ++i) {
+    identity += (i == 0 ? "+disabled:" : ",") + disabled[i];
+  }
+  return identity;
+}
+
 // The help group of AddRunOptions' options: the ones a job forwards.
 constexpr const char* kRunOptionsGroup = "Model, data and protocol";
 
@@ -149,6 +162,31 @@ int RunEmulated(const RunCommand& command, const CLI::App* cli) {
   if (command.json) args.push_back("--json");
   if (command.record_json) args.push_back("--record-json");
   return RunUnderEmulator(FindArmEmulator(), args);
+}
+
+// The run as this host produces it, before its figures exist.
+RunInfo LocalRunInfo(const RunCommand& command, const HostInfo& host) {
+  return RunInfo{.started_at = NowUtc(),
+                 .commit_id = BuildIdentity(),
+                 .host = host.host,
+                 .cpu_model = host.cpu_model,
+                 .cpu_flags = host.cpu_flags,
+                 .cores = host.cores,
+                 .threads = ThreadPool::Global().num_threads(),
+                 .target = command.bench.target,
+                 .model = command.bench.model,
+                 .configuration = ConfigurationJson(command.bench),
+                 .dataset = command.bench.dataset.path,
+                 .split = command.bench.dataset.split,
+                 .sentences = command.bench.dataset.count,
+                 .warmup = command.bench.warmup,
+                 .repeat = command.bench.repeat,
+                 .arch = host.arch,
+                 .emulated = host.emulated,
+                 .emulator = host.emulator,
+                 .job_id = 0,
+                 .agent = "",
+                 .framework = "nimble"};
 }
 
 }  // namespace
@@ -303,26 +341,7 @@ int Run(RunCommand command, const CLI::App* cli) {
     // Read once, when the pool is first used: set it before anything runs.
     setenv("NIMBLE_NUM_THREADS", std::to_string(command.threads).c_str(), 1);
   }
-  RunInfo info{.started_at = NowUtc(),
-               .commit_id = kBuildCommit,
-               .host = host.host,
-               .cpu_model = host.cpu_model,
-               .cpu_flags = host.cpu_flags,
-               .cores = host.cores,
-               .threads = ThreadPool::Global().num_threads(),
-               .target = command.bench.target,
-               .model = command.bench.model,
-               .configuration = ConfigurationJson(command.bench),
-               .dataset = command.bench.dataset.path,
-               .split = command.bench.dataset.split,
-               .sentences = command.bench.dataset.count,
-               .warmup = command.bench.warmup,
-               .repeat = command.bench.repeat,
-               .arch = host.arch,
-               .emulated = host.emulated,
-               .emulator = host.emulator,
-               .job_id = 0,
-               .agent = ""};
+  RunInfo info = LocalRunInfo(command, host);
   if (command.record_json) {
     // An agent's child: the record goes to the agent, which sends it to
     // the coordinator; no database here.
@@ -346,6 +365,52 @@ int Run(RunCommand command, const CLI::App* cli) {
   db.FinishRun(run_id, result.measurements);
   std::cout << (command.json ? RunJson(info, run_id, result.measurements)
                              : RunSummary(command, info, run_id, result.measurements));
+  return 0;
+}
+
+int RunBaseline(RunCommand command, const BaselineCommand& baseline) {
+  ApplySizes(command);
+  const HostInfo host = DescribeHost();
+  CheckTargetRunsHere(command.bench.target, host, /*emulated=*/false);
+  if (command.bench.target == "nvidia") {
+    throw Error("baseline: the peers run on the CPU here; --target nvidia has no peer baseline");
+  }
+  const int threads = command.threads > 0 ? command.threads : ThreadPool::Global().num_threads();
+  if (command.threads > 0) setenv("NIMBLE_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  ProgressBar bar(!command.json && isatty(STDERR_FILENO));
+  const std::vector<baselines::PeerResult> results = baselines::RunPeerBaseline(
+      command.bench,
+      {.framework = baseline.framework,
+       .python = baseline.python,
+       .threads = threads,
+       .check_samples = 4},
+      [&](const std::string& phase, size_t done, size_t total) { bar(phase, done, total); });
+  ResultsDb db(command.db);
+  nlohmann::ordered_json printed = nlohmann::ordered_json::array();
+  for (const baselines::PeerResult& result : results) {
+    RunInfo info = LocalRunInfo(command, host);
+    info.threads = threads;
+    info.framework = baseline.framework;
+    nlohmann::ordered_json configuration = nlohmann::ordered_json::parse(info.configuration);
+    configuration["variant"] = result.variant;
+    configuration["version"] = result.version;
+    // Nimble's compile options do not apply to a peer.
+    configuration.erase("kernels");
+    configuration.erase("fusion");
+    info.configuration = configuration.dump();
+    const int64_t run_id = db.RecordRun(info, result.measurements);
+    if (command.json) {
+      printed.push_back(nlohmann::ordered_json::parse(RunJson(info, run_id, result.measurements)));
+    } else {
+      std::cout << baseline.framework << " " << result.variant << " " << result.version << ": "
+                << std::fixed << std::setprecision(1) << Value(result.measurements, "us_per_token")
+                << " us/token over " << Count(result.measurements, "tokens")
+                << " tokens (outputs within " << std::scientific << std::setprecision(1)
+                << Value(result.measurements, "max_abs_error") << " of Nimble's), run " << run_id
+                << " in " << command.db << std::defaultfloat << "\n";
+    }
+  }
+  if (command.json) std::cout << printed.dump(2) << "\n";
   return 0;
 }
 

@@ -37,6 +37,16 @@ void AddRunOptions(CLI::App* command, RunCommand& run);
 // see again: everything but where the run happens and where it is recorded.
 std::vector<std::string> ForwardedRunArgs(const CLI::App* command);
 
+// `nimble-bench baseline`: a peer framework on the run's model and data.
+struct BaselineCommand {
+  std::string framework;  // pytorch or onnxruntime
+  std::string python;     // the framework's interpreter ("" finds it)
+};
+
+// Measures the peer on this host and records one run per variant (the
+// variant and the framework's version in its configuration).
+int RunBaseline(RunCommand command, const BaselineCommand& baseline);
+
 // Runs it as `run` asks; the CLI's exit status.
 int Run(RunCommand run, const CLI::App* command);
 

@@ -1,5 +1,9 @@
 #include "nimble/compiler/backend/pipeline.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
 #include "nimble/compiler/op/compute.h"
 #include "nimble/compiler/transform/coalesce_storage.h"
 #include "nimble/compiler/transform/dead_code.h"
@@ -61,17 +65,42 @@ const std::vector<PassInfo>& Passes() {
   return passes;
 }
 
-ir::IRModule RunPasses(const ir::IRModule& module, const CompileOptions& options,
-                       const std::string& stop_after) {
-  bool known = stop_after.empty();
+namespace {
+
+// Throws nimble::Error for a name that is not a pass, listing them.
+void CheckPassName(const std::string& name, const std::string& where) {
   std::string names;
   for (const PassInfo& pass : Passes()) {
-    known = known || pass.name == stop_after;
+    if (pass.name == name) return;
     names += (names.empty() ? "" : ", ") + pass.name;
   }
-  if (!known) throw Error("unknown pass '" + stop_after + "' (passes: " + names + ")");
+  throw Error(where + "unknown pass '" + name + "' (passes: " + names + ")");
+}
+
+}  // namespace
+
+std::vector<std::string> DisabledPasses() {
+  const char* value = std::getenv("NIMBLE_DISABLE_PASSES");
+  std::vector<std::string> disabled;
+  std::stringstream list(value ? value : "");
+  for (std::string name; std::getline(list, name, ',');) {
+    if (name.empty()) continue;
+    CheckPassName(name, "NIMBLE_DISABLE_PASSES: ");
+    disabled.push_back(name);
+  }
+  return disabled;
+}
+
+ir::IRModule RunPasses(const ir::IRModule& module, const CompileOptions& options,
+                       const std::string& stop_after) {
+  if (!stop_after.empty()) CheckPassName(stop_after, "");
+  const std::vector<std::string> disabled = DisabledPasses();
   ir::IRModule current = module;
   for (const PassInfo& pass : Passes()) {
+    if (std::find(disabled.begin(), disabled.end(), pass.name) != disabled.end()) {
+      if (pass.name == stop_after) break;
+      continue;
+    }
     try {
       current = pass.run(current, options);
     } catch (const Error& error) {

@@ -22,8 +22,15 @@ struct PassInfo {
 // The passes, in pipeline order.
 const std::vector<PassInfo>& Passes();
 
+// The passes named in the environment variable NIMBLE_DISABLE_PASSES
+// (comma-separated), which RunPasses skips: a developer's way to reproduce
+// a build without a pass (a bisection, a gate's test of a worse compiler)
+// without rebuilding. Whatever records figures must say that they came
+// from such a build. Throws nimble::Error naming an unknown pass.
+std::vector<std::string> DisabledPasses();
+
 // Runs the passes on a type-checked module up to and including `stop_after`
-// (all of them when empty). Throws nimble::Error
+// (all of them when empty), skipping DisabledPasses(). Throws nimble::Error
 // naming the valid passes for an unknown name, and naming the pass when one
 // fails or leaves ill-typed IR.
 ir::IRModule RunPasses(const ir::IRModule& module, const CompileOptions& options = {},

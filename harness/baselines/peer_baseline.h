@@ -1,0 +1,45 @@
+// `nimble-bench baseline`: the same model, weights and samples as a Nimble
+// run, measured in a peer framework on this host (PyTorch's eager model and
+// its fastest variant, or ONNX Runtime). Nimble compiles and runs the first
+// samples for their outputs; a work directory carries the weights, samples
+// and those outputs to peer_bench.py (embedded in this binary), which runs
+// as a child process in the framework's interpreter, checks its outputs
+// against Nimble's before timing, and prints the figures (the file's
+// docstring is the contract).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "harness/bench/model_runner.h"
+
+namespace nimble::baselines {
+
+struct PeerOptions {
+  std::string framework;  // pytorch or onnxruntime
+  // The interpreter with the framework; empty: /usr/bin/python3 for
+  // PyTorch (Debian's python3-torch), else the first of python3 on PATH and
+  // /usr/bin/python3 that imports onnxruntime.
+  std::string python;
+  int threads = 1;
+  int check_samples = 4;  // outputs compared with Nimble's before timing
+};
+
+// One timed variant: its name, the framework's version, its figures (the
+// names of a Nimble run's: us_per_token, latency_*, sentences, tokens, and
+// max_abs_error against Nimble's outputs).
+struct PeerResult {
+  std::string variant;
+  std::string version;
+  std::vector<bench::Measurement> measurements;
+};
+
+// Throws nimble::Error naming the cause: an unknown framework, a model the
+// framework cannot run (Tree-LSTM in ONNX Runtime), a missing interpreter
+// or framework, outputs that differ from Nimble's, or a child that failed
+// (its last stderr line).
+std::vector<PeerResult> RunPeerBaseline(const bench::BenchOptions& bench,
+                                        const PeerOptions& options,
+                                        const bench::Progress& progress);
+
+}  // namespace nimble::baselines

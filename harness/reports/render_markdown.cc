@@ -1,0 +1,72 @@
+#include <sstream>
+
+#include "harness/reports/report.h"
+
+namespace nimble::reports {
+
+namespace {
+
+// A cell's text made safe inside a Markdown table row.
+std::string Escape(const std::string& text) {
+  std::string escaped;
+  for (char c : text) {
+    if (c == '|') {
+      escaped += "\\|";
+    } else if (c == '\n') {
+      escaped += ' ';
+    } else {
+      escaped += c;
+    }
+  }
+  return escaped;
+}
+
+std::string CellText(const Cell& cell) {
+  if (cell.gap) return "*" + Escape(cell.text) + "*";
+  if (cell.run && !cell.value)
+    return "[" + Escape(cell.text) + "](#run-" + std::to_string(*cell.run) + ")";
+  return Escape(cell.text);
+}
+
+void WriteRow(std::ostringstream& out, const std::vector<std::string>& cells) {
+  out << "|";
+  for (const std::string& cell : cells) out << " " << cell << " |";
+  out << "\n";
+}
+
+}  // namespace
+
+std::string RenderMarkdown(const Report& report) {
+  std::ostringstream out;
+  out << "# Nimble: the paper's tables from results.db\n\n"
+      << "From `" << report.database << "` (" << report.filter << "), generated "
+      << report.generated_at << ". Figures in *italics* are gaps: no data, or an emulated "
+      << "correctness run, never a latency.\n\n";
+  for (const Table& table : report.tables) {
+    out << "<a id=\"" << table.id << "\"></a>\n\n## " << table.title << "\n\n"
+        << table.caption << "\n\n";
+    if (table.header.empty()) continue;
+    if (table.rows.empty()) {
+      out << "*No runs in the selection.*\n\n";
+      continue;
+    }
+    WriteRow(out, table.header);
+    WriteRow(out, std::vector<std::string>(table.header.size(), "---"));
+    for (const std::vector<Cell>& row : table.rows) {
+      std::vector<std::string> cells;
+      for (const Cell& cell : row) cells.push_back(CellText(cell));
+      WriteRow(out, cells);
+    }
+    out << "\n";
+  }
+  out << "## Sources\n\n";
+  if (report.sources.empty()) out << "No runs in the selection.\n";
+  for (const Provenance& source : report.sources) {
+    out << "- <a id=\"run-" << source.run_id << "\"></a>run " << source.run_id << ": commit "
+        << source.commit << ", " << source.host << " (" << source.cpu_model << "), " << source.date
+        << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace nimble::reports

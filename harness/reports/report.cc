@@ -1,0 +1,457 @@
+#include "harness/reports/report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "harness/bench/sqlite_util.h"
+
+namespace nimble::reports {
+
+namespace {
+
+using Json = nlohmann::json;
+
+// The systems as the paper names them, and ours.
+constexpr const char* kNimble = "Nimble";
+constexpr const char* kPyTorch = "PyTorch";
+constexpr const char* kMxnet = "MXNet";
+constexpr const char* kTensorFlow = "TensorFlow";
+constexpr const char* kTfFold = "TF Fold";
+
+constexpr const char* kTargets[] = {"intel", "nvidia", "arm"};
+
+// The paper's Tables 1-3 (µs/token, §6.2): {system, layers, target} -> figure.
+struct PaperLatency {
+  const char* model;
+  const char* system;
+  int layers;  // LSTM only; 0 otherwise
+  const char* target;
+  double us_per_token;
+};
+constexpr PaperLatency kPaperLatencies[] = {
+    {"lstm", kNimble, 1, "intel", 47.8},       {"lstm", kNimble, 1, "nvidia", 93.0},
+    {"lstm", kNimble, 1, "arm", 182.2},        {"lstm", kNimble, 2, "intel", 97.2},
+    {"lstm", kNimble, 2, "nvidia", 150.9},     {"lstm", kNimble, 2, "arm", 686.4},
+    {"lstm", kPyTorch, 1, "intel", 79.3},      {"lstm", kPyTorch, 1, "nvidia", 110.3},
+    {"lstm", kPyTorch, 1, "arm", 1729.5},      {"lstm", kPyTorch, 2, "intel", 158.1},
+    {"lstm", kPyTorch, 2, "nvidia", 214.6},    {"lstm", kPyTorch, 2, "arm", 3378.1},
+    {"lstm", kMxnet, 1, "intel", 212.9},       {"lstm", kMxnet, 1, "nvidia", 135.7},
+    {"lstm", kMxnet, 1, "arm", 3695.9},        {"lstm", kMxnet, 2, "intel", 401.7},
+    {"lstm", kMxnet, 2, "nvidia", 223.8},      {"lstm", kMxnet, 2, "arm", 7768.0},
+    {"lstm", kTensorFlow, 1, "intel", 301.4},  {"lstm", kTensorFlow, 1, "nvidia", 304.7},
+    {"lstm", kTensorFlow, 1, "arm", 978.3},    {"lstm", kTensorFlow, 2, "intel", 687.3},
+    {"lstm", kTensorFlow, 2, "nvidia", 406.9}, {"lstm", kTensorFlow, 2, "arm", 2192.8},
+    {"treelstm", kNimble, 0, "intel", 40.3},   {"treelstm", kNimble, 0, "arm", 86.3},
+    {"treelstm", kPyTorch, 0, "intel", 701.6}, {"treelstm", kPyTorch, 0, "arm", 1717.1},
+    {"treelstm", kTfFold, 0, "intel", 209.9},  {"bert", kNimble, 0, "intel", 307.0},
+    {"bert", kNimble, 0, "nvidia", 95.2},      {"bert", kNimble, 0, "arm", 2862.6},
+    {"bert", kPyTorch, 0, "intel", 479.5},     {"bert", kPyTorch, 0, "nvidia", 220.4},
+    {"bert", kPyTorch, 0, "arm", 11851.2},     {"bert", kMxnet, 0, "intel", 455.8},
+    {"bert", kMxnet, 0, "nvidia", 152.9},      {"bert", kMxnet, 0, "arm", 8628.0},
+    {"bert", kTensorFlow, 0, "intel", 768.7},  {"bert", kTensorFlow, 0, "nvidia", 125.2},
+    {"bert", kTensorFlow, 0, "arm", 2995.4},
+};
+
+// The paper's Table 4: BERT at sequence length 128, ms per inference.
+struct PaperOverhead {
+  const char* target;
+  double tvm_static_ms, nimble_ms, kernel_ms, other_ms;
+};
+constexpr PaperOverhead kPaperOverheads[] = {{"intel", 19.38, 24.32, 21.06, 3.26},
+                                             {"arm", 223.50, 237.41, 228.59, 8.82},
+                                             {"nvidia", 5.58, 5.86, 5.60, 0.26}};
+constexpr int64_t kPaperOverheadLength = 128;
+
+// §6.3: memory planning cut BERT's buffer allocations by 47% on Intel.
+constexpr double kPaperAllocationCut = 0.47;
+
+std::optional<double> PaperFigure(const std::string& model, const std::string& system, int layers,
+                                  const std::string& target) {
+  for (const PaperLatency& entry : kPaperLatencies) {
+    if (model == entry.model && system == entry.system && layers == entry.layers &&
+        target == entry.target)
+      return entry.us_per_token;
+  }
+  return std::nullopt;
+}
+
+std::string Fixed(double value, int decimals) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
+  return buffer;
+}
+
+Json Configuration(const bench::RunInfo& info) {
+  Json configuration = Json::parse(info.configuration, nullptr, false);
+  return configuration.is_object() ? configuration : Json::object();
+}
+
+int64_t Integer(const Json& configuration, const char* name) {
+  const auto found = configuration.find(name);
+  return found != configuration.end() && found->is_number_integer() ? found->get<int64_t>() : 0;
+}
+
+std::string Text(const Json& configuration, const char* name) {
+  const auto found = configuration.find(name);
+  return found != configuration.end() && found->is_string() ? found->get<std::string>() : "";
+}
+
+// Whether a run's model has the paper's sizes, so its figure may stand
+// beside the paper's.
+bool PaperSized(const bench::RunInfo& info) {
+  const Json c = Configuration(info);
+  if (info.model == "lstm")
+    return Integer(c, "input_size") == 300 && Integer(c, "hidden_size") == 512;
+  if (info.model == "treelstm")
+    return Integer(c, "input_size") == 300 && Integer(c, "hidden_size") == 150;
+  return Integer(c, "hidden_size") == 768 && Integer(c, "layers") == 12 &&
+         Integer(c, "heads") == 12 && Integer(c, "ffn_size") == 3072;
+}
+
+std::string Sizes(const bench::RunInfo& info) {
+  const Json c = Configuration(info);
+  std::string sizes;
+  if (info.model == "bert") {
+    sizes = std::to_string(Integer(c, "layers")) + " layers, hidden " +
+            std::to_string(Integer(c, "hidden_size")) + ", " + std::to_string(Integer(c, "heads")) +
+            " heads";
+  } else {
+    sizes =
+        std::to_string(Integer(c, "input_size")) + "/" + std::to_string(Integer(c, "hidden_size"));
+  }
+  return sizes + ", " + info.dataset + ", " + std::to_string(info.threads) + " thread" +
+         (info.threads == 1 ? "" : "s");
+}
+
+// The system as the paper would name it (for its figure), and as the row
+// shows it (with the variant or a non-default compile).
+std::string PaperSystem(const bench::RunInfo& info) {
+  if (info.framework == "nimble") return kNimble;
+  if (info.framework == "pytorch") return kPyTorch;
+  return "";  // ONNX Runtime is not in the paper
+}
+
+std::string SystemLabel(const bench::RunInfo& info) {
+  const Json c = Configuration(info);
+  if (info.framework == "pytorch") return "PyTorch (" + Text(c, "variant") + ")";
+  if (info.framework == "onnxruntime") return "ONNX Runtime";
+  std::string label = kNimble;
+  std::string options;
+  if (!Text(c, "kernels").empty()) options += "kernels " + Text(c, "kernels");
+  if (c.contains("fusion") && c["fusion"] == false)
+    options += (options.empty() ? "" : ", ") + std::string("no fusion");
+  return options.empty() ? label : label + " (" + options + ")";
+}
+
+std::string HostLabel(const bench::RunInfo& info) {
+  return info.host + " (" + info.cpu_model + ")";
+}
+
+int Layers(const bench::RunInfo& info) {
+  return info.model == "lstm" ? static_cast<int>(Integer(Configuration(info), "layers")) : 0;
+}
+
+class ReportBuilder {
+ public:
+  explicit ReportBuilder(const std::vector<SelectedRun>& runs) : runs_(runs) {}
+
+  Cell Figure(const SelectedRun& run, double value, int decimals) {
+    Use(run);
+    Cell cell;
+    cell.text = Fixed(value, decimals);
+    cell.value = value;
+    cell.run = run.id;
+    return cell;
+  }
+  static Cell Plain(std::string text) {
+    Cell cell;
+    cell.text = std::move(text);
+    return cell;
+  }
+  static Cell Gap(std::string text) {
+    Cell cell = Plain(std::move(text));
+    cell.gap = true;
+    return cell;
+  }
+  static Cell Ratio(std::optional<double> numerator, std::optional<double> denominator) {
+    if (!numerator || !denominator || *denominator == 0) return Plain("");
+    return Plain(Fixed(*numerator / *denominator, 2) + "x");
+  }
+  Cell RunLink(const SelectedRun& run) {
+    Use(run);
+    Cell cell = Plain("run " + std::to_string(run.id));
+    cell.run = run.id;
+    return cell;
+  }
+
+  Table Latency(const std::string& model, const std::string& id, const std::string& title,
+                const std::vector<std::string>& paper_systems);
+  Table Overhead();
+  Table Memory();
+  static Table DispatchFigure();
+
+  std::vector<Provenance> Sources() const {
+    std::vector<Provenance> sources;
+    for (const SelectedRun& run : runs_) {
+      if (!used_.contains(run.id)) continue;
+      const bench::RunInfo& info = run.record.info;
+      sources.push_back({run.id, info.commit_id, info.host, info.cpu_model, run.finished_at});
+    }
+    return sources;
+  }
+
+ private:
+  void Use(const SelectedRun& run) { used_.insert(run.id); }
+
+  // The Nimble run a peer's run is compared with: same model sizes, data,
+  // threads, target and host.
+  const SelectedRun* NimbleTwin(const SelectedRun& peer) const {
+    const bench::RunInfo& p = peer.record.info;
+    for (const SelectedRun& run : runs_) {
+      const bench::RunInfo& n = run.record.info;
+      if (n.framework == "nimble" && SystemLabel(n) == kNimble && n.model == p.model &&
+          Sizes(n) == Sizes(p) && Layers(n) == Layers(p) && n.target == p.target &&
+          n.host == p.host && !n.emulated)
+        return &run;
+    }
+    return nullptr;
+  }
+
+  const std::vector<SelectedRun>& runs_;
+  std::set<int64_t> used_;
+};
+
+Table ReportBuilder::Latency(const std::string& model, const std::string& id,
+                             const std::string& title,
+                             const std::vector<std::string>& paper_systems) {
+  const bool lstm = model == "lstm";
+  Table table;
+  table.id = id;
+  table.title = title;
+  table.caption =
+      "µs per token (total time over the dataset / its tokens, batch 1). \"ours / paper\" "
+      "compares with the paper's figure for the same system and target, given only for the "
+      "paper's model sizes; \"Nimble's speed-up\" is the peer's time over Nimble's on the same "
+      "host, model and threads. Emulated runs are correctness runs and show no latency.";
+  table.header = {"System",   "Target", "Host",         "Model, data, threads",
+                  "µs/token", "Paper",  "Ours / paper", "Nimble's speed-up",
+                  "Run"};
+  if (lstm) table.header.insert(table.header.begin() + 1, "Layers");
+  table.chart_unit = "µs/token";
+  std::set<std::tuple<std::string, int, std::string>> measured;  // paper system, layers, target
+  for (const SelectedRun& run : runs_) {
+    const bench::RunInfo& info = run.record.info;
+    if (info.model != model) continue;
+    const int layers = Layers(info);
+    const std::string paper_system = PaperSystem(info);
+    std::optional<double> paper;
+    if (PaperSized(info) && !paper_system.empty())
+      paper = PaperFigure(model, paper_system, layers, info.target);
+    const bench::Measurement* us = run.Find("us_per_token");
+    std::vector<Cell> row = {Plain(SystemLabel(info)), Plain(info.target), Plain(HostLabel(info)),
+                             Plain(Sizes(info))};
+    if (lstm) row.insert(row.begin() + 1, Plain(std::to_string(layers)));
+    const std::string group =
+        (lstm ? "LSTM " + std::to_string(layers) + " layer" + (layers == 1 ? "" : "s") + ", "
+              : std::string()) +
+        info.target + ", " + info.host;
+    if (info.emulated) {
+      row.push_back(Gap("emulated (" + info.emulator + "): correctness only"));
+    } else if (us == nullptr) {
+      row.push_back(Gap("not recorded"));
+    } else {
+      row.push_back(Figure(run, us->value, 1));
+      table.chart.push_back({group, SystemLabel(info), us->value, false});
+      if (!paper_system.empty() && PaperSized(info))
+        measured.insert({paper_system, layers, info.target});
+    }
+    row.push_back(paper ? Plain(Fixed(*paper, 1)) : Plain(""));
+    std::optional<double> ours;
+    if (us != nullptr && !info.emulated) ours = us->value;
+    row.push_back(Ratio(ours, paper));
+    const SelectedRun* twin = info.framework == "nimble" ? nullptr : NimbleTwin(run);
+    const bench::Measurement* twin_us = twin ? twin->Find("us_per_token") : nullptr;
+    row.push_back(twin_us ? Ratio(ours, twin_us->value) : Plain(""));
+    row.push_back(RunLink(run));
+    table.rows.push_back(std::move(row));
+  }
+  // The paper's figures that no run here measured: shown, marked as such.
+  for (const std::string& system : paper_systems) {
+    for (int layers : lstm ? std::vector<int>{1, 2} : std::vector<int>{0}) {
+      for (const char* target : kTargets) {
+        const std::optional<double> paper = PaperFigure(model, system, layers, target);
+        if (!paper || measured.contains({system, layers, target})) continue;
+        std::vector<Cell> row = {Plain(system), Plain(target), Plain(""), Plain("paper's sizes")};
+        if (lstm) row.insert(row.begin() + 1, Plain(std::to_string(layers)));
+        row.push_back(
+            Gap(system == kNimble || system == kPyTorch ? "no data yet" : "not measured here"));
+        row.push_back(Plain(Fixed(*paper, 1)));
+        row.insert(row.end(), {Plain(""), Plain(""), Plain("")});
+        table.rows.push_back(std::move(row));
+        if (system == kNimble) {
+          table.chart.push_back(
+              {(lstm ? "LSTM " + std::to_string(layers) + " layer" + (layers == 1 ? "" : "s") + ", "
+                     : std::string()) +
+                   target + ", paper",
+               std::string("paper: ") + kNimble, *paper, true});
+        }
+      }
+    }
+  }
+  return table;
+}
+
+Table ReportBuilder::Overhead() {
+  Table table;
+  table.id = "table4";
+  table.title = "Table 4: the cost of dynamism, BERT at one length";
+  table.caption =
+      "ms per inference at one sequence length (nimble-bench run --model bert --static-seq-len L): "
+      "the dynamic program against the same model compiled at the static length L (the paper "
+      "compares with TVM's static runtime), and the dynamic program's time inside model kernels "
+      "against everything else the VM does. Shape functions count as \"others\", as in the paper. "
+      "The paper's figures are at L = 128.";
+  table.header = {"Target",
+                  "Host",
+                  "Model, data, threads",
+                  "L",
+                  "Static (ms)",
+                  "Dynamic (ms)",
+                  "Kernels (ms)",
+                  "Others (ms)",
+                  "Paper: static / dynamic / kernels / others",
+                  "Run"};
+  for (const SelectedRun& run : runs_) {
+    const bench::RunInfo& info = run.record.info;
+    const int64_t length = Integer(Configuration(info), "static_seq_len");
+    if (info.model != "bert" || info.framework != "nimble" || length == 0) continue;
+    std::vector<Cell> row = {Plain(info.target), Plain(HostLabel(info)), Plain(Sizes(info)),
+                             Plain(std::to_string(length))};
+    for (const char* name :
+         {"fixed_len_static_us_per_token", "fixed_len_dynamic_us_per_token",
+          "fixed_len_dynamic_kernel_us_per_token", "fixed_len_dynamic_other_us_per_token"}) {
+      const bench::Measurement* figure = run.Find(name);
+      if (info.emulated) {
+        row.push_back(Gap("emulated"));
+      } else if (figure == nullptr) {
+        row.push_back(Gap("not recorded"));
+      } else {
+        row.push_back(Figure(run, figure->value * static_cast<double>(length) / 1000, 2));
+      }
+    }
+    std::string paper;
+    for (const PaperOverhead& entry : kPaperOverheads) {
+      if (entry.target == info.target && length == kPaperOverheadLength && PaperSized(info)) {
+        paper = Fixed(entry.tvm_static_ms, 2) + " / " + Fixed(entry.nimble_ms, 2) + " / " +
+                Fixed(entry.kernel_ms, 2) + " / " + Fixed(entry.other_ms, 2);
+      }
+    }
+    row.push_back(Plain(paper));
+    row.push_back(RunLink(run));
+    table.rows.push_back(std::move(row));
+  }
+  for (const PaperOverhead& entry : kPaperOverheads) {
+    table.rows.push_back(
+        {Plain(entry.target), Plain(""), Plain("paper's BERT-base"),
+         Plain(std::to_string(kPaperOverheadLength)), Gap("paper only"), Gap("paper only"),
+         Gap("paper only"), Gap("paper only"),
+         Plain(Fixed(entry.tvm_static_ms, 2) + " / " + Fixed(entry.nimble_ms, 2) + " / " +
+               Fixed(entry.kernel_ms, 2) + " / " + Fixed(entry.other_ms, 2)),
+         Plain("")});
+  }
+  return table;
+}
+
+Table ReportBuilder::Memory() {
+  Table table;
+  table.id = "memory";
+  table.title = "Memory planning: allocations and peak memory";
+  table.caption =
+      "Storage allocations with and without the memory planning pass: written in the compiled "
+      "program, and executed per sentence; the peak is the model's own working set in the CPU "
+      "pool during a profiled pass (weights and inputs, live before it, are reported apart). "
+      "The paper reports 47% fewer buffer allocations for BERT on Intel.";
+  table.header = {"Model",
+                  "Target",
+                  "Host",
+                  "Model, data, threads",
+                  "Written: planned / unplanned",
+                  "Executed per sentence: planned",
+                  "unplanned",
+                  "Fewer",
+                  "Peak MB: planned",
+                  "unplanned",
+                  "Weights MB",
+                  "Run"};
+  const auto megabytes = [](double bytes) { return bytes / (1024.0 * 1024.0); };
+  for (const SelectedRun& run : runs_) {
+    const bench::RunInfo& info = run.record.info;
+    if (info.framework != "nimble") continue;
+    const bench::Measurement* written_planned = run.Find("allocations_written_planned");
+    const bench::Measurement* written_unplanned = run.Find("allocations_written_unplanned");
+    const bench::Measurement* planned = run.Find("alloc_storage_per_sentence_planned");
+    const bench::Measurement* unplanned = run.Find("alloc_storage_per_sentence_unplanned");
+    if (!planned || !unplanned) continue;
+    std::vector<Cell> row = {
+        Plain(SystemLabel(info) == kNimble ? info.model
+                                           : info.model + " (" + SystemLabel(info) + ")"),
+        Plain(info.target), Plain(HostLabel(info)), Plain(Sizes(info))};
+    row.push_back(
+        written_planned && written_unplanned
+            ? Plain(Fixed(written_planned->value, 0) + " / " + Fixed(written_unplanned->value, 0))
+            : Gap("not recorded"));
+    row.push_back(Figure(run, planned->value, 1));
+    row.push_back(Figure(run, unplanned->value, 1));
+    row.push_back(
+        unplanned->value > 0
+            ? Plain(Fixed(100 * (1 - planned->value / unplanned->value), 0) + "%" +
+                    (info.model == "bert" ? " (paper " + Fixed(100 * kPaperAllocationCut, 0) + "%)"
+                                          : ""))
+            : Plain(""));
+    for (const char* name : {"peak_bytes_planned", "peak_bytes_unplanned", "weight_bytes"}) {
+      const bench::Measurement* figure = run.Find(name);
+      row.push_back(figure ? Figure(run, megabytes(figure->value), 2) : Gap("not recorded"));
+    }
+    row.push_back(RunLink(run));
+    table.rows.push_back(std::move(row));
+  }
+  return table;
+}
+
+Table ReportBuilder::DispatchFigure() {
+  Table table;
+  table.id = "figure3";
+  table.title = "Figure 3: symbolic codegen, dispatch/k";
+  table.caption =
+      "No data yet: results.db holds no dispatch/k measurements. They come from `nimble-bench "
+      "microbench dispatch` once residue dispatch exists; the paper shows, on ARM, symbolic "
+      "kernels with full dispatch (k = 8) as fast as static ones and up to 104% slower with one.";
+  return table;
+}
+
+}  // namespace
+
+Report BuildReport(const std::vector<SelectedRun>& runs, const std::string& database,
+                   const std::string& filter) {
+  ReportBuilder builder(runs);
+  Report report;
+  report.database = database;
+  report.filter = filter;
+  report.generated_at = bench::NowUtc();
+  report.tables.push_back(builder.Latency("lstm", "table1", "Table 1: LSTM, µs/token",
+                                          {kNimble, kPyTorch, kMxnet, kTensorFlow}));
+  report.tables.push_back(builder.Latency("treelstm", "table2", "Table 2: Tree-LSTM, µs/token",
+                                          {kNimble, kPyTorch, kTfFold}));
+  report.tables.push_back(builder.Latency("bert", "table3", "Table 3: BERT, µs/token",
+                                          {kNimble, kPyTorch, kMxnet, kTensorFlow}));
+  report.tables.push_back(builder.Overhead());
+  report.tables.push_back(builder.Memory());
+  report.tables.push_back(ReportBuilder::DispatchFigure());
+  report.sources = builder.Sources();
+  return report;
+}
+
+}  // namespace nimble::reports

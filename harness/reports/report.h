@@ -1,0 +1,71 @@
+// `nimble-bench report`: the paper's tables regenerated from results.db
+// (docs/reports.md). BuildReport turns the selected runs into tables whose
+// every cell is either a figure traced to the run that measured it, the
+// paper's figure, or a marked gap (no data, emulated): nothing is invented.
+// The renderers only lay out what BuildReport decided.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/reports/run_selection.h"
+
+namespace nimble::reports {
+
+// Where a figure came from.
+struct Provenance {
+  int64_t run_id = 0;
+  std::string commit;
+  std::string host;
+  std::string cpu_model;
+  std::string date;  // when the run finished (ISO 8601 UTC)
+};
+
+struct Cell {
+  std::string text;             // as shown
+  std::optional<double> value;  // set when the cell is a measured figure
+  std::optional<int64_t> run;   // the run it came from (Report::sources)
+  bool gap = false;             // no data, emulated or not comparable: shown marked
+};
+
+// One bar of a table's chart: a measured figure or the paper's.
+struct Bar {
+  std::string group;  // e.g. "LSTM 1 layer, intel"
+  std::string label;  // e.g. "Nimble", "PyTorch (mv_script)", "paper: Nimble"
+  double value = 0;
+  bool paper = false;
+};
+
+struct Table {
+  std::string id;     // anchor: table1, table2, table3, table4, memory, figure3
+  std::string title;  // "Table 1: LSTM, µs/token"
+  std::string caption;
+  std::vector<std::string> header;
+  std::vector<std::vector<Cell>> rows;
+  std::string chart_unit;  // empty: no chart
+  std::vector<Bar> chart;
+};
+
+struct Report {
+  std::string database;  // the path it was built from
+  std::string filter;    // the selection, in words
+  std::string generated_at;
+  std::vector<Table> tables;
+  std::vector<Provenance> sources;  // every run a cell refers to, by id
+};
+
+// The report of `runs` (run_selection.h), read from `database` with the
+// selection described by `filter`.
+Report BuildReport(const std::vector<SelectedRun>& runs, const std::string& database,
+                   const std::string& filter);
+
+// report.md: GitHub-flavoured Markdown, the sources listed at the end.
+std::string RenderMarkdown(const Report& report);
+
+// index.html: one self-contained page (inline CSS and SVG charts, no
+// script, no network) that reads the same as the Markdown.
+std::string RenderHtml(const Report& report);
+
+}  // namespace nimble::reports

@@ -1,0 +1,41 @@
+// Which runs of a results.db a report or a gate reads (docs/reports.md):
+// finished runs of kind `run`, narrowed by the user's filters, then the
+// latest per comparison key, so a configuration measured ten times on a
+// host shows once, as last measured.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "harness/bench/results_db.h"
+
+namespace nimble::reports {
+
+struct RunFilter {
+  std::vector<int64_t> run_ids;  // only these runs (empty: all)
+  std::string commit;            // runs of commits starting with this
+  std::string host;              // runs on this host
+};
+
+// A recorded run with its id and when it finished.
+struct SelectedRun {
+  int64_t id = 0;
+  std::string finished_at;
+  bench::RunRecord record;
+
+  // The figure's value, or nullptr when the run did not record it.
+  const bench::Measurement* Find(const std::string& name) const;
+};
+
+// What makes two runs measurements of the same thing on the same kind of
+// machine: framework, model, configuration, target, threads, data, protocol
+// size, architecture and emulation. The host name is not part of it.
+std::string ComparisonKey(const bench::RunInfo& info);
+
+// The latest finished run per comparison key and host among the runs that
+// pass `filter`, in (model, configuration, framework, target, host) order.
+// A run id in `filter` that is absent or unfinished is an error naming it.
+std::vector<SelectedRun> SelectRuns(const bench::ResultsDb& db, const RunFilter& filter);
+
+}  // namespace nimble::reports
