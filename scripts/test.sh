@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Sets up (dependencies, build) and runs every test suite. Ends with the line
-# "N passed, N failed" counting test cases, and exits non-zero on any failure.
+# "N passed, N failed, N skipped" counting test cases (each skipped test is
+# listed above it with its reason), and exits non-zero on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/build.sh || { echo "0 passed, 1 failed"; exit 1; }
+bash scripts/build.sh || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 # The aarch64 cross build: the suites that run it under qemu-aarch64 need it.
-bash scripts/build-arm.sh || { echo "0 passed, 1 failed"; exit 1; }
+bash scripts/build-arm.sh || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 
 logs=build/test-logs
 rm -rf "$logs" && mkdir -p "$logs"
@@ -27,6 +28,7 @@ done | xargs -0 -n 2 -P "$(nproc)" bash -c 'run_suite "$0" "$1"'
 
 passed=0
 failed=0
+skipped=0
 for exe in "${suites[@]}"; do
   log="$logs/$(basename "$exe").log"
   ok=$(grep -c '^\[       OK \]' "$log")
@@ -40,9 +42,19 @@ for exe in "${suites[@]}"; do
     echo "=== $(basename "$exe"): $bad failed"
     grep -B30 -E '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$log" | grep -vE '^\[ (RUN|      OK) ' | head -80
   fi
+  # GoogleTest prints a skip's reason on the lines before "[  SKIPPED ] Suite.Name (N ms)".
+  while IFS= read -r name; do
+    reason=$(awk -v name="$name" '
+      /^\[ RUN      \] / { reason = ""; next }
+      /^\[  SKIPPED \] / { if ($4 == name) { print reason; exit } next }
+      /: Skipped$/ { next }
+      { reason = (reason == "" ? $0 : reason " " $0) }' "$log")
+    echo "skipped: $name: ${reason:-no reason given}"
+    skipped=$((skipped + 1))
+  done < <(grep -E '^\[  SKIPPED \] .* \([0-9]+ ms\)$' "$log" | awk '{print $4}')
   passed=$((passed + ok))
   failed=$((failed + bad))
 done
 
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

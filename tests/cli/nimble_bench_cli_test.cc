@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -24,10 +25,8 @@ struct Outcome {
   std::string out;
 };
 
-// Runs nimble-bench with `args`; stdout and stderr together.
-Outcome Bench(const std::vector<std::string>& args) {
-  std::string command = NIMBLE_BENCH_BINARY;
-  for (const std::string& arg : args) command += " '" + arg + "'";
+// Runs a shell command; stdout and stderr together.
+Outcome Shell(std::string command) {
   command += " 2>&1";
   Outcome outcome;
   FILE* pipe = popen(command.c_str(), "r");
@@ -38,6 +37,13 @@ Outcome Bench(const std::vector<std::string>& args) {
   const int status = pclose(pipe);
   outcome.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return outcome;
+}
+
+// Runs nimble-bench with `args`.
+Outcome Bench(const std::vector<std::string>& args) {
+  std::string command = NIMBLE_BENCH_BINARY;
+  for (const std::string& arg : args) command += " '" + arg + "'";
+  return Shell(command);
 }
 
 class NimbleBenchCli : public ::testing::Test {
@@ -139,8 +145,6 @@ TEST_F(NimbleBenchCli, ErrorsAreReportedAndRecorded) {
   EXPECT_EQ(bert_no_vocab.status, 1);
 }
 
-}  // namespace
-
 TEST_F(NimbleBenchCli, ARunRecordsWhatReallyRanIt) {
   const Outcome run =
       Bench(With({"run", "--model", "lstm", "--hidden-size", "8", "--db", Db()}, kQuick));
@@ -201,3 +205,106 @@ TEST_F(NimbleBenchCli, EmulateRunsTheArmBuildUnderQemuAndSaysSo) {
   EXPECT_THAT(Query("SELECT target || ' ' || arch || ' ' || emulated || ' ' || emulator FROM runs"),
               ::testing::ElementsAre("arm aarch64 1 qemu-aarch64"));
 }
+
+// ---- Reports, gates and peer baselines ----------------------------------------
+
+// scripts/gate-runs.sh into `db`, with `environment` ("NAME=value ...").
+Outcome GateRuns(const std::string& db, const std::string& environment = "") {
+  return Shell(environment +
+               " NIMBLE_BENCH=" NIMBLE_BENCH_BINARY " bash " NIMBLE_SOURCE_DIR
+               "/scripts/gate-runs.sh '" +
+               db + "'");
+}
+
+constexpr const char* kCommittedBaseline = NIMBLE_SOURCE_DIR "/results/baseline.db";
+
+// CI's gate: this build's deterministic figures against the committed baseline.
+TEST_F(NimbleBenchCli, CommittedBaselineHolds) {
+  const Outcome runs = GateRuns(Db());
+  ASSERT_EQ(runs.status, 0) << runs.out;
+  const Outcome gate = Bench({"gate", "--baseline", kCommittedBaseline, "--current", Db()});
+  EXPECT_EQ(gate.status, 0) << gate.out;
+  EXPECT_THAT(gate.out, HasSubstr("PASS: 0 regressed"));
+  EXPECT_THAT(gate.out, ::testing::Not(HasSubstr("not measured in current")));
+}
+
+// A build without memory planning's passes fails the gate, and its runs say
+// which build made them.
+TEST_F(NimbleBenchCli, AWorseBuildFailsTheGate) {
+  const Outcome runs = GateRuns(Db(), "NIMBLE_DISABLE_PASSES=coalesce-storage,insert-kills");
+  ASSERT_EQ(runs.status, 0) << runs.out;
+  const Outcome gate = Bench({"gate", "--baseline", kCommittedBaseline, "--current", Db()});
+  EXPECT_EQ(gate.status, 1) << gate.out;
+  EXPECT_THAT(gate.out, ::testing::ContainsRegex("alloc_storage_per_sentence_planned +[0-9.]+ +"
+                                                 "[0-9.]+ +\\+[0-9.]+% +REGRESSED"));
+  EXPECT_THAT(gate.out, HasSubstr("FAIL: "));
+  for (const std::string& commit : Query("SELECT commit_id FROM runs")) {
+    EXPECT_THAT(commit, ::testing::EndsWith("+disabled:coalesce-storage,insert-kills"));
+  }
+}
+
+TEST_F(NimbleBenchCli, GateRefusesWhatItCannotCompare) {
+  ASSERT_EQ(GateRuns(Db()).status, 0);
+  EXPECT_THAT(Bench({"gate", "--baseline", (dir_ / "absent.db").string(), "--current", Db()}),
+              ::testing::Field(&Outcome::out, HasSubstr("absent.db: no such results database")));
+  const Outcome metric = Bench({"gate", "--baseline", kCommittedBaseline, "--current", Db(),
+                                "--metrics", "kernel_fraction"});
+  EXPECT_EQ(metric.status, 1);
+  EXPECT_THAT(metric.out, HasSubstr("cannot gate on 'kernel_fraction'"));
+  const Outcome silent = Bench(
+      {"gate", "--update-baseline", "--baseline", (dir_ / "new.db").string(), "--current", Db()});
+  EXPECT_EQ(silent.status, 1);
+  EXPECT_THAT(silent.out, HasSubstr("needs --reason"));
+  EXPECT_FALSE(fs::exists(dir_ / "new.db"));
+}
+
+bool PythonImports(const std::string& python, const std::string& module) {
+  return Shell(python + " -c 'import " + module + "'").status == 0;
+}
+
+// The peer runs beside Nimble's in results.db and in the report.
+TEST_F(NimbleBenchCli, PyTorchBaselineAndReport) {
+  if (!PythonImports("/usr/bin/python3", "torch"))
+    GTEST_SKIP() << "/usr/bin/python3 has no torch (apt install python3-torch)";
+  const std::vector<std::string> model = {"--model", "lstm", "--hidden-size", "16", "--db", Db()};
+  ASSERT_EQ(Bench(With(With({"run"}, model), kQuick)).status, 0);
+  const Outcome baseline = Bench(With(With({"baseline", "--framework", "pytorch"}, model), kQuick));
+  ASSERT_EQ(baseline.status, 0) << baseline.out;
+  EXPECT_THAT(baseline.out, HasSubstr("pytorch native"));
+  EXPECT_THAT(baseline.out, HasSubstr("pytorch mv_script"));
+  EXPECT_THAT(
+      Query("SELECT framework || ' ' || ifnull(json_extract(configuration, '$.variant'), '-') "
+            "FROM runs ORDER BY id"),
+      ::testing::ElementsAre("nimble -", "pytorch native", "pytorch mv_script"));
+  EXPECT_THAT(Query("SELECT count(*) FROM measurements WHERE name = 'max_abs_error' AND value < "
+                    "1e-4"),
+              ::testing::ElementsAre("2"));
+
+  const fs::path out = dir_ / "report";
+  const Outcome report = Bench({"report", "--db", Db(), "--out", out.string()});
+  ASSERT_EQ(report.status, 0) << report.out;
+  std::ifstream file(out / "report.md");
+  const std::string markdown((std::istreambuf_iterator<char>(file)), {});
+  EXPECT_THAT(markdown, HasSubstr("| PyTorch (mv_script) | 1 | intel |"));
+  EXPECT_THAT(markdown, ::testing::ContainsRegex("\\| Nimble \\| 1 \\| intel \\|.*\\[run 1\\]"));
+  EXPECT_THAT(markdown, HasSubstr("id=\"run-3\""));
+  EXPECT_TRUE(fs::exists(out / "index.html"));
+}
+
+TEST_F(NimbleBenchCli, OnnxRuntimeBaseline) {
+  EXPECT_THAT(
+      Bench({"baseline", "--framework", "onnxruntime", "--model", "treelstm", "--db", Db()}).out,
+      HasSubstr("ONNX Runtime has no Tree-LSTM baseline"));
+  if (!PythonImports("python3", "onnxruntime") && !PythonImports("/usr/bin/python3", "onnxruntime"))
+    GTEST_SKIP() << "ONNX Runtime is not installed (python3 -m pip install onnxruntime)";
+  const Outcome baseline =
+      Bench(With({"baseline", "--framework", "onnxruntime", "--model", "bert", "--layers", "1",
+                  "--hidden-size", "32", "--heads", "2", "--ffn-size", "64", "--db", Db()},
+                 kQuick));
+  ASSERT_EQ(baseline.status, 0) << baseline.out;
+  EXPECT_THAT(
+      Query("SELECT framework || ' ' || json_extract(configuration, '$.variant') FROM runs"),
+      ::testing::ElementsAre("onnxruntime onnxruntime"));
+}
+
+}  // namespace
