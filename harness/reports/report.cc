@@ -265,6 +265,7 @@ Table ReportBuilder::Latency(const std::string& model, const std::string& id,
     } else {
       row.push_back(Figure(run, us->value, 1));
       table.chart.push_back({group, SystemLabel(info), us->value, false});
+      if (paper) table.chart.push_back({group, "paper: " + paper_system, *paper, true});
       if (!paper_system.empty() && PaperSized(info))
         measured.insert({paper_system, layers, info.target});
     }

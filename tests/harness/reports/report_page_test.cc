@@ -8,6 +8,7 @@
 #include <zlib.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -19,7 +20,9 @@
 #include <utility>
 #include <vector>
 
+#include "harness/bench/results_db.h"
 #include "harness/reports/report.h"
+#include "harness/reports/run_selection.h"
 
 namespace nimble::reports {
 namespace {
@@ -334,6 +337,60 @@ TEST_F(ReportPage, EveryMeasuredFigureIsInItsSection) {
   for (const Provenance& source : report.sources) {
     EXPECT_THAT(sources, HasSubstr("<li id=\"run-" + std::to_string(source.run_id) + "\">"));
   }
+}
+
+// The page of a real results.db: every figure of Tables 1 and 3 that Chromium
+// shows carries the database's own value, and the paper's figure sits beside
+// Nimble's.
+TEST_F(ReportPage, NumbersInThePageAreTheDatabases) {
+  bench::ResultsDb db((dir_ / "results.db").string());
+  const auto record = [&](const std::string& framework, const std::string& model,
+                          const std::string& configuration, double us_per_token) {
+    bench::RunInfo info;
+    info.commit_id = "0123abc";
+    info.host = "bench-1";
+    info.cpu_model = "AMD EPYC";
+    info.threads = 2;
+    info.target = "intel";
+    info.model = model;
+    info.configuration = configuration;
+    info.dataset = "synthetic";
+    info.split = "test";
+    info.arch = "x86_64";
+    info.framework = framework;
+    return db.RecordRun(info, {{"us_per_token", us_per_token, "us"},
+                               {"alloc_storage_per_sentence_planned", 91.75, "count"},
+                               {"alloc_storage_per_sentence_unplanned", 159.5, "count"}});
+  };
+  const std::string lstm = R"({"input_size":300,"hidden_size":512,"layers":1,"seed":1})";
+  const std::string bert =
+      R"({"vocab_size":30522,"hidden_size":768,"layers":12,"heads":12,"ffn_size":3072,"seed":1})";
+  const int64_t nimble_lstm = record("nimble", "lstm", lstm, 61.4375);
+  const int64_t peer_lstm =
+      record("pytorch", "lstm",
+             R"({"input_size":300,"hidden_size":512,"layers":1,"variant":"mv_script"})", 120.6875);
+  const int64_t nimble_bert = record("nimble", "bert", bert, 1942.125);
+  const Report report = BuildReport(SelectRuns(db, {}), "results.db", "all");
+  const RenderedPage page = RenderPage(RenderHtml(report), dir_);
+  const std::string table1 = Section(page.dom, "table1");
+  const std::string table3 = Section(page.dom, "table3");
+  for (const auto& [section, run] : {std::pair{table1, nimble_lstm}, std::pair{table1, peer_lstm},
+                                     std::pair{table3, nimble_bert}}) {
+    const bench::Measurement figure = db.Measurements(run)[2];
+    ASSERT_EQ(figure.name, "us_per_token");
+    char exact[32];
+    char shown[32];
+    std::snprintf(exact, sizeof exact, "%.17g", figure.value);
+    std::snprintf(shown, sizeof shown, "%.1f", figure.value);
+    EXPECT_THAT(section, HasSubstr("data-value=\"" + std::string(exact) + "\"")) << "run " << run;
+    EXPECT_THAT(section, HasSubstr(">" + std::string(shown) + "<")) << "run " << run;
+    EXPECT_THAT(section, HasSubstr("href=\"#run-" + std::to_string(run) + "\""));
+  }
+  EXPECT_THAT(table1, HasSubstr(">47.8<"));   // the paper's Nimble, LSTM 1 layer, Intel
+  EXPECT_THAT(table1, HasSubstr(">1.29x<"));  // 61.4375 / 47.8, rounded
+  EXPECT_THAT(table1, HasSubstr(">1.96x<"));  // PyTorch / Nimble on the same host
+  EXPECT_THAT(table3, HasSubstr(">307.0<"));  // the paper's Nimble, BERT, Intel
+  EXPECT_THAT(Section(page.dom, "memory"), HasSubstr(">91.8<"));
 }
 
 }  // namespace
