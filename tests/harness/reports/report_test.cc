@@ -1,0 +1,524 @@
+// BuildReport on runs read back from a real results.db (a temporary file
+// filled through ResultsDb): measured figures traced to their runs beside
+// the paper's, peers compared with Nimble on the same host, emulated runs
+// and missing systems shown as gaps, Table 4 and the memory table derived
+// from their figures, the sources exactly the runs cited; and RenderMarkdown
+// laying that out.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "harness/reports/report.h"
+#include "harness/reports/run_selection.h"
+
+namespace nimble::reports {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::DoubleNear;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::Optional;
+using ::testing::SizeIs;
+
+constexpr const char* kLstmAtPaperSizes =
+    R"({"input_size":300,"hidden_size":512,"layers":1,"seed":1})";
+constexpr const char* kBertBase =
+    R"({"hidden_size":768,"layers":12,"heads":12,"ffn_size":3072,"seed":1})";
+
+// A Nimble run of `model` on box-1, Intel, one thread, with every column set.
+bench::RunInfo Info(const std::string& model, const std::string& configuration) {
+  bench::RunInfo info;
+  info.commit_id = "abc1234";
+  info.host = "box-1";
+  info.cpu_model = "Xeon Platinum 8259CL";
+  info.cpu_flags = "avx2 avx512f fma";
+  info.cores = 8;
+  info.threads = 1;
+  info.target = "intel";
+  info.model = model;
+  info.configuration = configuration;
+  info.dataset = "synthetic";
+  info.split = "test";
+  info.sentences = 10;
+  info.warmup = 1;
+  info.repeat = 3;
+  info.arch = "x86_64";
+  return info;
+}
+
+bench::RunInfo PyTorch(const std::string& variant) {
+  bench::RunInfo info = Info("lstm", R"({"input_size":300,"hidden_size":512,"layers":1,"seed":1,)"
+                                     R"("variant":")" +
+                                         variant + R"("})");
+  info.framework = "pytorch";
+  return info;
+}
+
+class ReportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("nimble_report_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    db_ = std::make_unique<bench::ResultsDb>((dir_ / "results.db").string());
+  }
+  void TearDown() override {
+    db_.reset();
+    fs::remove_all(dir_);
+  }
+
+  int64_t Record(const bench::RunInfo& info, const std::vector<bench::Measurement>& figures) {
+    return db_->RecordRun(info, figures);
+  }
+  int64_t Record(const bench::RunInfo& info, double us_per_token) {
+    return Record(info, {{"us_per_token", us_per_token, "us"}});
+  }
+  Report Build() const {
+    return BuildReport(SelectRuns(*db_, {}), db_->path(), "all finished runs");
+  }
+
+  fs::path dir_;
+  std::unique_ptr<bench::ResultsDb> db_;
+};
+
+const Table& TableOf(const Report& report, const std::string& id) {
+  for (const Table& table : report.tables) {
+    if (table.id == id) return table;
+  }
+  ADD_FAILURE() << "no table " << id;
+  static const Table none;
+  return none;
+}
+
+// The cell of `row` under the `nth` header named `column`.
+const Cell& At(const Table& table, const std::vector<Cell>& row, const std::string& column,
+               int nth = 1) {
+  for (size_t i = 0; i < table.header.size() && i < row.size(); ++i) {
+    if (table.header[i] == column && --nth == 0) return row[i];
+  }
+  ADD_FAILURE() << table.id << " has no column " << column;
+  static const Cell none;
+  return none;
+}
+
+// The row whose Run column links to `run`, or nullptr.
+const std::vector<Cell>* RowOfRun(const Table& table, int64_t run) {
+  for (const std::vector<Cell>& row : table.rows) {
+    if (At(table, row, "Run").text == "run " + std::to_string(run)) return &row;
+  }
+  return nullptr;
+}
+
+// The rows no run measured: the paper's figures alone.
+std::vector<const std::vector<Cell>*> PaperRows(const Table& table) {
+  std::vector<const std::vector<Cell>*> rows;
+  for (const std::vector<Cell>& row : table.rows) {
+    if (At(table, row, "Run").text.empty()) rows.push_back(&row);
+  }
+  return rows;
+}
+
+// Table 1's paper row of `system` at `layers` on `target`, or nullptr.
+const std::vector<Cell>* PaperRow(const Table& table, const std::string& system,
+                                  const std::string& layers, const std::string& target) {
+  for (const std::vector<Cell>* row : PaperRows(table)) {
+    if (At(table, *row, "System").text == system && At(table, *row, "Layers").text == layers &&
+        At(table, *row, "Target").text == target)
+      return row;
+  }
+  return nullptr;
+}
+
+size_t Count(const std::string& text, const std::string& needle) {
+  size_t count = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+TEST_F(ReportTest, TablesComeInThePapersOrder) {
+  Record(Info("lstm", kLstmAtPaperSizes), 52.0);
+  const Report report = Build();
+  std::vector<std::string> ids;
+  for (const Table& table : report.tables) ids.push_back(table.id);
+  EXPECT_THAT(ids, ElementsAre("table1", "table2", "table3", "table4", "memory", "figure3"));
+  EXPECT_EQ(report.database, db_->path());
+  EXPECT_EQ(report.filter, "all finished runs");
+  EXPECT_THAT(report.generated_at, Not(IsEmpty()));
+}
+
+TEST_F(ReportTest, ANimbleRunAtThePapersSizesStandsBesideThePapersFigure) {
+  const int64_t run = Record(Info("lstm", kLstmAtPaperSizes), 52.0);
+  const Report report = Build();
+  const Table& table = TableOf(report, "table1");
+  const std::vector<Cell>* row = RowOfRun(table, run);
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(At(table, *row, "System").text, "Nimble");
+  EXPECT_EQ(At(table, *row, "Layers").text, "1");
+  EXPECT_EQ(At(table, *row, "Target").text, "intel");
+  EXPECT_EQ(At(table, *row, "Host").text, "box-1 (Xeon Platinum 8259CL)");
+  EXPECT_EQ(At(table, *row, "Model, data, threads").text, "300/512, synthetic, 1 thread");
+  const Cell& figure = At(table, *row, "µs/token");
+  EXPECT_EQ(figure.text, "52.0");
+  EXPECT_THAT(figure.value, Optional(52.0));
+  EXPECT_THAT(figure.run, Optional(run));
+  EXPECT_FALSE(figure.gap);
+  EXPECT_EQ(At(table, *row, "Paper").text, "47.8");
+  EXPECT_EQ(At(table, *row, "Ours / paper").text, "1.09x");
+  EXPECT_EQ(At(table, *row, "Nimble's speed-up").text, "");
+  EXPECT_THAT(At(table, *row, "Run").run, Optional(run));
+  // Measured, so the paper's figure for Nimble, 1 layer, Intel has no gap row.
+  EXPECT_EQ(PaperRow(table, "Nimble", "1", "intel"), nullptr);
+  EXPECT_NE(PaperRow(table, "Nimble", "2", "intel"), nullptr);
+  bool charted = false;
+  for (const Bar& bar : table.chart) {
+    if (bar.label == "Nimble" && !bar.paper && bar.value == 52.0) charted = true;
+  }
+  EXPECT_TRUE(charted);
+}
+
+TEST_F(ReportTest, ARunAtOtherSizesHasNoPaperFigure) {
+  const int64_t run =
+      Record(Info("lstm", R"({"input_size":64,"hidden_size":128,"layers":1,"seed":1})"), 12.5);
+  const Report report = Build();
+  const Table& table = TableOf(report, "table1");
+  const std::vector<Cell>* row = RowOfRun(table, run);
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(At(table, *row, "µs/token").text, "12.5");
+  EXPECT_EQ(At(table, *row, "Model, data, threads").text, "64/128, synthetic, 1 thread");
+  EXPECT_EQ(At(table, *row, "Paper").text, "");
+  EXPECT_EQ(At(table, *row, "Ours / paper").text, "");
+  // The paper's Nimble figure still has no run at its sizes.
+  EXPECT_NE(PaperRow(table, "Nimble", "1", "intel"), nullptr);
+}
+
+TEST_F(ReportTest, APeerRunShowsNimblesSpeedUpOnTheSameHost) {
+  const int64_t nimble = Record(Info("lstm", kLstmAtPaperSizes), 52.0);
+  const int64_t pytorch = Record(PyTorch("mv_script"), 104.0);
+  bench::RunInfo elsewhere_info = PyTorch("eager");
+  elsewhere_info.host = "box-2";
+  const int64_t elsewhere = Record(elsewhere_info, 130.0);
+  const Report report = Build();
+  const Table& table = TableOf(report, "table1");
+
+  const std::vector<Cell>* row = RowOfRun(table, pytorch);
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(At(table, *row, "System").text, "PyTorch (mv_script)");
+  EXPECT_EQ(At(table, *row, "µs/token").text, "104.0");
+  EXPECT_EQ(At(table, *row, "Paper").text, "79.3");
+  EXPECT_EQ(At(table, *row, "Ours / paper").text, "1.31x");
+  EXPECT_EQ(At(table, *row, "Nimble's speed-up").text, "2.00x");
+  // No Nimble run on box-2 to compare with.
+  ASSERT_NE(RowOfRun(table, elsewhere), nullptr);
+  EXPECT_EQ(At(table, *RowOfRun(table, elsewhere), "Nimble's speed-up").text, "");
+  ASSERT_NE(RowOfRun(table, nimble), nullptr);
+  EXPECT_EQ(At(table, *RowOfRun(table, nimble), "Nimble's speed-up").text, "");
+  EXPECT_EQ(PaperRow(table, "PyTorch", "1", "intel"), nullptr);
+}
+
+TEST_F(ReportTest, AnEmulatedRunShowsAGapNeverItsLatency) {
+  bench::RunInfo info = Info("lstm", kLstmAtPaperSizes);
+  info.target = "arm";
+  info.arch = "aarch64";
+  info.emulated = true;
+  info.emulator = "qemu-aarch64";
+  const int64_t run = Record(info, 999.5);
+  const Report report = Build();
+  const Table& table = TableOf(report, "table1");
+  const std::vector<Cell>* row = RowOfRun(table, run);
+  ASSERT_NE(row, nullptr);
+  const Cell& figure = At(table, *row, "µs/token");
+  EXPECT_TRUE(figure.gap);
+  EXPECT_THAT(figure.text, HasSubstr("emulated (qemu-aarch64)"));
+  EXPECT_FALSE(figure.value.has_value());
+  EXPECT_EQ(At(table, *row, "Ours / paper").text, "");
+  for (const Bar& bar : table.chart) EXPECT_NE(bar.value, 999.5) << bar.label;
+  // The paper's ARM figure still waits for a real measurement.
+  ASSERT_NE(PaperRow(table, "Nimble", "1", "arm"), nullptr);
+  EXPECT_EQ(At(table, *PaperRow(table, "Nimble", "1", "arm"), "µs/token").text, "no data yet");
+  EXPECT_THAT(RenderMarkdown(report), Not(HasSubstr("999.5")));
+  EXPECT_THAT(RenderHtml(report), Not(HasSubstr("999.5")));
+}
+
+TEST_F(ReportTest, PaperFiguresWithoutARunAreMarkedGaps) {
+  const Report report = Build();
+  const Table& lstm = TableOf(report, "table1");
+  EXPECT_THAT(lstm.rows, SizeIs(24));  // 4 systems, 1 and 2 layers, 3 targets
+  for (const std::vector<Cell>& row : lstm.rows) {
+    const std::string system = At(lstm, row, "System").text;
+    const Cell& figure = At(lstm, row, "µs/token");
+    EXPECT_TRUE(figure.gap) << system;
+    EXPECT_FALSE(figure.value.has_value()) << system;
+    EXPECT_FALSE(figure.run.has_value()) << system;
+    if (system == "Nimble" || system == "PyTorch") {
+      EXPECT_EQ(figure.text, "no data yet") << system;
+    } else {
+      EXPECT_THAT(system, testing::AnyOf("MXNet", "TensorFlow"));
+      EXPECT_EQ(figure.text, "not measured here") << system;
+    }
+  }
+  ASSERT_NE(PaperRow(lstm, "Nimble", "1", "intel"), nullptr);
+  EXPECT_EQ(At(lstm, *PaperRow(lstm, "Nimble", "1", "intel"), "Paper").text, "47.8");
+  ASSERT_NE(PaperRow(lstm, "TensorFlow", "2", "arm"), nullptr);
+  EXPECT_EQ(At(lstm, *PaperRow(lstm, "TensorFlow", "2", "arm"), "Paper").text, "2192.8");
+
+  const Table& treelstm = TableOf(report, "table2");
+  EXPECT_THAT(treelstm.rows, SizeIs(5));  // Nimble, PyTorch on Intel and ARM; TF Fold on Intel
+  EXPECT_EQ(At(treelstm, treelstm.rows.back(), "System").text, "TF Fold");
+  EXPECT_EQ(At(treelstm, treelstm.rows.back(), "µs/token").text, "not measured here");
+  EXPECT_THAT(TableOf(report, "table3").rows, SizeIs(12));
+  EXPECT_THAT(report.sources, IsEmpty());
+}
+
+TEST_F(ReportTest, TableFourGivesMillisecondsAtTheRunsLength) {
+  const int64_t run =
+      Record(Info("bert", R"({"hidden_size":768,"layers":12,"heads":12,"ffn_size":3072,)"
+                          R"("static_seq_len":128})"),
+             {{"us_per_token", 180, "us"},
+              {"fixed_len_static_us_per_token", 150, "us"},
+              {"fixed_len_dynamic_us_per_token", 190, "us"},
+              {"fixed_len_dynamic_kernel_us_per_token", 164.5, "us"},
+              {"fixed_len_dynamic_other_us_per_token", 25.5, "us"}});
+  Record(Info("bert", kBertBase), 200);  // no static length: not in Table 4
+  const Report report = Build();
+  const Table& table = TableOf(report, "table4");
+  EXPECT_THAT(table.rows, SizeIs(4));  // the run and the paper's three targets
+  const std::vector<Cell>* row = RowOfRun(table, run);
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(At(table, *row, "Target").text, "intel");
+  EXPECT_EQ(At(table, *row, "L").text, "128");
+  EXPECT_EQ(At(table, *row, "Static (ms)").text, "19.20");
+  EXPECT_THAT(At(table, *row, "Static (ms)").value, Optional(DoubleNear(150.0 * 128 / 1000, 1e-9)));
+  EXPECT_THAT(At(table, *row, "Static (ms)").run, Optional(run));
+  EXPECT_EQ(At(table, *row, "Dynamic (ms)").text, "24.32");
+  EXPECT_EQ(At(table, *row, "Kernels (ms)").text, "21.06");
+  EXPECT_EQ(At(table, *row, "Others (ms)").text, "3.26");
+  EXPECT_THAT(At(table, *row, "Others (ms)").value, Optional(DoubleNear(3.264, 1e-9)));
+  EXPECT_EQ(At(table, *row, "Paper: static / dynamic / kernels / others").text,
+            "19.38 / 24.32 / 21.06 / 3.26");
+  const auto paper = PaperRows(table);
+  ASSERT_THAT(paper, SizeIs(3));
+  EXPECT_EQ(At(table, *paper[0], "Static (ms)").text, "paper only");
+  EXPECT_TRUE(At(table, *paper[0], "Static (ms)").gap);
+}
+
+TEST_F(ReportTest, TableFourShowsAnUnrecordedFigureAsAGap) {
+  const int64_t run =
+      Record(Info("bert", R"({"hidden_size":64,"layers":2,"heads":2,"static_seq_len":32})"),
+             {{"fixed_len_dynamic_us_per_token", 100, "us"}});
+  const Report report = Build();
+  const Table& table = TableOf(report, "table4");
+  const std::vector<Cell>* row = RowOfRun(table, run);
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(At(table, *row, "Dynamic (ms)").text, "3.20");
+  EXPECT_TRUE(At(table, *row, "Static (ms)").gap);
+  EXPECT_EQ(At(table, *row, "Static (ms)").text, "not recorded");
+  EXPECT_EQ(At(table, *row, "Paper: static / dynamic / kernels / others").text, "");
+}
+
+TEST_F(ReportTest, TableFourShowsAnEmulatedRunAsGaps) {
+  bench::RunInfo info = Info("bert", R"({"hidden_size":768,"layers":12,"heads":12,"ffn_size":3072,)"
+                                     R"("static_seq_len":128})");
+  info.target = "arm";
+  info.arch = "aarch64";
+  info.emulated = true;
+  info.emulator = "qemu-aarch64";
+  const int64_t run = Record(info, {{"fixed_len_static_us_per_token", 777.5, "us"},
+                                    {"fixed_len_dynamic_us_per_token", 888.5, "us"}});
+  const Report report = Build();
+  const Table& table = TableOf(report, "table4");
+  const std::vector<Cell>* row = RowOfRun(table, run);
+  ASSERT_NE(row, nullptr);
+  for (const std::string column : {"Static (ms)", "Dynamic (ms)", "Kernels (ms)", "Others (ms)"}) {
+    EXPECT_TRUE(At(table, *row, column).gap) << column;
+    EXPECT_EQ(At(table, *row, column).text, "emulated") << column;
+    EXPECT_FALSE(At(table, *row, column).value.has_value()) << column;
+  }
+  EXPECT_THAT(RenderMarkdown(report), Not(HasSubstr("99.52")));   // 777.5 * 128 / 1000
+  EXPECT_THAT(RenderMarkdown(report), Not(HasSubstr("113.73")));  // 888.5 * 128 / 1000
+}
+
+TEST_F(ReportTest, TheMemoryTableSaysHowManyFewerAllocations) {
+  const int64_t lstm = Record(Info("lstm", kLstmAtPaperSizes),
+                              {{"allocations_written_planned", 12, "count"},
+                               {"allocations_written_unplanned", 20, "count"},
+                               {"alloc_storage_per_sentence_planned", 30, "count"},
+                               {"alloc_storage_per_sentence_unplanned", 40, "count"},
+                               {"peak_bytes_planned", 2 * 1024 * 1024, "bytes"},
+                               {"peak_bytes_unplanned", 3 * 1024 * 1024, "bytes"}});
+  const int64_t bert =
+      Record(Info("bert", kBertBase), {{"alloc_storage_per_sentence_planned", 53, "count"},
+                                       {"alloc_storage_per_sentence_unplanned", 100, "count"}});
+  bench::RunInfo peer = PyTorch("eager");
+  const int64_t pytorch = Record(peer, {{"alloc_storage_per_sentence_planned", 1, "count"},
+                                        {"alloc_storage_per_sentence_unplanned", 2, "count"}});
+  const int64_t timing_only = Record(Info("treelstm", R"({"input_size":300})"), 40);
+  const Report report = Build();
+  const Table& table = TableOf(report, "memory");
+  EXPECT_THAT(table.rows, SizeIs(2));
+  EXPECT_EQ(RowOfRun(table, pytorch), nullptr);
+  EXPECT_EQ(RowOfRun(table, timing_only), nullptr);
+
+  const std::vector<Cell>* row = RowOfRun(table, lstm);
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(At(table, *row, "Model").text, "lstm");
+  EXPECT_EQ(At(table, *row, "Written: planned / unplanned").text, "12 / 20");
+  EXPECT_EQ(At(table, *row, "Executed per sentence: planned").text, "30.0");
+  EXPECT_THAT(At(table, *row, "Executed per sentence: planned").run, Optional(lstm));
+  EXPECT_EQ(At(table, *row, "unplanned", 1).text, "40.0");
+  EXPECT_EQ(At(table, *row, "Fewer").text, "25%");
+  EXPECT_EQ(At(table, *row, "Peak MB: planned").text, "2.00");
+  EXPECT_EQ(At(table, *row, "unplanned", 2).text, "3.00");
+  EXPECT_EQ(At(table, *row, "Weights MB").text, "not recorded");
+  EXPECT_TRUE(At(table, *row, "Weights MB").gap);
+
+  row = RowOfRun(table, bert);
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(At(table, *row, "Fewer").text, "47% (paper 47%)");
+  EXPECT_EQ(At(table, *row, "Written: planned / unplanned").text, "not recorded");
+}
+
+TEST_F(ReportTest, FigureThreeHasNoRowsAndSaysSo) {
+  Record(Info("lstm", kLstmAtPaperSizes), 52.0);
+  const Report report = Build();
+  const Table& table = TableOf(report, "figure3");
+  EXPECT_THAT(table.rows, IsEmpty());
+  EXPECT_THAT(table.chart, IsEmpty());
+  EXPECT_THAT(table.caption, HasSubstr("No data yet"));
+}
+
+// Runs of every kind the tables show, and one no table shows.
+class ReportSourcesTest : public ReportTest {
+ protected:
+  void SetUp() override {
+    ReportTest::SetUp();
+    nimble_ = Record(Info("lstm", kLstmAtPaperSizes),
+                     {{"us_per_token", 52.0, "us"},
+                      {"alloc_storage_per_sentence_planned", 30, "count"},
+                      {"alloc_storage_per_sentence_unplanned", 40, "count"}});
+    pytorch_ = Record(PyTorch("mv_script"), 104.0);
+    bench::RunInfo emulated = Info("treelstm", R"({"input_size":300,"hidden_size":150})");
+    emulated.target = "arm";
+    emulated.arch = "aarch64";
+    emulated.emulated = true;
+    emulated.emulator = "qemu-aarch64";
+    emulated_ = Record(emulated, 500);
+    bench::RunInfo bert = Info("bert", R"({"hidden_size":768,"static_seq_len":128})");
+    bert.host = "rack|7";
+    bert_ =
+        Record(bert, {{"us_per_token", 300, "us"}, {"fixed_len_static_us_per_token", 150, "us"}});
+    uncited_ = Record(Info("resnet", "{}"), 10);
+  }
+
+  int64_t nimble_ = 0, pytorch_ = 0, emulated_ = 0, bert_ = 0, uncited_ = 0;
+};
+
+TEST_F(ReportSourcesTest, SourcesAreExactlyTheRunsTheCellsCite) {
+  const Report report = Build();
+  std::set<int64_t> cited;
+  for (const Table& table : report.tables) {
+    for (const std::vector<Cell>& row : table.rows) {
+      EXPECT_EQ(row.size(), table.header.size()) << table.id;
+      for (const Cell& cell : row) {
+        if (cell.run) cited.insert(*cell.run);
+      }
+    }
+  }
+  std::set<int64_t> listed;
+  for (const Provenance& source : report.sources) listed.insert(source.run_id);
+  EXPECT_EQ(listed.size(), report.sources.size());  // each run once
+  EXPECT_EQ(listed, cited);
+  EXPECT_EQ(listed, (std::set<int64_t>{nimble_, pytorch_, emulated_, bert_}));
+  EXPECT_FALSE(listed.contains(uncited_));
+}
+
+TEST_F(ReportSourcesTest, SourcesCarryTheRunsProvenance) {
+  const std::vector<SelectedRun> runs = SelectRuns(*db_, {});
+  const Report report = BuildReport(runs, db_->path(), "all finished runs");
+  for (const Provenance& source : report.sources) {
+    const SelectedRun* run = nullptr;
+    for (const SelectedRun& candidate : runs) {
+      if (candidate.id == source.run_id) run = &candidate;
+    }
+    ASSERT_NE(run, nullptr) << source.run_id;
+    EXPECT_EQ(source.commit, "abc1234");
+    EXPECT_EQ(source.host, run->record.info.host);
+    EXPECT_EQ(source.cpu_model, "Xeon Platinum 8259CL");
+    EXPECT_EQ(source.date, run->finished_at);
+    EXPECT_THAT(source.date, Not(IsEmpty()));
+  }
+}
+
+TEST_F(ReportSourcesTest, MarkdownHasATablePerSectionWithItsHeaderRow) {
+  const Report report = Build();
+  const std::string markdown = RenderMarkdown(report);
+  for (const Table& table : report.tables) {
+    EXPECT_THAT(markdown, HasSubstr("<a id=\"" + table.id + "\"></a>\n\n## " + table.title + "\n"));
+    if (table.header.empty()) continue;
+    std::string header = "|";
+    std::string rule = "|";
+    for (const std::string& column : table.header) {
+      header += " " + column + " |";
+      rule += " --- |";
+    }
+    EXPECT_THAT(markdown, HasSubstr(header + "\n" + rule + "\n")) << table.id;
+  }
+  EXPECT_EQ(Count(markdown, "\n## "), report.tables.size() + 1);  // and the sources
+  EXPECT_THAT(markdown, HasSubstr("## Figure 3: symbolic codegen, dispatch/k\n\nNo data yet"));
+}
+
+TEST_F(ReportSourcesTest, MarkdownItalicisesGapsAndLinksRuns) {
+  const std::string markdown = RenderMarkdown(Build());
+  EXPECT_THAT(markdown, HasSubstr("| *no data yet* |"));
+  EXPECT_THAT(markdown, HasSubstr("| *not measured here* |"));
+  EXPECT_THAT(markdown, HasSubstr("| *emulated (qemu-aarch64): correctness only* |"));
+  EXPECT_THAT(markdown, HasSubstr("| 52.0 | 47.8 | 1.09x |  | [run " + std::to_string(nimble_) +
+                                  "](#run-" + std::to_string(nimble_) + ") |\n"));
+  EXPECT_THAT(markdown, HasSubstr("| 104.0 | 79.3 | 1.31x | 2.00x |"));
+}
+
+TEST_F(ReportSourcesTest, MarkdownEscapesAPipeInAHostName) {
+  const std::string markdown = RenderMarkdown(Build());
+  EXPECT_THAT(markdown, HasSubstr("| rack\\|7 (Xeon Platinum 8259CL) |"));
+  EXPECT_THAT(markdown, Not(HasSubstr("| rack|7")));
+}
+
+TEST_F(ReportSourcesTest, MarkdownListsTheSourcesAsAnchors) {
+  const std::vector<SelectedRun> runs = SelectRuns(*db_, {});
+  const std::string markdown = RenderMarkdown(BuildReport(runs, db_->path(), "all finished runs"));
+  const std::string sources = markdown.substr(markdown.find("## Sources"));
+  for (const SelectedRun& run : runs) {
+    const std::string id = std::to_string(run.id);
+    if (run.id == uncited_) {
+      EXPECT_THAT(sources, Not(HasSubstr("id=\"run-" + id + "\""))) << id;
+      continue;
+    }
+    EXPECT_THAT(sources, HasSubstr("- <a id=\"run-" + id + "\"></a>run " + id +
+                                   ": commit abc1234, " + run.record.info.host +
+                                   " (Xeon Platinum 8259CL), " + run.finished_at + "\n"));
+  }
+  EXPECT_EQ(Count(sources, "<a id=\"run-"), 4u);
+}
+
+TEST_F(ReportTest, MarkdownOfAnEmptySelectionSaysSo) {
+  const std::string markdown = RenderMarkdown(Build());
+  EXPECT_THAT(markdown, HasSubstr("`" + db_->path() + "` (all finished runs)"));
+  EXPECT_THAT(markdown, HasSubstr("## Memory planning: allocations and peak memory"));
+  EXPECT_THAT(markdown, HasSubstr("*No runs in the selection.*"));
+  EXPECT_THAT(markdown, HasSubstr("## Sources\n\nNo runs in the selection.\n"));
+}
+
+}  // namespace
+}  // namespace nimble::reports
