@@ -1,24 +1,20 @@
 #include "harness/baselines/peer_baseline.h"
 
-#include <unistd.h>
-
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "harness/agent/child_process.h"
 #include "harness/baselines/peer_bench_py.h"
+#include "harness/bench/scratch_dir.h"
 #include "nimble/compiler/backend/pipeline.h"
 #include "nimble/vm/error.h"
+#include "nimble/vm/file_io.h"
 #include "nimble/vm/npy.h"
 #include "nimble/vm/vm.h"
 
 namespace nimble::baselines {
 
 namespace {
-
-namespace fs = std::filesystem;
 
 // Debian's python3-torch lives in the system interpreter, whatever python3
 // comes first on PATH.
@@ -28,30 +24,6 @@ constexpr const char* kSystemPython = "/usr/bin/python3";
 constexpr double kRelativeTolerance = 1e-3;
 constexpr double kAbsoluteTolerance = 1e-4;
 constexpr double kChildTimeoutS = 4 * 3600;
-
-// A work directory of this process, removed when done.
-class WorkDir {
- public:
-  WorkDir() : path_(fs::temp_directory_path() / ("nimble_baseline_" + std::to_string(getpid()))) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~WorkDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  std::string File(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
-
-void WriteText(const std::string& path, const std::string& text) {
-  std::ofstream file(path, std::ios::binary);
-  file << text;
-  file.close();
-  if (!file) throw Error(path + ": cannot write");
-}
 
 agent::ChildResult RunPython(const std::string& python, const std::vector<std::string>& args) {
   std::vector<std::string> argv = {python};
@@ -78,7 +50,7 @@ std::string FindPython(const PeerOptions& options) {
 }
 
 // Runs peer_bench.py COMMAND; its stdout, or an error with its last stderr line.
-std::string RunPeerScript(const std::string& python, const WorkDir& dir,
+std::string RunPeerScript(const std::string& python, const bench::ScratchDir& dir,
                           const std::string& command) {
   const agent::ChildResult result =
       RunPython(python, {dir.File("peer_bench.py"), command, "--workdir", dir.File("")});
@@ -155,7 +127,7 @@ std::vector<PeerResult> RunPeerBaseline(const bench::BenchOptions& bench,
   progress("data", 1, 1);
   const size_t check = std::min(samples.size(), static_cast<size_t>(options.check_samples));
 
-  WorkDir dir;
+  const bench::ScratchDir dir("nimble_baseline_");
   models::SaveWeights(model, dir.File("weights.npz"));
   std::vector<std::pair<std::string, Tensor>> named;
   std::vector<int64_t> tokens;
@@ -176,8 +148,8 @@ std::vector<PeerResult> RunPeerBaseline(const bench::BenchOptions& bench,
       {"model", bench.model},   {"framework", options.framework}, {"threads", options.threads},
       {"warmup", bench.warmup}, {"repeat", bench.repeat},         {"heads", bench.bert.heads},
       {"check", check},         {"rtol", kRelativeTolerance},     {"atol", kAbsoluteTolerance}};
-  WriteText(dir.File("spec.json"), spec.dump());
-  WriteText(dir.File("peer_bench.py"), kPeerBenchScript);
+  WriteFileText(dir.File("spec.json"), spec.dump());
+  WriteFileText(dir.File("peer_bench.py"), kPeerBenchScript);
 
   progress(options.framework, 0, 1);
   if (options.framework == "onnxruntime") RunPeerScript(kSystemPython, dir, "export");

@@ -1,9 +1,8 @@
 #include "harness/bench/samples.h"
 
-#include <unistd.h>
-
 #include <filesystem>
 
+#include "harness/bench/scratch_dir.h"
 #include "harness/datasets/mrpc.h"
 #include "harness/datasets/sst.h"
 #include "harness/datasets/synthetic.h"
@@ -23,24 +22,9 @@ bool IsSynthetic(const DatasetSpec& spec) {
   return spec.path == "synthetic";
 }
 
-// A directory for this process's synthetic files, removed at exit.
-class ScratchDir {
- public:
-  ScratchDir() : path_(fs::temp_directory_path() / ("nimble_bench_" + std::to_string(getpid()))) {
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  std::string Sub(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
-
+// Synthetic data files of this process, removed at exit.
 const ScratchDir& Scratch() {
-  static const ScratchDir dir;
+  static const ScratchDir dir("nimble_bench_");
   return dir;
 }
 
@@ -74,7 +58,7 @@ MrpcData LoadMrpc(const DatasetSpec& spec) {
   if (IsSynthetic(spec)) {
     // Sentences come two per pair; enough pairs for `count` of either kind.
     const datasets::SyntheticMrpcFiles files =
-        datasets::WriteSyntheticMrpc(Scratch().Sub("mrpc"), std::max(spec.count, 1), spec.seed);
+        datasets::WriteSyntheticMrpc(Scratch().File("mrpc"), std::max(spec.count, 1), spec.seed);
     return {datasets::ReadMrpc(files.pairs), files.vocab};
   }
   return {datasets::ReadMrpc(spec.path), spec.vocab};
@@ -107,8 +91,8 @@ std::vector<Sample> TreeLstmSamples(const DatasetSpec& spec, const ir::IRModule&
                                     int64_t input_size) {
   std::vector<datasets::SstSentence> sentences;
   if (IsSynthetic(spec)) {
-    datasets::WriteSyntheticSst(Scratch().Sub("sst"), std::max(spec.count, 1), spec.seed);
-    sentences = datasets::ReadSst(Scratch().Sub("sst"), datasets::SstSplit::kTest);
+    datasets::WriteSyntheticSst(Scratch().File("sst"), std::max(spec.count, 1), spec.seed);
+    sentences = datasets::ReadSst(Scratch().File("sst"), datasets::SstSplit::kTest);
   } else if (fs::is_directory(spec.path)) {
     const datasets::SstSplit split =
         spec.split == "train" ? datasets::SstSplit::kTrain

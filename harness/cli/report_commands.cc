@@ -1,7 +1,6 @@
 #include "harness/cli/report_commands.h"
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -9,6 +8,7 @@
 #include "harness/reports/gate.h"
 #include "harness/reports/report.h"
 #include "nimble/vm/error.h"
+#include "nimble/vm/file_io.h"
 
 namespace nimble::bench {
 
@@ -51,21 +51,14 @@ std::string Describe(const reports::RunFilter& filter) {
          (text.empty() ? std::string() : ", of " + text);
 }
 
-void WriteFile(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream file(path, std::ios::binary);
-  file << text;
-  file.close();
-  if (!file) throw Error(path.string() + ": cannot write");
-}
-
 int RunReport(const ReportCommand& command) {
   const auto db = OpenExisting(command.db);
   const std::vector<reports::SelectedRun> runs = reports::SelectRuns(*db, command.filter);
   const reports::Report report = reports::BuildReport(runs, command.db, Describe(command.filter));
   std::filesystem::create_directories(command.out);
   const std::filesystem::path out(command.out);
-  WriteFile(out / "report.md", reports::RenderMarkdown(report));
-  WriteFile(out / "index.html", reports::RenderHtml(report));
+  WriteFileText((out / "report.md").string(), reports::RenderMarkdown(report));
+  WriteFileText((out / "index.html").string(), reports::RenderHtml(report));
   std::cout << "wrote " << (out / "report.md").string() << " and " << (out / "index.html").string()
             << " from " << runs.size() << " runs (" << report.sources.size() << " cited)\n";
   return 0;

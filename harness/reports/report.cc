@@ -1,10 +1,9 @@
 #include "harness/reports/report.h"
 
-#include <cmath>
 #include <cstdio>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 
 #include "harness/bench/sqlite_util.h"
 
@@ -82,6 +81,20 @@ std::string Fixed(double value, int decimals) {
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
   return buffer;
+}
+
+std::string PaperOverheadText(const PaperOverhead& entry) {
+  return Fixed(entry.tvm_static_ms, 2) + " / " + Fixed(entry.nimble_ms, 2) + " / " +
+         Fixed(entry.kernel_ms, 2) + " / " + Fixed(entry.other_ms, 2);
+}
+
+// A chart's group: one model configuration on one target, measured on
+// `where` (a host, or "paper"). `layers` is 0 for models without layers.
+std::string ChartGroup(int layers, const std::string& target, const std::string& where) {
+  const std::string model =
+      layers == 0 ? ""
+                  : "LSTM " + std::to_string(layers) + " layer" + (layers == 1 ? "" : "s") + ", ";
+  return model + target + ", " + where;
 }
 
 Json Configuration(const bench::RunInfo& info) {
@@ -254,10 +267,7 @@ Table ReportBuilder::Latency(const std::string& model, const std::string& id,
     std::vector<Cell> row = {Plain(SystemLabel(info)), Plain(info.target), Plain(HostLabel(info)),
                              Plain(Sizes(info))};
     if (lstm) row.insert(row.begin() + 1, Plain(std::to_string(layers)));
-    const std::string group =
-        (lstm ? "LSTM " + std::to_string(layers) + " layer" + (layers == 1 ? "" : "s") + ", "
-              : std::string()) +
-        info.target + ", " + info.host;
+    const std::string group = ChartGroup(layers, info.target, info.host);
     if (info.emulated) {
       row.push_back(Gap("emulated (" + info.emulator + "): correctness only"));
     } else if (us == nullptr) {
@@ -293,11 +303,8 @@ Table ReportBuilder::Latency(const std::string& model, const std::string& id,
         row.insert(row.end(), {Plain(""), Plain(""), Plain("")});
         table.rows.push_back(std::move(row));
         if (system == kNimble) {
-          table.chart.push_back(
-              {(lstm ? "LSTM " + std::to_string(layers) + " layer" + (layers == 1 ? "" : "s") + ", "
-                     : std::string()) +
-                   target + ", paper",
-               std::string("paper: ") + kNimble, *paper, true});
+          table.chart.push_back({ChartGroup(layers, target, "paper"),
+                                 std::string("paper: ") + kNimble, *paper, true});
         }
       }
     }
@@ -346,8 +353,7 @@ Table ReportBuilder::Overhead() {
     std::string paper;
     for (const PaperOverhead& entry : kPaperOverheads) {
       if (entry.target == info.target && length == kPaperOverheadLength && PaperSized(info)) {
-        paper = Fixed(entry.tvm_static_ms, 2) + " / " + Fixed(entry.nimble_ms, 2) + " / " +
-                Fixed(entry.kernel_ms, 2) + " / " + Fixed(entry.other_ms, 2);
+        paper = PaperOverheadText(entry);
       }
     }
     row.push_back(Plain(paper));
@@ -355,13 +361,10 @@ Table ReportBuilder::Overhead() {
     table.rows.push_back(std::move(row));
   }
   for (const PaperOverhead& entry : kPaperOverheads) {
-    table.rows.push_back(
-        {Plain(entry.target), Plain(""), Plain("paper's BERT-base"),
-         Plain(std::to_string(kPaperOverheadLength)), Gap("paper only"), Gap("paper only"),
-         Gap("paper only"), Gap("paper only"),
-         Plain(Fixed(entry.tvm_static_ms, 2) + " / " + Fixed(entry.nimble_ms, 2) + " / " +
-               Fixed(entry.kernel_ms, 2) + " / " + Fixed(entry.other_ms, 2)),
-         Plain("")});
+    table.rows.push_back({Plain(entry.target), Plain(""), Plain("paper's BERT-base"),
+                          Plain(std::to_string(kPaperOverheadLength)), Gap("paper only"),
+                          Gap("paper only"), Gap("paper only"), Gap("paper only"),
+                          Plain(PaperOverheadText(entry)), Plain("")});
   }
   return table;
 }

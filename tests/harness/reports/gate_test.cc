@@ -17,6 +17,7 @@
 
 #include "harness/reports/run_selection.h"
 #include "nimble/vm/error.h"
+#include "tests/harness/reports/reports_test_util.h"
 
 namespace nimble::reports {
 namespace {
@@ -29,26 +30,9 @@ using ::testing::IsEmpty;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-// A one-layer LSTM run on `host` with every column set.
+// A one-layer LSTM run on `host`.
 bench::RunInfo Info(const std::string& host = "box-1") {
-  bench::RunInfo info;
-  info.started_at = "2021-03-01T10:00:00.000Z";
-  info.commit_id = "abc1234";
-  info.host = host;
-  info.cpu_model = "Xeon Platinum 8259CL";
-  info.cpu_flags = "avx2 avx512f fma";
-  info.cores = 8;
-  info.threads = 1;
-  info.target = "intel";
-  info.model = "lstm";
-  info.configuration = R"({"input_size":300,"hidden_size":512,"layers":1})";
-  info.dataset = "synthetic";
-  info.split = "test";
-  info.sentences = 10;
-  info.warmup = 1;
-  info.repeat = 3;
-  info.arch = "x86_64";
-  return info;
+  return test_util::RunInfoOf("lstm", R"({"input_size":300,"hidden_size":512,"layers":1})", host);
 }
 
 bench::RunInfo Bert(const std::string& host = "box-1") {
@@ -98,23 +82,18 @@ std::string Scalar(const std::string& path, const std::string& sql) {
   return rows.size() == 1 && rows[0].size() == 1 ? rows[0][0] : "(not one value)";
 }
 
-class GateTest : public ::testing::Test {
+class GateTest : public test_util::ScratchTest {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("nimble_gate_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    ScratchTest::SetUp();
     baseline_ = std::make_unique<bench::ResultsDb>(Path("baseline.db"));
     current_ = std::make_unique<bench::ResultsDb>(Path("current.db"));
   }
   void TearDown() override {
     baseline_.reset();
     current_.reset();
-    fs::remove_all(dir_);
+    ScratchTest::TearDown();
   }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
 
   GateResult GateAll(const GateOptions& options = {}) const {
     return Gate(SelectRuns(*baseline_, {}), SelectRuns(*current_, {}), options);
@@ -128,7 +107,6 @@ class GateTest : public ::testing::Test {
     return "";
   }
 
-  fs::path dir_;
   std::unique_ptr<bench::ResultsDb> baseline_;
   std::unique_ptr<bench::ResultsDb> current_;
 };

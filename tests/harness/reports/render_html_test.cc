@@ -10,32 +10,18 @@
 #include <vector>
 
 #include "harness/reports/report.h"
+#include "tests/harness/reports/reports_test_util.h"
 
 namespace nimble::reports {
 namespace {
 
+using test_util::GapCell;
+using test_util::MeasuredCell;
+using test_util::PlainCell;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 using ::testing::StartsWith;
-
-Cell Measured(const std::string& text, double value, int64_t run) {
-  Cell cell;
-  cell.text = text;
-  cell.value = value;
-  cell.run = run;
-  return cell;
-}
-Cell Paper(const std::string& text) {
-  Cell cell;
-  cell.text = text;
-  return cell;
-}
-Cell Gap(const std::string& text) {
-  Cell cell = Paper(text);
-  cell.gap = true;
-  return cell;
-}
 
 // Two tables, one charted, with text a hostile or careless database could
 // hold, and a figure (0.1 + 0.2) whose shortest exact form has 17 digits.
@@ -45,9 +31,10 @@ Report SampleReport() {
   lstm.title = "Table 1: LSTM, µs/token";
   lstm.caption = "Latency per token; <b>lower</b> is better & \"paper\" is MLSys'21.";
   lstm.header = {"Model", "Nimble", "PyTorch", "paper: Nimble"};
-  lstm.rows = {{Paper("LSTM 1 layer"), Measured("12.50", 12.5, 3), Measured("0.30", 0.1 + 0.2, 4),
-                Paper("47.8")},
-               {Paper("LSTM 2 layers"), Measured("25.00", 25, 3), Gap("no data"), Paper("97.2")}};
+  lstm.rows = {{PlainCell("LSTM 1 layer"), MeasuredCell("12.50", 12.5, 3),
+                MeasuredCell("0.30", 0.1 + 0.2, 4), PlainCell("47.8")},
+               {PlainCell("LSTM 2 layers"), MeasuredCell("25.00", 25, 3), GapCell("no data"),
+                PlainCell("97.2")}};
   lstm.chart_unit = "µs/token";
   lstm.chart = {{"LSTM 1 layer", "Nimble", 12.5, false},
                 {"LSTM 1 layer", "PyTorch <mv_script>", 0.1 + 0.2, false},
@@ -58,7 +45,8 @@ Report SampleReport() {
   memory.id = "memory";
   memory.title = "Memory, MiB";
   memory.header = {"Model", "Nimble"};
-  memory.rows = {{Paper("BERT"), Measured("1,024", 1024, 4)}, {Paper("Tree-LSTM"), Gap("")}};
+  memory.rows = {{PlainCell("BERT"), MeasuredCell("1,024", 1024, 4)},
+                 {PlainCell("Tree-LSTM"), GapCell("")}};
 
   Report report;
   report.database = "/data/results.db";

@@ -23,30 +23,16 @@
 #include "harness/bench/results_db.h"
 #include "harness/reports/report.h"
 #include "harness/reports/run_selection.h"
+#include "tests/harness/reports/reports_test_util.h"
 
 namespace nimble::reports {
 namespace {
 
 namespace fs = std::filesystem;
+using test_util::GapCell;
+using test_util::MeasuredCell;
+using test_util::PlainCell;
 using ::testing::HasSubstr;
-
-Cell Measured(const std::string& text, double value, int64_t run) {
-  Cell cell;
-  cell.text = text;
-  cell.value = value;
-  cell.run = run;
-  return cell;
-}
-Cell Plain(const std::string& text) {
-  Cell cell;
-  cell.text = text;
-  return cell;
-}
-Cell Gap(const std::string& text) {
-  Cell cell = Plain(text);
-  cell.gap = true;
-  return cell;
-}
 
 // A stand-in for the CLI's report: the paper's kind of tables, one charted
 // with measured and paper bars, gaps, and sources.
@@ -56,12 +42,12 @@ Report SampleReport() {
   lstm.title = "Table 1: LSTM, µs/token";
   lstm.caption = "Latency per token on the Intel and ARM hosts; lower is better.";
   lstm.header = {"Model", "Target", "Nimble", "PyTorch (mv_script)", "paper: Nimble"};
-  lstm.rows = {{Plain("LSTM 1 layer"), Plain("intel"), Measured("47.13", 47.125, 11),
-                Measured("156.8", 156.84, 12), Plain("47.8")},
-               {Plain("LSTM 2 layers"), Plain("intel"), Measured("97.60", 97.6, 11),
-                Measured("312.4", 312.41, 12), Plain("97.2")},
-               {Plain("LSTM 1 layer"), Plain("arm"), Measured("203.9", 203.875, 13),
-                Gap("emulated"), Plain("182.2")}};
+  lstm.rows = {{PlainCell("LSTM 1 layer"), PlainCell("intel"), MeasuredCell("47.13", 47.125, 11),
+                MeasuredCell("156.8", 156.84, 12), PlainCell("47.8")},
+               {PlainCell("LSTM 2 layers"), PlainCell("intel"), MeasuredCell("97.60", 97.6, 11),
+                MeasuredCell("312.4", 312.41, 12), PlainCell("97.2")},
+               {PlainCell("LSTM 1 layer"), PlainCell("arm"), MeasuredCell("203.9", 203.875, 13),
+                GapCell("emulated"), PlainCell("182.2")}};
   lstm.chart_unit = "µs/token";
   lstm.chart = {{"LSTM 1 layer, intel", "Nimble", 47.125, false},
                 {"LSTM 1 layer, intel", "PyTorch (mv_script)", 156.84, false},
@@ -76,8 +62,8 @@ Report SampleReport() {
   memory.title = "Memory: peak resident, MiB";
   memory.caption = "Peak resident set size of one inference process.";
   memory.header = {"Model", "Nimble", "TVM graph runtime"};
-  memory.rows = {{Plain("BERT base"), Measured("1,204.5", 1204.5, 11), Gap("no data")},
-                 {Plain("Tree-LSTM"), Measured("88.25", 88.25, 12), Gap("")}};
+  memory.rows = {{PlainCell("BERT base"), MeasuredCell("1,204.5", 1204.5, 11), GapCell("no data")},
+                 {PlainCell("Tree-LSTM"), MeasuredCell("88.25", 88.25, 12), GapCell("")}};
 
   Report report;
   report.database = "results.db";
@@ -280,19 +266,12 @@ std::string Section(const std::string& dom, const std::string& id) {
   return dom.substr(begin, dom.find("</section>", begin) - begin);
 }
 
-class ReportPage : public ::testing::Test {
+class ReportPage : public test_util::ScratchTest {
  protected:
   void SetUp() override {
     if (!ChromiumInstalled()) GTEST_SKIP() << "chromium is not installed: apt-get install chromium";
-    dir_ = fs::temp_directory_path() / ("nimble_report_page_" + std::to_string(getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    ScratchTest::SetUp();
   }
-  void TearDown() override {
-    if (!dir_.empty() && !HasFailure()) fs::remove_all(dir_);
-  }
-
-  fs::path dir_;
 };
 
 // The screenshot is a drawn page: mostly white paper, a fair share of ink

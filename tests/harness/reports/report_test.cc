@@ -16,11 +16,12 @@
 
 #include "harness/reports/report.h"
 #include "harness/reports/run_selection.h"
+#include "tests/harness/reports/reports_test_util.h"
 
 namespace nimble::reports {
 namespace {
 
-namespace fs = std::filesystem;
+using test_util::RunInfoOf;
 using ::testing::DoubleNear;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -34,48 +35,24 @@ constexpr const char* kLstmAtPaperSizes =
 constexpr const char* kBertBase =
     R"({"hidden_size":768,"layers":12,"heads":12,"ffn_size":3072,"seed":1})";
 
-// A Nimble run of `model` on box-1, Intel, one thread, with every column set.
-bench::RunInfo Info(const std::string& model, const std::string& configuration) {
-  bench::RunInfo info;
-  info.commit_id = "abc1234";
-  info.host = "box-1";
-  info.cpu_model = "Xeon Platinum 8259CL";
-  info.cpu_flags = "avx2 avx512f fma";
-  info.cores = 8;
-  info.threads = 1;
-  info.target = "intel";
-  info.model = model;
-  info.configuration = configuration;
-  info.dataset = "synthetic";
-  info.split = "test";
-  info.sentences = 10;
-  info.warmup = 1;
-  info.repeat = 3;
-  info.arch = "x86_64";
-  return info;
-}
-
 bench::RunInfo PyTorch(const std::string& variant) {
-  bench::RunInfo info = Info("lstm", R"({"input_size":300,"hidden_size":512,"layers":1,"seed":1,)"
-                                     R"("variant":")" +
-                                         variant + R"("})");
+  bench::RunInfo info =
+      RunInfoOf("lstm", R"({"input_size":300,"hidden_size":512,"layers":1,"seed":1,)"
+                        R"("variant":")" +
+                            variant + R"("})");
   info.framework = "pytorch";
   return info;
 }
 
-class ReportTest : public ::testing::Test {
+class ReportTest : public test_util::ScratchTest {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("nimble_report_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    db_ = std::make_unique<bench::ResultsDb>((dir_ / "results.db").string());
+    ScratchTest::SetUp();
+    db_ = std::make_unique<bench::ResultsDb>(Path("results.db"));
   }
   void TearDown() override {
     db_.reset();
-    fs::remove_all(dir_);
+    ScratchTest::TearDown();
   }
 
   int64_t Record(const bench::RunInfo& info, const std::vector<bench::Measurement>& figures) {
@@ -88,7 +65,6 @@ class ReportTest : public ::testing::Test {
     return BuildReport(SelectRuns(*db_, {}), db_->path(), "all finished runs");
   }
 
-  fs::path dir_;
   std::unique_ptr<bench::ResultsDb> db_;
 };
 
@@ -149,7 +125,7 @@ size_t Count(const std::string& text, const std::string& needle) {
 }
 
 TEST_F(ReportTest, TablesComeInThePapersOrder) {
-  Record(Info("lstm", kLstmAtPaperSizes), 52.0);
+  Record(RunInfoOf("lstm", kLstmAtPaperSizes), 52.0);
   const Report report = Build();
   std::vector<std::string> ids;
   for (const Table& table : report.tables) ids.push_back(table.id);
@@ -160,7 +136,7 @@ TEST_F(ReportTest, TablesComeInThePapersOrder) {
 }
 
 TEST_F(ReportTest, ANimbleRunAtThePapersSizesStandsBesideThePapersFigure) {
-  const int64_t run = Record(Info("lstm", kLstmAtPaperSizes), 52.0);
+  const int64_t run = Record(RunInfoOf("lstm", kLstmAtPaperSizes), 52.0);
   const Report report = Build();
   const Table& table = TableOf(report, "table1");
   const std::vector<Cell>* row = RowOfRun(table, run);
@@ -191,7 +167,7 @@ TEST_F(ReportTest, ANimbleRunAtThePapersSizesStandsBesideThePapersFigure) {
 
 TEST_F(ReportTest, ARunAtOtherSizesHasNoPaperFigure) {
   const int64_t run =
-      Record(Info("lstm", R"({"input_size":64,"hidden_size":128,"layers":1,"seed":1})"), 12.5);
+      Record(RunInfoOf("lstm", R"({"input_size":64,"hidden_size":128,"layers":1,"seed":1})"), 12.5);
   const Report report = Build();
   const Table& table = TableOf(report, "table1");
   const std::vector<Cell>* row = RowOfRun(table, run);
@@ -205,7 +181,7 @@ TEST_F(ReportTest, ARunAtOtherSizesHasNoPaperFigure) {
 }
 
 TEST_F(ReportTest, APeerRunShowsNimblesSpeedUpOnTheSameHost) {
-  const int64_t nimble = Record(Info("lstm", kLstmAtPaperSizes), 52.0);
+  const int64_t nimble = Record(RunInfoOf("lstm", kLstmAtPaperSizes), 52.0);
   const int64_t pytorch = Record(PyTorch("mv_script"), 104.0);
   bench::RunInfo elsewhere_info = PyTorch("eager");
   elsewhere_info.host = "box-2";
@@ -229,7 +205,7 @@ TEST_F(ReportTest, APeerRunShowsNimblesSpeedUpOnTheSameHost) {
 }
 
 TEST_F(ReportTest, AnEmulatedRunShowsAGapNeverItsLatency) {
-  bench::RunInfo info = Info("lstm", kLstmAtPaperSizes);
+  bench::RunInfo info = RunInfoOf("lstm", kLstmAtPaperSizes);
   info.target = "arm";
   info.arch = "aarch64";
   info.emulated = true;
@@ -284,14 +260,14 @@ TEST_F(ReportTest, PaperFiguresWithoutARunAreMarkedGaps) {
 
 TEST_F(ReportTest, TableFourGivesMillisecondsAtTheRunsLength) {
   const int64_t run =
-      Record(Info("bert", R"({"hidden_size":768,"layers":12,"heads":12,"ffn_size":3072,)"
-                          R"("static_seq_len":128})"),
+      Record(RunInfoOf("bert", R"({"hidden_size":768,"layers":12,"heads":12,"ffn_size":3072,)"
+                               R"("static_seq_len":128})"),
              {{"us_per_token", 180, "us"},
               {"fixed_len_static_us_per_token", 150, "us"},
               {"fixed_len_dynamic_us_per_token", 190, "us"},
               {"fixed_len_dynamic_kernel_us_per_token", 164.5, "us"},
               {"fixed_len_dynamic_other_us_per_token", 25.5, "us"}});
-  Record(Info("bert", kBertBase), 200);  // no static length: not in Table 4
+  Record(RunInfoOf("bert", kBertBase), 200);  // no static length: not in Table 4
   const Report report = Build();
   const Table& table = TableOf(report, "table4");
   EXPECT_THAT(table.rows, SizeIs(4));  // the run and the paper's three targets
@@ -316,7 +292,7 @@ TEST_F(ReportTest, TableFourGivesMillisecondsAtTheRunsLength) {
 
 TEST_F(ReportTest, TableFourShowsAnUnrecordedFigureAsAGap) {
   const int64_t run =
-      Record(Info("bert", R"({"hidden_size":64,"layers":2,"heads":2,"static_seq_len":32})"),
+      Record(RunInfoOf("bert", R"({"hidden_size":64,"layers":2,"heads":2,"static_seq_len":32})"),
              {{"fixed_len_dynamic_us_per_token", 100, "us"}});
   const Report report = Build();
   const Table& table = TableOf(report, "table4");
@@ -329,8 +305,9 @@ TEST_F(ReportTest, TableFourShowsAnUnrecordedFigureAsAGap) {
 }
 
 TEST_F(ReportTest, TableFourShowsAnEmulatedRunAsGaps) {
-  bench::RunInfo info = Info("bert", R"({"hidden_size":768,"layers":12,"heads":12,"ffn_size":3072,)"
-                                     R"("static_seq_len":128})");
+  bench::RunInfo info =
+      RunInfoOf("bert", R"({"hidden_size":768,"layers":12,"heads":12,"ffn_size":3072,)"
+                        R"("static_seq_len":128})");
   info.target = "arm";
   info.arch = "aarch64";
   info.emulated = true;
@@ -351,20 +328,20 @@ TEST_F(ReportTest, TableFourShowsAnEmulatedRunAsGaps) {
 }
 
 TEST_F(ReportTest, TheMemoryTableSaysHowManyFewerAllocations) {
-  const int64_t lstm = Record(Info("lstm", kLstmAtPaperSizes),
+  const int64_t lstm = Record(RunInfoOf("lstm", kLstmAtPaperSizes),
                               {{"allocations_written_planned", 12, "count"},
                                {"allocations_written_unplanned", 20, "count"},
                                {"alloc_storage_per_sentence_planned", 30, "count"},
                                {"alloc_storage_per_sentence_unplanned", 40, "count"},
                                {"peak_bytes_planned", 2 * 1024 * 1024, "bytes"},
                                {"peak_bytes_unplanned", 3 * 1024 * 1024, "bytes"}});
-  const int64_t bert =
-      Record(Info("bert", kBertBase), {{"alloc_storage_per_sentence_planned", 53, "count"},
-                                       {"alloc_storage_per_sentence_unplanned", 100, "count"}});
+  const int64_t bert = Record(RunInfoOf("bert", kBertBase),
+                              {{"alloc_storage_per_sentence_planned", 53, "count"},
+                               {"alloc_storage_per_sentence_unplanned", 100, "count"}});
   bench::RunInfo peer = PyTorch("eager");
   const int64_t pytorch = Record(peer, {{"alloc_storage_per_sentence_planned", 1, "count"},
                                         {"alloc_storage_per_sentence_unplanned", 2, "count"}});
-  const int64_t timing_only = Record(Info("treelstm", R"({"input_size":300})"), 40);
+  const int64_t timing_only = Record(RunInfoOf("treelstm", R"({"input_size":300})"), 40);
   const Report report = Build();
   const Table& table = TableOf(report, "memory");
   EXPECT_THAT(table.rows, SizeIs(2));
@@ -391,7 +368,7 @@ TEST_F(ReportTest, TheMemoryTableSaysHowManyFewerAllocations) {
 }
 
 TEST_F(ReportTest, FigureThreeHasNoRowsAndSaysSo) {
-  Record(Info("lstm", kLstmAtPaperSizes), 52.0);
+  Record(RunInfoOf("lstm", kLstmAtPaperSizes), 52.0);
   const Report report = Build();
   const Table& table = TableOf(report, "figure3");
   EXPECT_THAT(table.rows, IsEmpty());
@@ -404,22 +381,22 @@ class ReportSourcesTest : public ReportTest {
  protected:
   void SetUp() override {
     ReportTest::SetUp();
-    nimble_ = Record(Info("lstm", kLstmAtPaperSizes),
+    nimble_ = Record(RunInfoOf("lstm", kLstmAtPaperSizes),
                      {{"us_per_token", 52.0, "us"},
                       {"alloc_storage_per_sentence_planned", 30, "count"},
                       {"alloc_storage_per_sentence_unplanned", 40, "count"}});
     pytorch_ = Record(PyTorch("mv_script"), 104.0);
-    bench::RunInfo emulated = Info("treelstm", R"({"input_size":300,"hidden_size":150})");
+    bench::RunInfo emulated = RunInfoOf("treelstm", R"({"input_size":300,"hidden_size":150})");
     emulated.target = "arm";
     emulated.arch = "aarch64";
     emulated.emulated = true;
     emulated.emulator = "qemu-aarch64";
     emulated_ = Record(emulated, 500);
-    bench::RunInfo bert = Info("bert", R"({"hidden_size":768,"static_seq_len":128})");
+    bench::RunInfo bert = RunInfoOf("bert", R"({"hidden_size":768,"static_seq_len":128})");
     bert.host = "rack|7";
     bert_ =
         Record(bert, {{"us_per_token", 300, "us"}, {"fixed_len_static_us_per_token", 150, "us"}});
-    uncited_ = Record(Info("resnet", "{}"), 10);
+    uncited_ = Record(RunInfoOf("resnet", "{}"), 10);
   }
 
   int64_t nimble_ = 0, pytorch_ = 0, emulated_ = 0, bert_ = 0, uncited_ = 0;

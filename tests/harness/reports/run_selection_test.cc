@@ -3,6 +3,7 @@
 // host, the user's filters, and the errors for run ids that cannot be
 // reported; ComparisonKey's notion of "the same thing measured".
 #include "harness/reports/run_selection.h"
+#include "tests/harness/reports/reports_test_util.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -18,46 +19,25 @@
 namespace nimble::reports {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
-// An LSTM run on `host` with every column set.
+// An LSTM run on `host`.
 bench::RunInfo Info(const std::string& host) {
-  bench::RunInfo info;
-  info.commit_id = "abc1234";
-  info.host = host;
-  info.cpu_model = "Xeon";
-  info.cpu_flags = "avx2 fma";
-  info.cores = 8;
-  info.threads = 1;
-  info.target = "intel";
-  info.model = "lstm";
-  info.configuration = R"({"input_size":300,"hidden_size":512,"layers":1})";
-  info.dataset = "synthetic";
-  info.split = "test";
-  info.sentences = 10;
-  info.warmup = 1;
-  info.repeat = 3;
-  info.arch = "x86_64";
-  return info;
+  return test_util::RunInfoOf("lstm", R"({"input_size":300,"hidden_size":512,"layers":1})", host);
 }
 
-class RunSelectionTest : public ::testing::Test {
+class RunSelectionTest : public test_util::ScratchTest {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("nimble_run_selection_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    db_ = std::make_unique<bench::ResultsDb>((dir_ / "results.db").string());
+    ScratchTest::SetUp();
+    db_ = std::make_unique<bench::ResultsDb>(Path("results.db"));
   }
   void TearDown() override {
     db_.reset();
-    fs::remove_all(dir_);
+    ScratchTest::TearDown();
   }
 
   // A finished run with one figure.
@@ -78,7 +58,6 @@ class RunSelectionTest : public ::testing::Test {
     return "";
   }
 
-  fs::path dir_;
   std::unique_ptr<bench::ResultsDb> db_;
 };
 
