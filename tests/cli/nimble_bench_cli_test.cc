@@ -291,6 +291,16 @@ TEST_F(NimbleBenchCli, PyTorchBaselineAndReport) {
   EXPECT_TRUE(fs::exists(out / "index.html"));
 }
 
+TEST_F(NimbleBenchCli, ABaselineWithoutItsInterpreterSaysSo) {
+  const Outcome missing =
+      Bench(With({"baseline", "--framework", "pytorch", "--model", "lstm", "--hidden-size", "16",
+                  "--python", "/nonexistent/python3", "--db", Db()},
+                 kQuick));
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_THAT(missing.out, HasSubstr("could not start /nonexistent/python3"));
+  EXPECT_FALSE(fs::exists(Db())) << "a failed baseline records nothing";
+}
+
 TEST_F(NimbleBenchCli, OnnxRuntimeBaseline) {
   EXPECT_THAT(
       Bench({"baseline", "--framework", "onnxruntime", "--model", "treelstm", "--db", Db()}).out,
