@@ -377,6 +377,7 @@ int RunBaseline(RunCommand command, const BaselineCommand& baseline) {
   }
   const int threads = command.threads > 0 ? command.threads : ThreadPool::Global().num_threads();
   if (command.threads > 0) setenv("NIMBLE_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  const RunInfo started = LocalRunInfo(command, host);
   ProgressBar bar(!command.json && isatty(STDERR_FILENO));
   const std::vector<baselines::PeerResult> results = baselines::RunPeerBaseline(
       command.bench,
@@ -388,8 +389,7 @@ int RunBaseline(RunCommand command, const BaselineCommand& baseline) {
   ResultsDb db(command.db);
   nlohmann::ordered_json printed = nlohmann::ordered_json::array();
   for (const baselines::PeerResult& result : results) {
-    RunInfo info = LocalRunInfo(command, host);
-    info.threads = threads;
+    RunInfo info = started;
     info.framework = baseline.framework;
     nlohmann::ordered_json configuration = nlohmann::ordered_json::parse(info.configuration);
     configuration["variant"] = result.variant;
