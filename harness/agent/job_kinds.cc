@@ -56,19 +56,45 @@ protocol::Json MicrobenchRecord(const protocol::JobSpec& spec, const std::string
   return {{"run", bench::ToJson(record)}};
 }
 
+// `nimble-bench COMMAND` with the job's forwarded run options.
+std::vector<std::string> BenchCommand(const protocol::JobSpec& spec, const JobContext& context,
+                                      const std::string& command) {
+  std::vector<std::string> argv = {context.nimble_bench, command};
+  for (const protocol::Json& arg : spec.options.value("args", protocol::Json::array())) {
+    if (!arg.is_string()) throw Error(spec.kind + " job: 'args' must be strings");
+    argv.push_back(arg.get<std::string>());
+  }
+  return argv;
+}
+
+// A string option the kind needs.
+std::string Required(const protocol::JobSpec& spec, const std::string& name) {
+  const protocol::Json* value = spec.options.contains(name) ? &spec.options.at(name) : nullptr;
+  if (!value || !value->is_string() || value->get<std::string>().empty()) {
+    throw Error(spec.kind + " job: option '" + name + "' is missing or not a string");
+  }
+  return value->get<std::string>();
+}
+
 }  // namespace
 
 JobCommand CommandFor(const protocol::JobSpec& spec, const JobContext& context) {
   const double timeout = spec.timeout_s;
   if (spec.kind == "run") {
-    std::vector<std::string> argv = {context.nimble_bench, "run"};
-    for (const protocol::Json& arg : spec.options.value("args", protocol::Json::array())) {
-      if (!arg.is_string()) throw Error("run job: 'args' must be strings");
-      argv.push_back(arg.get<std::string>());
-    }
+    std::vector<std::string> argv = BenchCommand(spec, context, "run");
     argv.insert(argv.end(), {"--target", spec.target, "--record-json"});
     if (context.agent.host.emulated) argv.push_back("--emulate");
     return {WithEmulator(context, argv), timeout > 0 ? timeout : kRunTimeout};
+  }
+  if (spec.kind == "baseline") {
+    // A peer's time under an emulator would be the emulator's.
+    if (context.agent.host.emulated) throw Error("baseline job: this agent is emulated");
+    std::vector<std::string> argv = BenchCommand(spec, context, "baseline");
+    argv.insert(argv.end(), {"--framework", Required(spec, "framework"), "--variant",
+                             Required(spec, "variant"), "--target", spec.target, "--record-json"});
+    if (spec.options.contains("python"))
+      argv.insert(argv.end(), {"--python", Required(spec, "python")});
+    return {argv, timeout > 0 ? timeout : kRunTimeout};
   }
   if (spec.kind == "microbench") {
     std::vector<std::string> argv = {BenchmarkBinary(spec, context), "--benchmark_format=json"};
@@ -91,7 +117,7 @@ JobCommand CommandFor(const protocol::JobSpec& spec, const JobContext& context) 
 protocol::Json ResultOf(const protocol::JobSpec& spec, const std::string& output,
                         const JobContext& context) {
   try {
-    if (spec.kind == "run") {
+    if (spec.kind == "run" || spec.kind == "baseline") {
       // Checked here so a malformed record fails the attempt on the agent.
       return {{"run", bench::ToJson(bench::RunRecordFromJson(protocol::Json::parse(output)))}};
     }

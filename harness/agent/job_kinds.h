@@ -3,6 +3,8 @@
 // line for a job, and how its output becomes the result sent back. A new
 // kind is a new entry here and in the coordinator's KnownKind.
 //   run        `nimble-bench run ARGS --target T --record-json`: a run record
+//   baseline   `nimble-bench baseline ARGS --framework F --variant V --target T
+//              --record-json`: the run record of one peer variant (never emulated)
 //   microbench a Google Benchmark binary (kernels or vm) with --benchmark_format=json
 //   probe      `nimble-bench probe`: the host as this agent's child sees it
 #pragma once

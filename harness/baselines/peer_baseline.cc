@@ -1,5 +1,6 @@
 #include "harness/baselines/peer_baseline.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -10,6 +11,7 @@
 #include "nimble/vm/error.h"
 #include "nimble/vm/file_io.h"
 #include "nimble/vm/npy.h"
+#include "nimble/vm/strings.h"
 #include "nimble/vm/vm.h"
 
 namespace nimble::baselines {
@@ -109,6 +111,17 @@ std::vector<PeerResult> ParseResults(const std::string& out) {
 
 }  // namespace
 
+std::vector<std::string> PeerVariants(const std::string& framework, const std::string& model) {
+  if (framework == "onnxruntime") {
+    return model == "treelstm" ? std::vector<std::string>{} : std::vector<std::string>{framework};
+  }
+  if (framework != "pytorch") return {};
+  if (model == "lstm") return {"native", "mv_script"};
+  if (model == "treelstm") return {"eager_recursive", "script_iter"};
+  if (model == "bert") return {"eager", "nn_fastpath"};
+  return {};
+}
+
 std::vector<PeerResult> RunPeerBaseline(const bench::BenchOptions& bench,
                                         const PeerOptions& options,
                                         const bench::Progress& progress) {
@@ -117,6 +130,13 @@ std::vector<PeerResult> RunPeerBaseline(const bench::BenchOptions& bench,
   }
   if (options.framework == "onnxruntime" && bench.model == "treelstm") {
     throw Error("ONNX Runtime has no Tree-LSTM baseline: the model recurses over a tree");
+  }
+  const std::vector<std::string> known = PeerVariants(options.framework, bench.model);
+  for (const std::string& variant : options.variants) {
+    if (std::find(known.begin(), known.end(), variant) == known.end()) {
+      throw Error(options.framework + " has no variant '" + variant + "' for " + bench.model +
+                  " (it has " + JoinStrings(known, ", ") + ")");
+    }
   }
   const std::string python = FindPython(options);
   const models::Model model = bench::BuildModel(bench);
@@ -144,10 +164,11 @@ std::vector<PeerResult> RunPeerBaseline(const bench::BenchOptions& bench,
   progress("nimble", 0, 1);
   WriteNpz(dir.File("expected.npz"), NimbleOutputs(bench, module, samples, check));
   progress("nimble", 1, 1);
-  const nlohmann::json spec = {
+  nlohmann::json spec = {
       {"model", bench.model},   {"framework", options.framework}, {"threads", options.threads},
       {"warmup", bench.warmup}, {"repeat", bench.repeat},         {"heads", bench.bert.heads},
       {"check", check},         {"rtol", kRelativeTolerance},     {"atol", kAbsoluteTolerance}};
+  if (!options.variants.empty()) spec["variants"] = options.variants;
   WriteFileText(dir.File("spec.json"), spec.dump());
   WriteFileText(dir.File("peer_bench.py"), kPeerBenchScript);
 

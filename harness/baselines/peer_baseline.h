@@ -23,7 +23,15 @@ struct PeerOptions {
   std::string python;
   int threads = 1;
   int check_samples = 4;  // outputs compared with Nimble's before timing
+  // The variants to time, from PeerVariants; empty: all of them.
+  std::vector<std::string> variants;
 };
+
+// The variants a baseline of `framework` times for `model`, in the order it
+// times them (PyTorch's eager model first, then its fastest form); empty
+// when the framework has no baseline for the model. A coordinator queues a
+// job for each, so that each job records one run.
+std::vector<std::string> PeerVariants(const std::string& framework, const std::string& model);
 
 // One timed variant: its name, the framework's version, its figures (the
 // names of a Nimble run's: us_per_token, latency_*, sentences, tokens, and
@@ -34,8 +42,8 @@ struct PeerResult {
   std::vector<bench::Measurement> measurements;
 };
 
-// Throws nimble::Error naming the cause: an unknown framework, a model the
-// framework cannot run (Tree-LSTM in ONNX Runtime), a missing interpreter
+// Throws nimble::Error naming the cause: an unknown framework or variant, a
+// model the framework cannot run (Tree-LSTM in ONNX Runtime), a missing interpreter
 // or framework, outputs that differ from Nimble's, or a child that failed
 // (its last stderr line).
 std::vector<PeerResult> RunPeerBaseline(const bench::BenchOptions& bench,

@@ -18,7 +18,8 @@ Work directory (written by the caller)
                  "threads": int >= 1, "warmup": int >= 0, "repeat": int >= 1,
                  "heads": int >= 1 (bert only: the weights do not tell it),
                  "check": K (1 <= K <= samples: leading samples with expected outputs),
-                 "rtol": float, "atol": float}
+                 "rtol": float, "atol": float,
+                 "variants": [names] (optional: time only these; default all)}
   weights.npz   float32 tensors named as the PyTorch state_dict; sizes and layer
                 counts are read from their shapes.
                   lstm      weight_ih_l{n}, weight_hh_l{n}, bias_ih_l{n}, bias_hh_l{n}
@@ -149,7 +150,25 @@ def read_spec(workdir):
         spec[name] = float(field(name, (int, float), 0))
     if spec["model"] == "bert":
         field("heads", int, 1)
+    wanted = spec.get("variants")
+    if wanted is not None and (not isinstance(wanted, list) or not wanted or
+                               not all(isinstance(name, str) for name in wanted)):
+        raise PeerError(f"{path}: 'variants' must be a non-empty list of names")
     return spec
+
+
+def chosen_variants(spec, variants):
+    """The variants spec.json asks for, in the framework's order; PeerError for
+    a name the framework does not have for this model."""
+    wanted = spec.get("variants")
+    if wanted is None:
+        return variants
+    names = [name for name, _ in variants]
+    for name in wanted:
+        if name not in names:
+            raise PeerError(f"{spec['framework']} has no variant '{name}' for {spec['model']} "
+                            f"(it has {', '.join(names)})")
+    return [(name, forward) for name, forward in variants if name in wanted]
 
 
 def load_npz(workdir, name):
@@ -687,9 +706,10 @@ def run(workdir, spec):
 
 
 def measure(spec, version, variants, expected, tokens):
-    """Checks every variant, then times each and prints its line. No variant is
-    timed before all pass, so a mismatch leaves no figures on stdout."""
+    """Checks every chosen variant, then times each and prints its line. No
+    variant is timed before all pass, so a mismatch leaves no figures on stdout."""
     framework = spec["framework"]
+    variants = chosen_variants(spec, variants)
     errors = [check_outputs(framework, name, forward, expected, spec) for name, forward in variants]
     for (name, forward), error in zip(variants, errors):
         figures = time_variant(forward, tokens, spec["warmup"], spec["repeat"])

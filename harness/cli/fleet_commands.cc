@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "harness/agent/agent.h"
+#include "harness/baselines/peer_baseline.h"
 #include "harness/bench/build_info.h"
 #include "harness/bench/host_info.h"
 #include "harness/bench/results_db.h"
@@ -179,6 +180,7 @@ struct SubmitCommand {
   std::string suite = "kernels";
   std::string filter;
   double min_time = 0;
+  BaselineCommand baseline;
   int count = 1;
   int max_failures = 3;
   double timeout_s = 0;
@@ -198,16 +200,41 @@ int RunSubmit(const SubmitCommand& command, const CLI::App* cli) {
   spec.min_cores = command.min_cores;
   spec.max_failures = command.max_failures;
   spec.timeout_s = command.timeout_s;
-  if (command.kind == "run") {
-    if (command.run.bench.model.empty()) throw Error("submit --kind run needs --model");
+  // One spec per job to queue before --count copies (a baseline: one per variant).
+  std::vector<protocol::JobSpec> specs;
+  if (command.kind == "run" || command.kind == "baseline") {
+    if (command.run.bench.model.empty())
+      throw Error("submit --kind " + command.kind + " needs --model");
     spec.options = {{"args", ForwardedRunArgs(cli)}};
-  } else if (command.kind == "microbench") {
+  }
+  if (command.kind == "microbench") {
     spec.options = {{"suite", command.suite}};
     if (!command.filter.empty()) spec.options["filter"] = command.filter;
     if (command.min_time > 0) spec.options["min_time"] = command.min_time;
   }
+  if (command.kind == "baseline") {
+    const BaselineCommand& baseline = command.baseline;
+    if (baseline.framework.empty()) throw Error("submit --kind baseline needs --framework");
+    // A peer is timed natively, never under an emulator.
+    if (command.run.emulate) throw Error("submit --kind baseline: a peer does not run emulated");
+    const std::string& model = command.run.bench.model;
+    const std::vector<std::string> variants =
+        baseline.variants.empty() ? baselines::PeerVariants(baseline.framework, model)
+                                  : baseline.variants;
+    if (variants.empty()) throw Error(baseline.framework + " has no baseline for " + model);
+    spec.options["framework"] = baseline.framework;
+    if (!baseline.python.empty()) spec.options["python"] = baseline.python;
+    for (const std::string& variant : variants) {
+      specs.push_back(spec);
+      specs.back().options["variant"] = variant;
+    }
+  } else {
+    specs.push_back(spec);
+  }
   Json jobs = Json::array();
-  for (int i = 0; i < command.count; ++i) jobs.push_back(protocol::ToJson(spec));
+  for (const protocol::JobSpec& each : specs) {
+    for (int i = 0; i < command.count; ++i) jobs.push_back(protocol::ToJson(each));
+  }
   protocol::Client client = Connect(command.address);
   const Json ids = InBatches(jobs, kSubmitBatch, [&](const Json& slice) {
     return client.Request({{"type", "submit"}, {"jobs", slice}}).at("job_ids");
@@ -391,7 +418,7 @@ std::vector<std::pair<CLI::App*, CommandRunner>> AddFleetCommands(CLI::App& app)
   CLI::App* submit_command = app.add_subcommand("submit", "Queue jobs on a coordinator");
   AddFleetAddress(submit_command, submit->address);
   submit_command->add_option("--kind", submit->kind, "The job kind")
-      ->check(CLI::IsMember({"run", "microbench", "probe"}))
+      ->check(CLI::IsMember({"run", "baseline", "microbench", "probe"}))
       ->capture_default_str();
   AddRunOptions(submit_command, submit->run);
   submit_command->add_flag("--emulate", submit->run.emulate,
@@ -400,6 +427,13 @@ std::vector<std::pair<CLI::App*, CommandRunner>> AddFleetCommands(CLI::App& app)
       ->check(CLI::IsMember({"kernels", "vm"}))
       ->capture_default_str();
   submit_command->add_option("--filter", submit->filter, "microbench: --benchmark_filter");
+  submit_command->add_option("--framework", submit->baseline.framework, "baseline: the peer")
+      ->check(CLI::IsMember({"pytorch", "onnxruntime"}));
+  submit_command->add_option("--variant", submit->baseline.variants,
+                             "baseline: a job for each of these variants (default: all)");
+  submit_command->add_option(
+      "--python", submit->baseline.python,
+      "baseline: the agent's interpreter with the framework (default: found)");
   submit_command->add_option("--min-time", submit->min_time, "microbench: --benchmark_min_time");
   submit_command->add_option("--count", submit->count, "Copies of the job")
       ->check(CLI::Range(1, 1000000))

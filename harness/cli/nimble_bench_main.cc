@@ -9,7 +9,7 @@
 //   nimble-bench submit|status --coordinator HOST:PORT --secret-file F ...
 //   nimble-bench agents start --via slurm --count N ... | agents stop
 //   nimble-bench probe
-//   nimble-bench baseline --model M --framework pytorch|onnxruntime [model and data options]
+//   nimble-bench baseline --model M --framework pytorch|onnxruntime [--variant V] [model and data options]
 //   nimble-bench report --db results.db --out DIR [--run-id N... | --commit C | --host H]
 //   nimble-bench gate --baseline results/baseline.db --current results.db [--max-regression 5%]
 //
@@ -67,6 +67,10 @@ int Main(int argc, char** argv) {
   baseline_command->add_option("--db", baseline_run.db, "The results database")
       ->capture_default_str();
   baseline_command->add_flag("--json", baseline_run.json, "Print the runs as JSON");
+  baseline_command->add_option("--variant", baseline.variants,
+                               "Time only these variants (default: all the framework's)");
+  baseline_command->add_flag("--record-json", baseline_run.record_json,
+                             "Print each run's record as JSON and write no database (agents)");
   std::vector<std::pair<CLI::App*, CommandRunner>> commands = AddFleetCommands(app);
   for (auto& command : AddReportCommands(app)) commands.push_back(std::move(command));
 

@@ -8,6 +8,7 @@
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -378,15 +379,17 @@ int RunBaseline(RunCommand command, const BaselineCommand& baseline) {
   const int threads = command.threads > 0 ? command.threads : ThreadPool::Global().num_threads();
   if (command.threads > 0) setenv("NIMBLE_NUM_THREADS", std::to_string(threads).c_str(), 1);
   const RunInfo started = LocalRunInfo(command, host);
-  ProgressBar bar(!command.json && isatty(STDERR_FILENO));
+  ProgressBar bar(!command.json && !command.record_json && isatty(STDERR_FILENO));
   const std::vector<baselines::PeerResult> results = baselines::RunPeerBaseline(
       command.bench,
       {.framework = baseline.framework,
        .python = baseline.python,
        .threads = threads,
-       .check_samples = 4},
+       .check_samples = 4,
+       .variants = baseline.variants},
       [&](const std::string& phase, size_t done, size_t total) { bar(phase, done, total); });
-  ResultsDb db(command.db);
+  std::optional<ResultsDb> db;
+  if (!command.record_json) db.emplace(command.db);
   nlohmann::ordered_json printed = nlohmann::ordered_json::array();
   for (const baselines::PeerResult& result : results) {
     RunInfo info = started;
@@ -398,7 +401,11 @@ int RunBaseline(RunCommand command, const BaselineCommand& baseline) {
     configuration.erase("kernels");
     configuration.erase("fusion");
     info.configuration = configuration.dump();
-    const int64_t run_id = db.RecordRun(info, result.measurements);
+    if (command.record_json) {
+      std::cout << ToJson(RunRecord{info, result.measurements}).dump() << "\n";
+      continue;
+    }
+    const int64_t run_id = db->RecordRun(info, result.measurements);
     if (command.json) {
       printed.push_back(nlohmann::ordered_json::parse(RunJson(info, run_id, result.measurements)));
     } else {

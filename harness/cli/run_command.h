@@ -39,12 +39,15 @@ std::vector<std::string> ForwardedRunArgs(const CLI::App* command);
 
 // `nimble-bench baseline`: a peer framework on the run's model and data.
 struct BaselineCommand {
-  std::string framework;  // pytorch or onnxruntime
-  std::string python;     // the framework's interpreter ("" finds it)
+  std::string framework;              // pytorch or onnxruntime
+  std::string python;                 // the framework's interpreter ("" finds it)
+  std::vector<std::string> variants;  // empty: all the framework's variants
 };
 
 // Measures the peer on this host and records one run per variant (the
-// variant and the framework's version in its configuration).
+// variant and the framework's version in its configuration); with
+// --record-json (an agent's child), prints each run's record on a line
+// instead.
 int RunBaseline(RunCommand command, const BaselineCommand& baseline);
 
 // Runs it as `run` asks; the CLI's exit status.

@@ -48,15 +48,20 @@ Json Ack(int64_t job_id, int64_t attempt, Outcome outcome) {
 
 // The job kinds this coordinator queues (an agent refuses kinds it lacks).
 bool KnownKind(const std::string& kind) {
-  return kind == "run" || kind == "microbench" || kind == "probe";
+  return kind == "run" || kind == "baseline" || kind == "microbench" || kind == "probe";
 }
 
-// Why a run record is not what `agent` may report for a job of `target`:
-// the hardware it names must be the agent's own, as the agent described
-// itself when it joined, and the target the job's.
+// Why a run record is not what `agent` may report for `job`: the hardware
+// it names must be the agent's own, as the agent described itself when it
+// joined, the target the job's, and the framework a peer's only for a
+// baseline job.
 std::string WhyNotHonest(const bench::RunRecord& record, const protocol::AgentInfo& agent,
-                         const std::string& target) {
+                         const JobView& job) {
   const bench::RunInfo& info = record.info;
+  const std::string& target = job.target;
+  if ((job.kind == "baseline") != (info.framework != "nimble")) {
+    return "the run is of framework " + info.framework + ", the job a " + job.kind + " job";
+  }
   if (info.arch != agent.host.arch || info.emulated != agent.host.emulated) {
     return "the run says it ran on " + info.arch + (info.emulated ? " (emulated)" : "") +
            ", the agent reported " + agent.host.arch + (agent.host.emulated ? " (emulated)" : "");
@@ -349,7 +354,7 @@ void Coordinator::RecordResult(AgentSession& session, const Json& message) {
     if (result.contains("run")) {
       try {
         record = bench::RunRecordFromJson(result["run"]);
-        invalid = WhyNotHonest(*record, session.info, job->target);
+        invalid = WhyNotHonest(*record, session.info, *job);
       } catch (const Error& error) {
         invalid = error.what();
       }

@@ -8,16 +8,11 @@
 
 #include "harness/agent/child_process.h"
 #include "nimble/vm/error.h"
+#include "nimble/vm/strings.h"
 
 namespace nimble::fleet {
 
 namespace {
-
-std::string Join(const std::vector<std::string>& words, const std::string& separator) {
-  std::string joined;
-  for (const std::string& word : words) joined += (joined.empty() ? "" : separator) + word;
-  return joined;
-}
 
 std::string Trim(const std::string& text) {
   const size_t begin = text.find_first_not_of(" \t\r\n");
@@ -47,8 +42,8 @@ bool IsEnvironmentName(const std::string& name) {
 
 // What a failed command said, for an error message.
 std::string Failure(const std::vector<std::string>& argv, const CommandResult& result) {
-  const std::string why =
-      "`" + Join(argv, " ") + "` failed with exit status " + std::to_string(result.exit_code);
+  const std::string why = "`" + JoinStrings(argv, " ") + "` failed with exit status " +
+                          std::to_string(result.exit_code);
   const std::string said = Trim(result.err.empty() ? result.out : result.err);
   return said.empty() ? why : why + ": " + said;
 }
@@ -153,9 +148,9 @@ std::vector<std::string> SubmitAgents(const SlurmAgentLaunch& launch) {
     if (!job_ids.empty()) {
       try {
         CancelJobs(job_ids);
-        why += "; cancelled the jobs already submitted (" + Join(job_ids, ", ") + ")";
+        why += "; cancelled the jobs already submitted (" + JoinStrings(job_ids, ", ") + ")";
       } catch (const Error& error) {
-        why += "; the jobs already submitted (" + Join(job_ids, ", ") +
+        why += "; the jobs already submitted (" + JoinStrings(job_ids, ", ") +
                ") could not be cancelled: " + error.what();
       }
     }
@@ -174,7 +169,7 @@ std::vector<std::string> SubmitAgents(const SlurmAgentLaunch& launch) {
     const std::string id = printed.substr(0, printed.find(';'));
     if (result.exit_code != 0) throw failure(Failure(argv, result));
     if (!IsJobId(id)) {
-      throw failure("`" + Join(argv, " ") + "` printed no job id: '" + printed + "'");
+      throw failure("`" + JoinStrings(argv, " ") + "` printed no job id: '" + printed + "'");
     }
     job_ids.push_back(id);
   }
@@ -195,7 +190,7 @@ void CancelJobs(const std::vector<std::string>& job_ids) {
     if (IsLive(state)) alive.push_back(id + " " + state);
   }
   if (!alive.empty()) {
-    throw Error(Failure(argv, result) + " (still live: " + Join(alive, ", ") + ")");
+    throw Error(Failure(argv, result) + " (still live: " + JoinStrings(alive, ", ") + ")");
   }
 }
 
@@ -221,7 +216,7 @@ std::map<std::string, std::string> JobStates(const std::vector<std::string>& job
     if (line.empty()) continue;
     const size_t space = line.find(' ');
     if (space == std::string::npos) {
-      throw Error("`" + Join(argv, " ") + "` printed an unexpected line: '" + line + "'");
+      throw Error("`" + JoinStrings(argv, " ") + "` printed an unexpected line: '" + line + "'");
     }
     listed[line.substr(0, space)] = Trim(line.substr(space + 1));
   }

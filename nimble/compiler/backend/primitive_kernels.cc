@@ -11,6 +11,7 @@
 #include "nimble/compiler/tir/simplify.h"
 #include "nimble/compiler/transform/pass_util.h"
 #include "nimble/vm/error.h"
+#include "nimble/vm/strings.h"
 
 namespace nimble::backend {
 namespace {
@@ -115,12 +116,6 @@ std::string SymbolFor(const std::vector<std::string>& ops, size_t index) {
     name += "_" + op;
   }
   return name + "_" + std::to_string(index);
-}
-
-std::string Join(const std::vector<std::string>& ops) {
-  std::string joined;
-  for (const std::string& op : ops) joined += (joined.empty() ? "" : "+") + op;
-  return joined;
 }
 
 std::string TensorTypesText(const ir::Type& type) {
@@ -273,7 +268,7 @@ PrimitiveKernels GenerateKernels(const ir::IRModule& module,
     }
     name = SymbolFor(built->second, index);
     built->first.name = name;
-    GeneratedKernel kernel{name, "", Join(built->second), SignatureOf(*primitive)};
+    GeneratedKernel kernel{name, "", JoinStrings(built->second, "+"), SignatureOf(*primitive)};
     result.funcs_.push_back(std::move(built->first));
     if (HasDynamicOutput(*primitive)) {
       kernel.shape_func = "shape_func." + name;

@@ -646,6 +646,70 @@ TEST_F(FleetTest, HostileClientsAreRefusedAndOthersServed) {
       ElementsAre(AnyOf(HasSubstr("handshake"), HasSubstr("deadline"), HasSubstr("timed out"))));
 }
 
+// A baseline job per PyTorch variant, each recording one peer run on the
+// agent's host; a variant the framework lacks fails its job with the names
+// of those it has.
+TEST_F(FleetTest, PeerBaselineJobsRecordARunPerVariant) {
+  if (RunCommand({"/usr/bin/python3", "-c", "import torch"}, 60s).exit_code != 0) {
+    GTEST_SKIP() << "/usr/bin/python3 has no torch (apt install python3-torch)";
+  }
+  ASSERT_GT(StartCoordinator(), 0);
+  StartAgent("agent-p");
+  const std::vector<std::string> baseline = {"--kind",        "baseline", "--model",     "lstm",
+                                             "--hidden-size", "16",       "--sentences", "3",
+                                             "--warmup",      "0",        "--repeat",    "1",
+                                             "--framework",   "pytorch",  "--target",    "intel"};
+  const std::vector<int64_t> ids = Submit(baseline);
+  const std::vector<int64_t> wrong =
+      Submit(Concat(baseline, {"--variant", "eager", "--max-failures", "1"}));
+  ASSERT_EQ(ids.size(), 2u);
+  ASSERT_EQ(wrong.size(), 1u);
+  ASSERT_TRUE(AgentConnects("agent-p"));
+  ASSERT_TRUE(JobsFinish(Concat(ids, wrong), 120s));
+
+  EXPECT_EQ(db_->Rows("SELECT j.kind, j.state, r.framework, json_extract(r.configuration, "
+                      "'$.variant'), r.agent, r.target FROM jobs j JOIN runs r ON r.id = j.run_id "
+                      "AND r.job_id = j.id ORDER BY j.id"),
+            (Rows{{"baseline", "done", "pytorch", "native", "agent-p", "intel"},
+                  {"baseline", "done", "pytorch", "mv_script", "agent-p", "intel"}}));
+  EXPECT_EQ(db_->Count("SELECT count(*) FROM measurements m JOIN runs r ON r.id = m.run_id WHERE "
+                       "m.name = 'max_abs_error' AND m.value < 1e-4"),
+            2);
+  EXPECT_EQ(db_->Scalar("SELECT state FROM jobs WHERE id = " + std::to_string(wrong[0])), "failed");
+  EXPECT_THAT(db_->Scalar("SELECT error FROM jobs WHERE id = " + std::to_string(wrong[0])),
+              HasSubstr("pytorch has no variant 'eager' for lstm (it has native, mv_script)"));
+  EXPECT_EQ(db_->Count("SELECT count(*) FROM runs"), 2);
+}
+
+// The coordinator takes a peer's run only from a baseline job, and Nimble's
+// only from a run job: an agent whose child passes one off as the other
+// fails the job and records nothing.
+TEST_F(FleetTest, ARunOfAnotherFrameworkIsRejected) {
+  const CliResult real =
+      RunCommand({NIMBLE_BENCH_BINARY, "run", "--model", "lstm", "--hidden-size", "16",
+                  "--sentences", "2", "--warmup", "0", "--repeat", "1", "--record-json"},
+                 60s);
+  ASSERT_EQ(real.exit_code, 0) << real.err;
+  Json record = Json::parse(real.out);
+  ASSERT_EQ(record.at("framework"), "nimble");
+  record["framework"] = "pytorch";
+  WriteFile(*dir_ / "record.json", record.dump() + "\n");
+  const std::string forger = *dir_ / "forge.sh";
+  WriteFile(forger, "#!/bin/sh\ncat " + (*dir_ / "record.json") + "\n", 0755);
+
+  ASSERT_GT(StartCoordinator(), 0);
+  StartAgent("agent-f", {"--job-binary", forger});
+  const std::vector<int64_t> ids =
+      Submit(Concat(kTinyRun, {"--target", "intel", "--max-failures", "1"}));
+  ASSERT_EQ(ids.size(), 1u);
+  ASSERT_TRUE(AgentConnects("agent-f"));
+  ASSERT_TRUE(JobsFinish(ids, 30s));
+  EXPECT_EQ(db_->Scalar("SELECT state FROM jobs WHERE id = " + std::to_string(ids[0])), "failed");
+  EXPECT_THAT(db_->Scalar("SELECT error FROM jobs WHERE id = " + std::to_string(ids[0])),
+              HasSubstr("result rejected: the run is of framework pytorch, the job a run job"));
+  EXPECT_EQ(db_->Count("SELECT count(*) FROM runs"), 0);
+}
+
 // A job whose child crashes fails after its allowed attempts, each with the
 // signal named, and the agent lives on.
 TEST_F(FleetTest, CrashingChildFailsAfterRetries) {
