@@ -14,6 +14,15 @@
 #include "nimble/vm/tensor.h"
 #include "nimble/vm/vm.h"
 
+// Optional, like oneDNN: the aarch64 cross build may lack the headers.
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define NIMBLE_HAS_CALLGRIND
+#else
+#define CALLGRIND_START_INSTRUMENTATION
+#define CALLGRIND_STOP_INSTRUMENTATION
+#endif
+
 namespace nimble::bench {
 
 namespace {
@@ -236,22 +245,65 @@ std::string ConfigurationJson(const BenchOptions& options) {
   return config.dump();
 }
 
-BenchResult RunBenchmark(const BenchOptions& options, const Progress& progress) {
+namespace {
+
+backend::CompileOptions CompileOptionsOf(const BenchOptions& options) {
+  backend::CompileOptions compile{.target = options.target};
+  compile.fuse_ops = options.fuse_ops;
+  compile.kernels = options.kernels;
+  compile.tuning_database = options.tuning_database;
+  return compile;
+}
+
+void CheckProtocol(const BenchOptions& options) {
   if (options.repeat < 1 || options.warmup < 0) {
     throw Error("--repeat must be at least 1 and --warmup at least 0");
   }
-  const models::Model model = BuildModel(options);
-  const ir::IRModule module = model.Module();
+}
+
+std::vector<Sample> SamplesOf(const BenchOptions& options, const ir::IRModule& module,
+                              const Progress& progress) {
   progress("data", 0, 1);
-  const std::vector<Sample> samples = MakeSamples(options, module);
+  std::vector<Sample> samples = MakeSamples(options, module);
   if (samples.empty()) throw Error(options.dataset.path + ": no samples for " + options.model);
   progress("data", 1, 1);
+  return samples;
+}
+
+}  // namespace
+
+BenchResult RunCountedPass(const BenchOptions& options) {
+#ifndef NIMBLE_HAS_CALLGRIND
+  throw Error(
+      "this nimble-bench was built without Valgrind's headers (apt install valgrind, "
+      "then rebuild) and cannot count instructions");
+#endif
+  CheckProtocol(options);
+  const models::Model model = BuildModel(options);
+  const ir::IRModule module = model.Module();
+  const std::vector<Sample> samples =
+      SamplesOf(options, module, [](const std::string&, size_t, size_t) {});
+  vm::VirtualMachine machine(backend::Compile(module, CompileOptionsOf(options)));
+  for (int i = 0; i < options.warmup; ++i) {
+    machine.Invoke("main", samples[i % samples.size()].args);
+  }
+  CALLGRIND_START_INSTRUMENTATION;
+  for (const Sample& sample : samples) machine.Invoke("main", sample.args);
+  CALLGRIND_STOP_INSTRUMENTATION;
+  Figures figures;
+  figures.Add("sentences", static_cast<double>(samples.size()), "count");
+  figures.Add("tokens", static_cast<double>(TotalTokens(samples)), "count");
+  return {figures.Take(), static_cast<int64_t>(samples.size())};
+}
+
+BenchResult RunBenchmark(const BenchOptions& options, const Progress& progress) {
+  CheckProtocol(options);
+  const models::Model model = BuildModel(options);
+  const ir::IRModule module = model.Module();
+  const std::vector<Sample> samples = SamplesOf(options, module, progress);
 
   Figures figures;
-  backend::CompileOptions planned{.target = options.target};
-  planned.fuse_ops = options.fuse_ops;
-  planned.kernels = options.kernels;
-  planned.tuning_database = options.tuning_database;
+  const backend::CompileOptions planned = CompileOptionsOf(options);
   backend::CompileOptions unplanned = planned;
   unplanned.plan_memory = false;
   const Clock::time_point compile_start = Clock::now();

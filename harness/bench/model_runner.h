@@ -21,6 +21,7 @@
 #include "models/bert/bert.h"
 #include "models/lstm/lstm.h"
 #include "models/treelstm/treelstm.h"
+#include "nimble/vm/vm.h"
 
 namespace nimble::bench {
 
@@ -54,6 +55,15 @@ struct BenchResult {
 // Throws nimble::Error for an unknown model or target, or a dataset or
 // model error (naming it).
 BenchResult RunBenchmark(const BenchOptions& options, const Progress& progress);
+
+// What `nimble-bench run --count-instructions` runs under callgrind: the
+// model compiled as RunBenchmark compiles it (under callgrind, for the CPU
+// that Valgrind presents, whatever the host), the warm-up runs, then one
+// untimed pass over the samples, the only code callgrind instruments (its
+// client requests start and stop instrumentation around it). Its figures
+// are the sentences and tokens only: a time taken under callgrind would be
+// the emulator's. Throws nimble::Error in a build without Valgrind's headers.
+BenchResult RunCountedPass(const BenchOptions& options);
 
 // The model `options` name, with its weights (seeded or from a file).
 models::Model BuildModel(const BenchOptions& options);

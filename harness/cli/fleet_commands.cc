@@ -76,13 +76,6 @@ Json InBatches(const Json& items, size_t size, const std::function<Json(const Js
   return joined;
 }
 
-std::string SelfExecutable() {
-  std::error_code error;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (error) throw Error("cannot find this executable: " + error.message());
-  return self;
-}
-
 std::string ProbeJson() {
   const HostInfo host = DescribeHost();
   protocol::AgentInfo info;

@@ -9,8 +9,8 @@
 //   nimble-bench submit|status --coordinator HOST:PORT --secret-file F ...
 //   nimble-bench agents start --via slurm --count N ... | agents stop
 //   nimble-bench probe
-//   nimble-bench baseline --model M --framework pytorch|onnxruntime [--variant V] [model and data options]
-//   nimble-bench report --db results.db --out DIR [--run-id N... | --commit C | --host H]
+//   nimble-bench baseline --model M --framework pytorch|onnxruntime [--variant V] [model and data
+//   options] nimble-bench report --db results.db --out DIR [--run-id N... | --commit C | --host H]
 //   nimble-bench gate --baseline results/baseline.db --current results.db [--max-regression 5%]
 //
 // Exit status: 0 on success, 1 on an error (one line on stderr), 2 on bad usage.
@@ -49,6 +49,7 @@ int Main(int argc, char** argv) {
                         "(after scripts/build-arm.sh), recorded as emulated");
   run_command->add_flag("--record-json", run.record_json,
                         "Print the run's record as JSON and write no database (agents use it)");
+  run_command->add_flag("--counted-pass", run.counted_pass)->group("");  // RunCounted's child
   run_command->add_option("--coordinator", run.coordinator,
                           "Run it as a job of this coordinator (HOST:PORT) and wait");
   run_command->add_option("--secret-file", run.secret_file, "With --coordinator: the secret");

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,7 @@
 #include "harness/bench/results_db.h"
 #include "harness/bench/run_record.h"
 #include "harness/bench/sqlite_util.h"
+#include "harness/cli/callgrind.h"
 #include "harness/protocol/auth.h"
 #include "harness/protocol/client.h"
 #include "harness/protocol/messages.h"
@@ -190,7 +192,71 @@ RunInfo LocalRunInfo(const RunCommand& command, const HostInfo& host) {
                  .framework = "nimble"};
 }
 
+// `--count-instructions`: this binary again, under callgrind, runs the
+// counted pass (RunCountedPass) on one thread; the run records its
+// instruction count, sentences and tokens, and no time (a time under
+// callgrind would be the emulator's). Its configuration says
+// "counted_by": "callgrind", so it is compared only with runs counted so.
+int RunCounted(const RunCommand& command, const CLI::App* cli) {
+  if (command.emulate) throw Error("--count-instructions counts native runs, not emulated ones");
+  if (command.threads > 1) throw Error("--count-instructions counts one thread (--threads 1)");
+  if (command.bench.static_seq_len > 0) {
+    throw Error("--count-instructions counts the dynamic program: leave out --static-seq-len");
+  }
+  const HostInfo host = DescribeHost();
+  CheckTargetRunsHere(command.bench.target, host, /*emulated=*/false);
+  std::vector<std::string> argv = {SelfExecutable(), "run"};
+  const std::vector<std::string> forwarded = ForwardedRunArgs(cli);
+  argv.insert(argv.end(), forwarded.begin(), forwarded.end());
+  argv.insert(argv.end(), {"--target", command.bench.target, "--tuning-db",
+                           command.bench.tuning_database, "--counted-pass"});
+  const InstructionCount count = CountInstructions(argv, {{"NIMBLE_NUM_THREADS", "1"}});
+  std::vector<Measurement> figures;
+  try {
+    const nlohmann::json printed = nlohmann::json::parse(count.out);
+    for (const auto& [name, value] : printed.items()) {
+      figures.push_back({name, value.get<double>(), "count"});
+    }
+  } catch (const nlohmann::json::exception& error) {
+    throw Error("the counted pass printed something else than its figures: " +
+                std::string(error.what()));
+  }
+  const double instructions = static_cast<double>(count.instructions);
+  figures.push_back({"cpu_instructions", instructions, "count"});
+  figures.push_back(
+      {"cpu_instructions_per_token", instructions / Value(figures, "tokens"), "count"});
+
+  RunInfo info = LocalRunInfo(command, host);
+  info.threads = 1;
+  nlohmann::ordered_json configuration = nlohmann::ordered_json::parse(info.configuration);
+  configuration["counted_by"] = "callgrind";
+  info.configuration = configuration.dump();
+  if (command.record_json) {
+    std::cout << ToJson(RunRecord{info, figures}).dump() << "\n";
+    return 0;
+  }
+  const int64_t run_id = ResultsDb(command.db).RecordRun(info, figures);
+  if (command.json) {
+    std::cout << RunJson(info, run_id, figures);
+  } else {
+    std::cout << "nimble-bench " << info.model << " " << info.configuration << "\n"
+              << "  instructions   " << count.instructions << " in one pass over "
+              << Count(figures, "sentences") << " sentences (" << std::fixed << std::setprecision(0)
+              << Value(figures, "cpu_instructions_per_token")
+              << " per token), counted by callgrind\n"
+              << "  recorded       run " << run_id << " in " << command.db << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
+
+std::string SelfExecutable() {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) throw Error("cannot find this executable: " + error.message());
+  return self;
+}
 
 void AddRunOptions(CLI::App* command, RunCommand& run) {
   // Every option of the group is forwarded to an agent's run; --target,
@@ -246,6 +312,9 @@ void AddRunOptions(CLI::App* command, RunCommand& run) {
       ->capture_default_str();
   command->add_flag("!--no-fusion", run.bench.fuse_ops,
                     "Give every op a kernel of its own (no operator fusion)");
+  command->add_flag("--count-instructions", run.count_instructions,
+                    "Count the instructions of one pass with Valgrind's callgrind, one thread "
+                    "(slow: a small run); records no times");
   command->option_defaults()->group("Options");
   run.bench.tuning_database = backend::DefaultTuningDatabase();
   command
@@ -263,7 +332,7 @@ std::vector<std::string> ForwardedRunArgs(const CLI::App* command) {
     const std::string name = option->get_name(/*positional=*/false, /*all_options=*/false);
     if (option->count() == 0 || option->get_group() != kRunOptionsGroup) continue;
     args.push_back(name);
-    if (option->get_type_size() != 0) {
+    if (option->get_expected_min() != 0) {  // a flag takes no value
       for (const std::string& value : option->results()) args.push_back(value);
     }
   }
@@ -333,6 +402,16 @@ std::string RunJson(const RunInfo& info, int64_t run_id, const std::vector<Measu
 int Run(RunCommand command, const CLI::App* cli) {
   ApplySizes(command);
   if (!command.coordinator.empty()) return RunViaCoordinator(command, cli);
+  if (command.counted_pass) {
+    // callgrind's child (RunCounted): the figures it counts, nothing recorded.
+    nlohmann::json figures = nlohmann::json::object();
+    for (const Measurement& figure : RunCountedPass(command.bench).measurements) {
+      figures[figure.name] = figure.value;
+    }
+    std::cout << figures.dump() << "\n";
+    return 0;
+  }
+  if (command.count_instructions) return RunCounted(command, cli);
   const HostInfo host = DescribeHost();
   if (command.emulate && command.bench.target == "arm" && host.arch != "aarch64") {
     return RunEmulated(command, cli);
@@ -370,6 +449,7 @@ int Run(RunCommand command, const CLI::App* cli) {
 }
 
 int RunBaseline(RunCommand command, const BaselineCommand& baseline) {
+  if (command.count_instructions) throw Error("baseline: --count-instructions is for runs");
   ApplySizes(command);
   const HostInfo host = DescribeHost();
   CheckTargetRunsHere(command.bench.target, host, /*emulated=*/false);

@@ -23,9 +23,11 @@ struct RunCommand {
   std::string weights;
   std::string db = "results.db";
   bool json = false;
-  bool emulate = false;      // correctness run under an emulator, recorded as such
-  bool record_json = false;  // print the run record, write no database (an agent's child)
-  std::string coordinator;   // HOST:PORT: run as a job of this coordinator
+  bool emulate = false;             // correctness run under an emulator, recorded as such
+  bool record_json = false;         // print the run record, write no database (an agent's child)
+  bool count_instructions = false;  // a callgrind count of one pass instead of timings
+  bool counted_pass = false;        // callgrind's child of --count-instructions
+  std::string coordinator;          // HOST:PORT: run as a job of this coordinator
   std::string secret_file;
   std::string tls_ca;
 };
@@ -49,6 +51,9 @@ struct BaselineCommand {
 // --record-json (an agent's child), prints each run's record on a line
 // instead.
 int RunBaseline(RunCommand command, const BaselineCommand& baseline);
+
+// The path of this nimble-bench (an agent's jobs and a counted run start it again).
+std::string SelfExecutable();
 
 // Runs it as `run` asks; the CLI's exit status.
 int Run(RunCommand run, const CLI::App* command);

@@ -108,7 +108,8 @@ const std::vector<std::string>& DeterministicMetrics() {
                                                    "device_allocs_per_sentence",
                                                    "vm_instructions_per_sentence",
                                                    "peak_bytes_planned",
-                                                   "peak_bytes_unplanned"};
+                                                   "peak_bytes_unplanned",
+                                                   "cpu_instructions"};
   return metrics;
 }
 

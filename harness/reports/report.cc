@@ -163,6 +163,17 @@ std::string HostLabel(const bench::RunInfo& info) {
   return info.host + " (" + info.cpu_model + ")";
 }
 
+// The model, and the compile options when they are not the default.
+std::string ModelLabel(const bench::RunInfo& info) {
+  return SystemLabel(info) == kNimble ? info.model : info.model + " (" + SystemLabel(info) + ")";
+}
+
+// A run of `nimble-bench run --count-instructions`: an instruction count,
+// no times.
+bool Counted(const bench::RunInfo& info) {
+  return Configuration(info).contains("counted_by");
+}
+
 int Layers(const bench::RunInfo& info) {
   return info.model == "lstm" ? static_cast<int>(Integer(Configuration(info), "layers")) : 0;
 }
@@ -204,6 +215,7 @@ class ReportBuilder {
                 const std::vector<std::string>& paper_systems);
   Table Overhead();
   Table Memory();
+  Table Instructions();
   static Table DispatchFigure();
 
   std::vector<Provenance> Sources() const {
@@ -227,7 +239,7 @@ class ReportBuilder {
       const bench::RunInfo& n = run.record.info;
       if (n.framework == "nimble" && SystemLabel(n) == kNimble && n.model == p.model &&
           Sizes(n) == Sizes(p) && Layers(n) == Layers(p) && n.target == p.target &&
-          n.host == p.host && !n.emulated)
+          n.host == p.host && !n.emulated && !Counted(n))
         return &run;
     }
     return nullptr;
@@ -257,7 +269,7 @@ Table ReportBuilder::Latency(const std::string& model, const std::string& id,
   std::set<std::tuple<std::string, int, std::string>> measured;  // paper system, layers, target
   for (const SelectedRun& run : runs_) {
     const bench::RunInfo& info = run.record.info;
-    if (info.model != model) continue;
+    if (info.model != model || Counted(info)) continue;
     const int layers = Layers(info);
     const std::string paper_system = PaperSystem(info);
     std::optional<double> paper;
@@ -399,10 +411,8 @@ Table ReportBuilder::Memory() {
     const bench::Measurement* planned = run.Find("alloc_storage_per_sentence_planned");
     const bench::Measurement* unplanned = run.Find("alloc_storage_per_sentence_unplanned");
     if (!planned || !unplanned) continue;
-    std::vector<Cell> row = {
-        Plain(SystemLabel(info) == kNimble ? info.model
-                                           : info.model + " (" + SystemLabel(info) + ")"),
-        Plain(info.target), Plain(HostLabel(info)), Plain(Sizes(info))};
+    std::vector<Cell> row = {Plain(ModelLabel(info)), Plain(info.target), Plain(HostLabel(info)),
+                             Plain(Sizes(info))};
     row.push_back(
         written_planned && written_unplanned
             ? Plain(Fixed(written_planned->value, 0) + " / " + Fixed(written_unplanned->value, 0))
@@ -419,6 +429,37 @@ Table ReportBuilder::Memory() {
       const bench::Measurement* figure = run.Find(name);
       row.push_back(figure ? Figure(run, megabytes(figure->value), 2) : Gap("not recorded"));
     }
+    row.push_back(RunLink(run));
+    table.rows.push_back(std::move(row));
+  }
+  return table;
+}
+
+Table ReportBuilder::Instructions() {
+  Table table;
+  table.id = "instructions";
+  table.title = "Instruction counts";
+  table.caption =
+      "Instructions executed by one pass over the samples, on one thread, counted by Valgrind's "
+      "callgrind (`nimble-bench run --count-instructions`): unlike times, they do not move with "
+      "the host's load, and CI's gate holds them. Under callgrind the kernels are compiled for "
+      "the CPU Valgrind presents. Not in the paper.";
+  table.header = {"Model",     "Target", "Host",         "Model, data, threads",
+                  "Sentences", "Tokens", "Instructions", "Per token",
+                  "Run"};
+  for (const SelectedRun& run : runs_) {
+    const bench::RunInfo& info = run.record.info;
+    const bench::Measurement* instructions = run.Find("cpu_instructions");
+    const bench::Measurement* per_token = run.Find("cpu_instructions_per_token");
+    if (!Counted(info) || !instructions || !per_token) continue;
+    std::vector<Cell> row = {Plain(ModelLabel(info)), Plain(info.target), Plain(HostLabel(info)),
+                             Plain(Sizes(info))};
+    for (const char* name : {"sentences", "tokens"}) {
+      const bench::Measurement* count = run.Find(name);
+      row.push_back(count ? Plain(Fixed(count->value, 0)) : Gap("not recorded"));
+    }
+    row.push_back(Figure(run, instructions->value, 0));
+    row.push_back(Figure(run, per_token->value, 0));
     row.push_back(RunLink(run));
     table.rows.push_back(std::move(row));
   }
@@ -454,6 +495,7 @@ Report BuildReport(const std::vector<SelectedRun>& runs, const std::string& data
   report.tables.push_back(builder.Overhead());
   report.tables.push_back(builder.Memory());
   report.tables.push_back(ReportBuilder::DispatchFigure());
+  report.tables.push_back(builder.Instructions());
   report.sources = builder.Sources();
   return report;
 }

@@ -244,7 +244,9 @@ TEST_F(NimbleBenchCli, AWorseBuildFailsTheGate) {
 }
 
 TEST_F(NimbleBenchCli, GateRefusesWhatItCannotCompare) {
-  ASSERT_EQ(GateRuns(Db()).status, 0);
+  ASSERT_EQ(
+      Bench(With({"run", "--model", "lstm", "--hidden-size", "16", "--db", Db()}, kQuick)).status,
+      0);
   EXPECT_THAT(Bench({"gate", "--baseline", (dir_ / "absent.db").string(), "--current", Db()}),
               ::testing::Field(&Outcome::out, HasSubstr("absent.db: no such results database")));
   const Outcome metric = Bench({"gate", "--baseline", kCommittedBaseline, "--current", Db(),
@@ -256,6 +258,37 @@ TEST_F(NimbleBenchCli, GateRefusesWhatItCannotCompare) {
   EXPECT_EQ(silent.status, 1);
   EXPECT_THAT(silent.out, HasSubstr("needs --reason"));
   EXPECT_FALSE(fs::exists(dir_ / "new.db"));
+}
+
+// A counted run: callgrind's count of one pass on one thread, and no times.
+// Its options reach the counted child (--no-fusion shows in its
+// configuration).
+TEST_F(NimbleBenchCli, ACountedRunRecordsInstructionsAndNoTimes) {
+  if (Shell("valgrind --version").status != 0) GTEST_SKIP() << "no valgrind (apt install valgrind)";
+  const Outcome counted =
+      Bench(With({"run", "--model", "lstm", "--hidden-size", "16", "--no-fusion",
+                  "--count-instructions", "--kernels", "generated", "--db", Db()},
+                 kQuick));
+  ASSERT_EQ(counted.status, 0) << counted.out;
+  EXPECT_THAT(counted.out, ::testing::ContainsRegex("instructions +[0-9]+ in one pass over 4 "
+                                                    "sentences \\([0-9]+ per token\\)"));
+  EXPECT_THAT(Query("SELECT threads || ' ' || json_extract(configuration, '$.counted_by') || ' ' "
+                    "|| json_extract(configuration, '$.fusion') FROM runs"),
+              ::testing::ElementsAre("1 callgrind 0"));
+  EXPECT_THAT(Query("SELECT name FROM measurements ORDER BY name"),
+              ::testing::ElementsAre("cpu_instructions", "cpu_instructions_per_token", "sentences",
+                                     "tokens"));
+  // A 16-wide LSTM over some 80 tokens: more than a thousand instructions a
+  // token, fewer than a million.
+  EXPECT_THAT(Query("SELECT (SELECT value FROM measurements WHERE name = 'cpu_instructions') / "
+                    "(SELECT value FROM measurements WHERE name = 'tokens') BETWEEN 1e3 AND 1e6"),
+              ::testing::ElementsAre("1"));
+
+  const Outcome threads =
+      Bench({"run", "--model", "lstm", "--count-instructions", "--threads", "2", "--db", Db()});
+  EXPECT_EQ(threads.status, 1);
+  EXPECT_THAT(threads.out, HasSubstr("--count-instructions counts one thread"));
+  EXPECT_THAT(Query("SELECT count(*) FROM runs"), ::testing::ElementsAre("1"));
 }
 
 bool PythonImports(const std::string& python, const std::string& module) {

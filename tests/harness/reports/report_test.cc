@@ -129,7 +129,8 @@ TEST_F(ReportTest, TablesComeInThePapersOrder) {
   const Report report = Build();
   std::vector<std::string> ids;
   for (const Table& table : report.tables) ids.push_back(table.id);
-  EXPECT_THAT(ids, ElementsAre("table1", "table2", "table3", "table4", "memory", "figure3"));
+  EXPECT_THAT(ids, ElementsAre("table1", "table2", "table3", "table4", "memory", "figure3",
+                               "instructions"));
   EXPECT_EQ(report.database, db_->path());
   EXPECT_EQ(report.filter, "all finished runs");
   EXPECT_THAT(report.generated_at, Not(IsEmpty()));
@@ -367,6 +368,31 @@ TEST_F(ReportTest, TheMemoryTableSaysHowManyFewerAllocations) {
   EXPECT_EQ(At(table, *row, "Written: planned / unplanned").text, "not recorded");
 }
 
+TEST_F(ReportTest, ACountedRunIsInTheInstructionTableOnly) {
+  const std::string counted =
+      R"({"input_size":300,"hidden_size":512,"layers":1,"counted_by":"callgrind"})";
+  const int64_t run =
+      Record(RunInfoOf("lstm", counted), {{"sentences", 8, "count"},
+                                          {"tokens", 160, "count"},
+                                          {"cpu_instructions", 3200000, "count"},
+                                          {"cpu_instructions_per_token", 20000, "count"}});
+  const int64_t timed = Record(RunInfoOf("lstm", kLstmAtPaperSizes), 52.0);
+  const Report report = Build();
+  const Table& table = TableOf(report, "instructions");
+  ASSERT_THAT(table.rows, SizeIs(1));
+  const std::vector<Cell>* row = RowOfRun(table, run);
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(At(table, *row, "Model").text, "lstm");
+  EXPECT_EQ(At(table, *row, "Sentences").text, "8");
+  EXPECT_EQ(At(table, *row, "Instructions").text, "3200000");
+  EXPECT_THAT(At(table, *row, "Instructions").run, Optional(run));
+  EXPECT_EQ(At(table, *row, "Per token").text, "20000");
+  // Table 1 shows the timed run, and no gap for the counted one.
+  const Table& table1 = TableOf(report, "table1");
+  EXPECT_NE(RowOfRun(table1, timed), nullptr);
+  EXPECT_EQ(RowOfRun(table1, run), nullptr);
+}
+
 TEST_F(ReportTest, FigureThreeHasNoRowsAndSaysSo) {
   Record(RunInfoOf("lstm", kLstmAtPaperSizes), 52.0);
   const Report report = Build();
@@ -444,6 +470,12 @@ TEST_F(ReportSourcesTest, MarkdownHasATablePerSectionWithItsHeaderRow) {
   for (const Table& table : report.tables) {
     EXPECT_THAT(markdown, HasSubstr("<a id=\"" + table.id + "\"></a>\n\n## " + table.title + "\n"));
     if (table.header.empty()) continue;
+    if (table.rows.empty()) {
+      EXPECT_THAT(markdown, HasSubstr("## " + table.title + "\n\n" + table.caption +
+                                      "\n\n*No runs in the selection.*\n"))
+          << table.id;
+      continue;
+    }
     std::string header = "|";
     std::string rule = "|";
     for (const std::string& column : table.header) {
