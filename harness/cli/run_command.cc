@@ -332,7 +332,7 @@ std::vector<std::string> ForwardedRunArgs(const CLI::App* command) {
     const std::string name = option->get_name(/*positional=*/false, /*all_options=*/false);
     if (option->count() == 0 || option->get_group() != kRunOptionsGroup) continue;
     args.push_back(name);
-    if (option->get_expected_min() != 0) {  // a flag takes no value
+    if (option->get_expected_min() != 0) {  // not a flag: its values follow
       for (const std::string& value : option->results()) args.push_back(value);
     }
   }

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Fills a results database for the paper's tables through the harness, then
+# writes the report:
+#   - a coordinator on loopback with, after scripts/build-arm.sh, an aarch64
+#     agent under qemu-aarch64: short correctness runs of the three models
+#     (recorded as emulated, shown as such, never as latencies);
+#   - then a native agent: the three models at the paper's sizes on this host,
+#     each in ROUNDS rounds of Nimble, PyTorch's variants and (where python3
+#     imports onnxruntime) ONNX Runtime, one job after another, so that each
+#     peer's ratio to Nimble can be taken pair by pair; BERT also at static
+#     length 128 (Table 4).
+# The arm agent runs alone first: on a small host it would steal the timed
+# runs' cores.
+#
+#   bash scripts/paper-runs.sh results.db report/ [DATA_DIR]
+#
+# DATA_DIR (e.g. ../shared/data) holds the real MRPC, BERT vocabulary and SST
+# files; without it the runs use seeded synthetic data. THREADS (default 1)
+# and ROUNDS (default 3) are read from the environment, and NIMBLE_BENCH names
+# another nimble-bench than build/'s.
+set -euo pipefail
+db=$(realpath -m "${1:?usage: paper-runs.sh DATABASE REPORT_DIR [DATA_DIR]}")
+out=${2:?usage: paper-runs.sh DATABASE REPORT_DIR [DATA_DIR]}
+data=${3:+$(realpath "$3")}
+threads=${THREADS:-1}
+rounds=${ROUNDS:-3}
+root=$(cd "$(dirname "$0")/.." && pwd)
+bench=${NIMBLE_BENCH:-$root/build/harness/cli/nimble-bench}
+arm_bench=$root/build-arm/harness/cli/nimble-bench
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+head -c 32 /dev/urandom | base64 >"$work/secret"
+chmod 600 "$work/secret"
+"$bench" coordinator --listen 127.0.0.1:0 --db "$db" --secret-file "$work/secret" \
+  >"$work/coordinator.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do
+  address=$(grep -o 'listening on [0-9.]*:[0-9]*' "$work/coordinator.log" | cut -d' ' -f3 || true)
+  [ -n "$address" ] && break
+  sleep 0.1
+done
+[ -n "$address" ] || { cat "$work/coordinator.log" >&2; exit 1; }
+fleet=(--coordinator "$address" --secret-file "$work/secret")
+
+# The options of model $1 (lstm, lstm2, treelstm, bert) into `options`, with
+# the real data when given.
+model_options() {
+  case $1 in
+    lstm | lstm2) options=(--model lstm) ;;
+    *) options=(--model "$1") ;;
+  esac
+  [ "$1" = lstm2 ] && options+=(--layers 2)
+  if [ -n "$data" ]; then
+    case $1 in
+      treelstm) options+=(--dataset "$data/sst") ;;
+      bert) options+=(--dataset "$data/mrpc/msr_paraphrase_test.txt" --vocab "$data/bert/vocab.txt") ;;
+      *) options+=(--dataset "$data/mrpc/msr_paraphrase_test.txt") ;;
+    esac
+  fi
+}
+models=(lstm lstm2 treelstm bert)
+
+failed=0
+submit() {
+  echo "paper-runs: submit $*" >&2
+  "$bench" submit "${fleet[@]}" --wait "$@" >&2 || failed=$((failed + 1))
+}
+
+if [ -x "$arm_bench" ] && command -v qemu-aarch64 >/dev/null; then
+  NIMBLE_EMULATOR=qemu-aarch64 qemu-aarch64 "$arm_bench" agent "${fleet[@]}" --name arm-emulated \
+    >"$work/arm-agent.log" 2>&1 &
+  pids+=($!)
+  for model in "${models[@]}"; do
+    model_options "$model"
+    submit "${options[@]}" --target arm --emulate --sentences 4 --warmup 1 --repeat 1 \
+      --threads "$threads"
+  done
+  "$bench" agents stop "${fleet[@]}" >&2
+else
+  echo "paper-runs: no build-arm/ or qemu-aarch64, so no ARM rows (scripts/build-arm.sh)" >&2
+fi
+
+"$bench" agent "${fleet[@]}" --name native >"$work/agent.log" 2>&1 &
+pids+=($!)
+peers=(pytorch)
+if python3 -c 'import onnxruntime' 2>/dev/null; then peers+=(onnxruntime); fi
+for _ in $(seq "$rounds"); do
+  for model in "${models[@]}"; do
+    model_options "$model"
+    submit "${options[@]}" --target intel --threads "$threads"
+    for peer in "${peers[@]}"; do
+      # ONNX Runtime has no Tree-LSTM: the model recurses over a tree.
+      [ "$peer" = onnxruntime ] && [ "$model" = treelstm ] && continue
+      submit --kind baseline --framework "$peer" "${options[@]}" --target intel --threads "$threads"
+    done
+  done
+done
+model_options bert
+submit "${options[@]}" --static-seq-len 128 --target intel --threads "$threads"
+"$bench" agents stop "${fleet[@]}" >&2
+
+"$bench" report --db "$db" --out "$out"
+echo "paper-runs: $failed submission(s) failed (see \`nimble-bench report\` and the jobs table)" >&2
+[ "$failed" -eq 0 ]
