@@ -156,6 +156,11 @@ std::string SystemLabel(const bench::RunInfo& info) {
   if (!Text(c, "kernels").empty()) options += "kernels " + Text(c, "kernels");
   if (c.contains("fusion") && c["fusion"] == false)
     options += (options.empty() ? "" : ", ") + std::string("no fusion");
+  // Such a run also timed the static program (Table 4): a row apart from
+  // the plain run of the same model.
+  if (Integer(c, "static_seq_len") > 0)
+    options += (options.empty() ? "" : ", ") + std::string("with static L=") +
+               std::to_string(Integer(c, "static_seq_len"));
   return options.empty() ? label : label + " (" + options + ")";
 }
 

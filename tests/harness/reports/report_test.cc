@@ -289,6 +289,11 @@ TEST_F(ReportTest, TableFourGivesMillisecondsAtTheRunsLength) {
   ASSERT_THAT(paper, SizeIs(3));
   EXPECT_EQ(At(table, *paper[0], "Static (ms)").text, "paper only");
   EXPECT_TRUE(At(table, *paper[0], "Static (ms)").gap);
+  // In Table 3 it is a row apart from the plain run's.
+  const Table& table3 = TableOf(report, "table3");
+  const std::vector<Cell>* in_table3 = RowOfRun(table3, run);
+  ASSERT_NE(in_table3, nullptr);
+  EXPECT_EQ(At(table3, *in_table3, "System").text, "Nimble (with static L=128)");
 }
 
 TEST_F(ReportTest, TableFourShowsAnUnrecordedFigureAsAGap) {
