@@ -11,7 +11,7 @@
 #include "nimble/vm/error.h"
 #include "nimble/vm/file_io.h"
 #include "nimble/vm/npy.h"
-#include "nimble/vm/strings.h"
+#include "nimble/vm/string_join.h"
 #include "nimble/vm/vm.h"
 
 namespace nimble::baselines {

@@ -8,7 +8,7 @@
 
 #include "harness/agent/child_process.h"
 #include "nimble/vm/error.h"
-#include "nimble/vm/strings.h"
+#include "nimble/vm/string_join.h"
 
 namespace nimble::fleet {
 

@@ -11,7 +11,7 @@
 #include "nimble/compiler/tir/simplify.h"
 #include "nimble/compiler/transform/pass_util.h"
 #include "nimble/vm/error.h"
-#include "nimble/vm/strings.h"
+#include "nimble/vm/string_join.h"
 
 namespace nimble::backend {
 namespace {

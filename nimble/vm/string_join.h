@@ -1,4 +1,6 @@
-// Text helpers shared by every layer (the runtime is the lowest one).
+// Joining strings, for every layer (the runtime is the lowest one). Not
+// "strings.h": nimble/vm is on some include paths, where that name would
+// shadow the C library's header.
 #pragma once
 
 #include <string>
