@@ -236,16 +236,8 @@ int RunCounted(const RunCommand& command, const CLI::App* cli) {
     return 0;
   }
   const int64_t run_id = ResultsDb(command.db).RecordRun(info, figures);
-  if (command.json) {
-    std::cout << RunJson(info, run_id, figures);
-  } else {
-    std::cout << "nimble-bench " << info.model << " " << info.configuration << "\n"
-              << "  instructions   " << count.instructions << " in one pass over "
-              << Count(figures, "sentences") << " sentences (" << std::fixed << std::setprecision(0)
-              << Value(figures, "cpu_instructions_per_token")
-              << " per token), counted by callgrind\n"
-              << "  recorded       run " << run_id << " in " << command.db << "\n";
-  }
+  std::cout << (command.json ? RunJson(info, run_id, figures)
+                             : RunSummary(command, info, run_id, figures));
   return 0;
 }
 
@@ -348,22 +340,28 @@ std::string RunSummary(const RunCommand& command, const RunInfo& info, int64_t r
       << Count(figures, "sentences") << " sentences, " << Count(figures, "tokens") << " tokens\n"
       << "  host           " << info.host << ": " << info.cpu_model << " (" << info.arch
       << (info.emulated ? ", emulated by " + info.emulator : "") << "), " << info.threads
-      << " threads, target " << info.target << "\n"
-      << "  us/token       " << Value(figures, "us_per_token") << "\n"
-      << "  latency (us)   mean " << Value(figures, "latency_mean") << ", p50 "
-      << Value(figures, "latency_p50") << ", p90 " << Value(figures, "latency_p90") << ", p99 "
-      << Value(figures, "latency_p99") << "\n"
-      << "  kernels/others " << 100 * Value(figures, "kernel_fraction") << "% / "
-      << 100 * (1 - Value(figures, "kernel_fraction")) << "% ("
-      << Value(figures, "kernel_us_per_token") << " / " << Value(figures, "other_us_per_token")
-      << " us/token)\n"
-      << "  allocations    written " << Count(figures, "allocations_written_planned")
-      << " planned vs " << Count(figures, "allocations_written_unplanned")
-      << " unplanned; executed per sentence "
-      << Value(figures, "alloc_storage_per_sentence_planned") << " vs "
-      << Value(figures, "alloc_storage_per_sentence_unplanned") << "\n"
-      << "  peak bytes     " << Count(figures, "peak_bytes_planned") << " planned vs "
-      << Count(figures, "peak_bytes_unplanned") << " unplanned\n";
+      << " threads, target " << info.target << "\n";
+  if (command.count_instructions) {
+    // A counted run has no times to show.
+    out << "  instructions   " << Count(figures, "cpu_instructions") << " in one pass ("
+        << Count(figures, "cpu_instructions_per_token") << " per token), counted by callgrind\n";
+  } else {
+    out << "  us/token       " << Value(figures, "us_per_token") << "\n"
+        << "  latency (us)   mean " << Value(figures, "latency_mean") << ", p50 "
+        << Value(figures, "latency_p50") << ", p90 " << Value(figures, "latency_p90") << ", p99 "
+        << Value(figures, "latency_p99") << "\n"
+        << "  kernels/others " << 100 * Value(figures, "kernel_fraction") << "% / "
+        << 100 * (1 - Value(figures, "kernel_fraction")) << "% ("
+        << Value(figures, "kernel_us_per_token") << " / " << Value(figures, "other_us_per_token")
+        << " us/token)\n"
+        << "  allocations    written " << Count(figures, "allocations_written_planned")
+        << " planned vs " << Count(figures, "allocations_written_unplanned")
+        << " unplanned; executed per sentence "
+        << Value(figures, "alloc_storage_per_sentence_planned") << " vs "
+        << Value(figures, "alloc_storage_per_sentence_unplanned") << "\n"
+        << "  peak bytes     " << Count(figures, "peak_bytes_planned") << " planned vs "
+        << Count(figures, "peak_bytes_unplanned") << " unplanned\n";
+  }
   if (command.bench.static_seq_len > 0) {
     out << "  at length " << command.bench.static_seq_len << "   dynamic "
         << Value(figures, "fixed_len_dynamic_us_per_token") << " us/token (others "
