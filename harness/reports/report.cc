@@ -1,6 +1,7 @@
 #include "harness/reports/report.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
@@ -135,8 +136,9 @@ std::string Sizes(const bench::RunInfo& info) {
     sizes =
         std::to_string(Integer(c, "input_size")) + "/" + std::to_string(Integer(c, "hidden_size"));
   }
-  return sizes + ", " + info.dataset + ", " + std::to_string(info.threads) + " thread" +
-         (info.threads == 1 ? "" : "s");
+  // The data's file or directory name: the full path is in the run.
+  return sizes + ", " + std::filesystem::path(info.dataset).filename().string() + ", " +
+         std::to_string(info.threads) + " thread" + (info.threads == 1 ? "" : "s");
 }
 
 // The system as the paper would name it (for its figure), and as the row
@@ -170,7 +172,13 @@ std::string HostLabel(const bench::RunInfo& info) {
 
 // The model, and the compile options when they are not the default.
 std::string ModelLabel(const bench::RunInfo& info) {
-  return SystemLabel(info) == kNimble ? info.model : info.model + " (" + SystemLabel(info) + ")";
+  const std::string system = SystemLabel(info);
+  const std::string nimble_options = std::string(kNimble) + " (";
+  if (system == kNimble) return info.model;
+  // "Nimble (no fusion)" -> "lstm (no fusion)"
+  if (system.starts_with(nimble_options))
+    return info.model + system.substr(std::string(kNimble).size());
+  return info.model + " (" + system + ")";
 }
 
 // A run of `nimble-bench run --count-instructions`: an instruction count,

@@ -348,9 +348,15 @@ TEST_F(ReportTest, TheMemoryTableSaysHowManyFewerAllocations) {
   const int64_t pytorch = Record(peer, {{"alloc_storage_per_sentence_planned", 1, "count"},
                                         {"alloc_storage_per_sentence_unplanned", 2, "count"}});
   const int64_t timing_only = Record(RunInfoOf("treelstm", R"({"input_size":300})"), 40);
+  const int64_t unfused =
+      Record(RunInfoOf("lstm", R"({"input_size":300,"hidden_size":512,"layers":1,"fusion":false})"),
+             {{"alloc_storage_per_sentence_planned", 50, "count"},
+              {"alloc_storage_per_sentence_unplanned", 60, "count"}});
   const Report report = Build();
   const Table& table = TableOf(report, "memory");
-  EXPECT_THAT(table.rows, SizeIs(2));
+  EXPECT_THAT(table.rows, SizeIs(3));
+  ASSERT_NE(RowOfRun(table, unfused), nullptr);
+  EXPECT_EQ(At(table, *RowOfRun(table, unfused), "Model").text, "lstm (no fusion)");
   EXPECT_EQ(RowOfRun(table, pytorch), nullptr);
   EXPECT_EQ(RowOfRun(table, timing_only), nullptr);
 
