@@ -44,17 +44,8 @@ bench::RunInfo PyTorch(const std::string& variant) {
   return info;
 }
 
-class ReportTest : public test_util::ScratchTest {
+class ReportTest : public test_util::ResultsDbTest {
  protected:
-  void SetUp() override {
-    ScratchTest::SetUp();
-    db_ = std::make_unique<bench::ResultsDb>(Path("results.db"));
-  }
-  void TearDown() override {
-    db_.reset();
-    ScratchTest::TearDown();
-  }
-
   int64_t Record(const bench::RunInfo& info, const std::vector<bench::Measurement>& figures) {
     return db_->RecordRun(info, figures);
   }
@@ -64,8 +55,6 @@ class ReportTest : public test_util::ScratchTest {
   Report Build() const {
     return BuildReport(SelectRuns(*db_, {}), db_->path(), "all finished runs");
   }
-
-  std::unique_ptr<bench::ResultsDb> db_;
 };
 
 const Table& TableOf(const Report& report, const std::string& id) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "harness/bench/results_db.h"
@@ -77,6 +78,22 @@ class ScratchTest : public ::testing::Test {
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
 
   std::filesystem::path dir_;
+};
+
+// A scratch directory with a fresh results.db in it, closed before the
+// directory goes.
+class ResultsDbTest : public ScratchTest {
+ protected:
+  void SetUp() override {
+    ScratchTest::SetUp();
+    db_ = std::make_unique<bench::ResultsDb>(Path("results.db"));
+  }
+  void TearDown() override {
+    db_.reset();
+    ScratchTest::TearDown();
+  }
+
+  std::unique_ptr<bench::ResultsDb> db_;
 };
 
 }  // namespace nimble::reports::test_util

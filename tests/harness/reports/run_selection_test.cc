@@ -29,17 +29,8 @@ bench::RunInfo Info(const std::string& host) {
   return test_util::RunInfoOf("lstm", R"({"input_size":300,"hidden_size":512,"layers":1})", host);
 }
 
-class RunSelectionTest : public test_util::ScratchTest {
+class RunSelectionTest : public test_util::ResultsDbTest {
  protected:
-  void SetUp() override {
-    ScratchTest::SetUp();
-    db_ = std::make_unique<bench::ResultsDb>(Path("results.db"));
-  }
-  void TearDown() override {
-    db_.reset();
-    ScratchTest::TearDown();
-  }
-
   // A finished run with one figure.
   int64_t Record(const bench::RunInfo& info, double us_per_token = 50) {
     return db_->RecordRun(info, {{"us_per_token", us_per_token, "us"}});
@@ -57,8 +48,6 @@ class RunSelectionTest : public test_util::ScratchTest {
     }
     return "";
   }
-
-  std::unique_ptr<bench::ResultsDb> db_;
 };
 
 TEST_F(RunSelectionTest, AnEmptyDatabaseSelectsNothing) {
