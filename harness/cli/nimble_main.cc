@@ -13,6 +13,7 @@
 // stderr), 2 on bad usage (CLI11's message).
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -61,6 +62,7 @@ struct KernelChoice {
   std::string kernels = "auto";
   bool fusion = true;
   std::string tuning_db = backend::DefaultTuningDatabase();
+  te::MatMulKnobs matmul;
 };
 
 // `choose_kernels` off: only --no-fusion (`dump --kernels` lists kernels).
@@ -79,6 +81,25 @@ void AddKernelOptions(CLI::App* command, KernelChoice& choice, bool choose_kerne
                      "The SQLite file that keeps kernel measurements for later compiles "
                      "($NIMBLE_TUNING_DB, else under $XDG_CACHE_HOME or ~/.cache; '' keeps none)")
         ->capture_default_str();
+    command->add_option_function<std::string>(
+        "--matmul-tile",
+        [&choice](const std::string& text) {
+          int rows = 0, cols = 0;
+          char end = 0;
+          if (std::sscanf(text.c_str(), "%dx%d%c", &rows, &cols, &end) != 2) {
+            throw CLI::ValidationError("--matmul-tile", "expected ROWSxCOLS, got '" + text + "'");
+          }
+          choice.matmul.tile_rows = rows;
+          choice.matmul.tile_cols = cols;
+          te::CheckMatMulKnobs(choice.matmul);
+        },
+        "Generated matrix products: ROWSxCOLS outputs per register tile (default 4x3)");
+    command
+        ->add_option("--dispatch", choice.matmul.dispatch,
+                     "Generated matrix products with a symbolic row count: kernel copies by "
+                     "the row count's residue (1 to 64; default: the tile's rows, full "
+                     "dispatch)")
+        ->check(CLI::Range(1, 64));
   }
   command->add_flag("!--no-fusion", choice.fusion,
                     "Give every op a kernel of its own (no operator fusion)");
@@ -88,6 +109,7 @@ backend::CompileOptions WithKernels(backend::CompileOptions options, const Kerne
   options.fuse_ops = choice.fusion;
   options.kernels = choice.kernels;
   options.tuning_database = choice.tuning_db;
+  options.matmul = choice.matmul;
   return options;
 }
 

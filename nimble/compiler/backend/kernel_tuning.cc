@@ -302,7 +302,8 @@ class SiteMeasurer {
   vm::Kernel GeneratedKernel(const MatMulSite& site) {
 #if NIMBLE_HAVE_CODEGEN
     const PrimitiveKernels kernels = GenerateKernels(
-        module_, [&](const ir::FunctionNode& primitive) { return &primitive == site.primitive; });
+        module_, [&](const ir::FunctionNode& primitive) { return &primitive == site.primitive; },
+        options_.matmul);
     const backend::GeneratedKernel* generated = kernels.Find(site.primitive);
     if (!generated) throw Error(site.op + ": no generated kernel");
     const codegen::CodegenTarget target = codegen::CodegenTargetFor(options_.target);
@@ -391,7 +392,10 @@ KernelChoices ChooseMatMulKernels(const ir::IRModule& module, const CompileOptio
     std::string best;
     double best_seconds = std::numeric_limits<double>::infinity();
     for (const std::string& kernel : Candidates(site, options.kernels)) {
-      const std::string key = kernel == kGeneratedKernel ? site.op + ".generated" : kernel;
+      // A generated kernel is measured per template configuration.
+      const std::string key = kernel == kGeneratedKernel
+                                  ? site.op + ".generated " + te::MatMulKnobsText(options.matmul)
+                                  : kernel;
       const std::string process_key =
           std::to_string(threads) + "|" + key + "|" + attrs + "|" + shapes;
       std::optional<double> seconds = database.Find(host, threads, key, attrs, shapes);

@@ -145,7 +145,7 @@ bool HasDynamicOutput(const ir::FunctionNode& primitive) {
 
 // The kernel: placeholders with a shape variable per `?` dimension.
 std::optional<std::pair<tir::PrimFunc, std::vector<std::string>>> BuildKernel(
-    const ir::FunctionNode& primitive, const std::string& name) {
+    const ir::FunctionNode& primitive, const std::string& name, const te::MatMulKnobs& matmul) {
   std::vector<Tensors> params;
   Tensors inputs;
   for (size_t i = 0; i < primitive.params.size(); ++i) {
@@ -165,7 +165,8 @@ std::optional<std::pair<tir::PrimFunc, std::vector<std::string>>> BuildKernel(
   for (const te::Tensor& output : *outputs) {
     if (output->is_placeholder()) return std::nullopt;  // the body returns a parameter
   }
-  return std::make_pair(te::Lower(name, inputs, *outputs, context.requirements()), composer.ops());
+  return std::make_pair(te::Lower(name, inputs, *outputs, context.requirements(), matmul),
+                        composer.ops());
 }
 
 // The shape function: the same composition on placeholders whose `?`
@@ -236,7 +237,8 @@ const GeneratedKernel* PrimitiveKernels::Find(const ir::FunctionNode* primitive)
 }
 
 PrimitiveKernels GenerateKernels(const ir::IRModule& module,
-                                 const std::function<bool(const ir::FunctionNode&)>& wanted) {
+                                 const std::function<bool(const ir::FunctionNode&)>& wanted,
+                                 const te::MatMulKnobs& matmul) {
   PrimitiveCollector collector;
   for (const ir::IRModuleNode::Definition& definition : module->functions()) {
     collector.VisitExpr(definition.function);
@@ -260,7 +262,7 @@ PrimitiveKernels GenerateKernels(const ir::IRModule& module,
     const size_t index = result.kernels_.size();
     const bool multi_op = primitive->body->kind == ir::ExprKind::kLet;
     std::string name = "fused_" + std::to_string(index);
-    auto built = BuildKernel(*primitive, name);
+    auto built = BuildKernel(*primitive, name, matmul);
     if (!built) {
       if (multi_op)
         throw Error("a fused primitive with an operator code generation cannot compile");

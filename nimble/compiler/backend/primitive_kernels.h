@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "nimble/compiler/ir/module.h"
+#include "nimble/compiler/te/matmul_schedule.h"
 #include "nimble/compiler/tir/stmt.h"
 
 namespace nimble::backend {
@@ -36,17 +37,20 @@ class PrimitiveKernels {
 
  private:
   friend PrimitiveKernels GenerateKernels(const ir::IRModule&,
-                                          const std::function<bool(const ir::FunctionNode&)>&);
+                                          const std::function<bool(const ir::FunctionNode&)>&,
+                                          const te::MatMulKnobs&);
   std::unordered_map<const ir::FunctionNode*, size_t> kernel_of_;
   std::vector<GeneratedKernel> kernels_;
   std::vector<tir::PrimFunc> funcs_;
 };
 
 // Generates kernels for the primitive functions of `module` that `wanted`
-// accepts and code generation supports; the others are left to the
+// accepts and code generation supports, matrix products with the template
+// knobs `matmul`; the others are left to the
 // runtime's built-in kernels. Throws nimble::Error for a multi-op primitive
 // that cannot be generated (fusion only groups supported ops).
 PrimitiveKernels GenerateKernels(const ir::IRModule& module,
-                                 const std::function<bool(const ir::FunctionNode&)>& wanted);
+                                 const std::function<bool(const ir::FunctionNode&)>& wanted,
+                                 const te::MatMulKnobs& matmul);
 
 }  // namespace nimble::backend

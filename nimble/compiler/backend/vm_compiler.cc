@@ -983,7 +983,7 @@ bool GeneratesOp(const std::string& op, const CompileOptions& options) {
 
 PrimitiveKernels GeneratedKernels(const ir::IRModule& module, const CompileOptions& options,
                                   const KernelChoices& choices) {
-  return GenerateKernels(module, KernelPolicy(options, choices));
+  return GenerateKernels(module, KernelPolicy(options, choices), options.matmul);
 }
 
 vm::Executable CompileToExecutable(const ir::IRModule& module, const CompileOptions& options) {

@@ -26,6 +26,7 @@
 
 #include "nimble/compiler/backend/primitive_kernels.h"
 #include "nimble/compiler/ir/module.h"
+#include "nimble/compiler/te/matmul_schedule.h"
 #include "nimble/vm/executable.h"
 
 namespace nimble::backend {
@@ -55,6 +56,9 @@ struct CompileOptions {
   // The SQLite file that keeps those measurements for later compiles;
   // empty: measure afresh and keep nothing.
   std::string tuning_database = {};
+  // The matrix-product template's tile sizes and the dispatch degree of a
+  // symbolic row dimension (`--dispatch`; te/matmul_schedule.h).
+  te::MatMulKnobs matmul = {};
 };
 
 // The accelerator of `target` ("cuda" for nvidia), or "cpu".

@@ -420,15 +420,18 @@ std::vector<te::Tensor> DenseCompute(te::ComputeContext& context,
   }
   std::vector<Expr> shape = WithoutAxis(data->shape, data->shape.size() - 1);
   shape.push_back(weight->shape[0]);
-  return {te::Compute("nn.dense", shape, [&](const std::vector<Expr>& indices) {
-    const te::ReduceAxis l = te::MakeReduceAxis("nn.dense.k", k);
-    std::vector<Expr> data_indices = WithoutAxis(indices, indices.size() - 1);
-    data_indices.push_back(l.var);
-    return te::Reduce(ReduceKind::kSum,
-                      tir::Mul(tir::Cast(out, te::Read(data, data_indices)),
-                               tir::Cast(out, te::Read(weight, {indices.back(), l.var}))),
-                      {l});
-  })};
+  return {te::Compute(
+      "nn.dense", shape,
+      [&](const std::vector<Expr>& indices) {
+        const te::ReduceAxis l = te::MakeReduceAxis("nn.dense.k", k);
+        std::vector<Expr> data_indices = WithoutAxis(indices, indices.size() - 1);
+        data_indices.push_back(l.var);
+        return te::Reduce(ReduceKind::kSum,
+                          tir::Mul(tir::Cast(out, te::Read(data, data_indices)),
+                                   tir::Cast(out, te::Read(weight, {indices.back(), l.var}))),
+                          {l});
+      },
+      te::ScheduleHint::kMatMul)};
 }
 
 std::vector<te::Tensor> BatchMatMulCompute(te::ComputeContext& context,
@@ -448,19 +451,24 @@ std::vector<te::Tensor> BatchMatMulCompute(te::ComputeContext& context,
       BroadcastShape(context, "nn.batch_matmul", {{x->shape[0]}, {y->shape[0]}});
   const std::vector<Expr> shape = {batch[0], transpose_a ? x->shape[2] : x->shape[1],
                                    transpose_b ? y->shape[1] : y->shape[2]};
-  return {te::Compute("nn.batch_matmul", shape, [&](const std::vector<Expr>& indices) {
-    const Expr& i = indices[1];
-    const Expr& j = indices[2];
-    const Expr bx = BroadcastIndices({x->shape[0]}, batch, {indices[0]})[0];
-    const Expr by = BroadcastIndices({y->shape[0]}, batch, {indices[0]})[0];
-    const te::ReduceAxis l = te::MakeReduceAxis("nn.batch_matmul.k", k);
-    const Expr& k_index = l.var;
-    const Expr a =
-        te::Read(x, transpose_a ? std::vector{bx, k_index, i} : std::vector{bx, i, k_index});
-    const Expr b =
-        te::Read(y, transpose_b ? std::vector{by, j, k_index} : std::vector{by, k_index, j});
-    return te::Reduce(ReduceKind::kSum, tir::Mul(tir::Cast(out, a), tir::Cast(out, b)), {l});
-  })};
+  // The matrix-product template streams both operands along k.
+  const bool contiguous_k = !transpose_a && transpose_b;
+  return {te::Compute(
+      "nn.batch_matmul", shape,
+      [&](const std::vector<Expr>& indices) {
+        const Expr& i = indices[1];
+        const Expr& j = indices[2];
+        const Expr bx = BroadcastIndices({x->shape[0]}, batch, {indices[0]})[0];
+        const Expr by = BroadcastIndices({y->shape[0]}, batch, {indices[0]})[0];
+        const te::ReduceAxis l = te::MakeReduceAxis("nn.batch_matmul.k", k);
+        const Expr& k_index = l.var;
+        const Expr a =
+            te::Read(x, transpose_a ? std::vector{bx, k_index, i} : std::vector{bx, i, k_index});
+        const Expr b =
+            te::Read(y, transpose_b ? std::vector{by, j, k_index} : std::vector{by, k_index, j});
+        return te::Reduce(ReduceKind::kSum, tir::Mul(tir::Cast(out, a), tir::Cast(out, b)), {l});
+      },
+      contiguous_k ? te::ScheduleHint::kMatMul : te::ScheduleHint::kDefault)};
 }
 
 std::vector<te::Tensor> BiasAddCompute(te::ComputeContext& context,

@@ -4,15 +4,13 @@
 #include <set>
 #include <utility>
 
+#include "nimble/compiler/te/matmul_schedule.h"
+#include "nimble/compiler/te/parallel_chunk.h"
 #include "nimble/compiler/tir/simplify.h"
 #include "nimble/vm/error.h"
 
 namespace nimble::te {
 namespace {
-
-// Elements of work (stores times reduction steps) that make a parallel chunk
-// worth its hand-off to another thread; the runtime's kernels use the same.
-constexpr int64_t kParallelGrain = 32768;
 
 using Substitution = std::map<const tir::VarNode*, Expr>;
 
@@ -22,7 +20,9 @@ bool IsReduction(const TensorNode& tensor) {
 
 class Lowerer {
  public:
-  Lowerer(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
+  Lowerer(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+          const MatMulKnobs& matmul_knobs)
+      : matmul_knobs_(matmul_knobs) {
     for (const Tensor& input : inputs) {
       if (!input->is_placeholder()) throw Error("te: kernel input " + input->name + " is computed");
       buffers_[input.get()] = MakeBuffer(*input);
@@ -200,6 +200,9 @@ class Lowerer {
       for (const ReduceAxis& axis : reduce->axes) work = tir::Mul(work, axis.extent);
     }
     if (rank == 0) return StoreElement(tensor, buffer, reduce, {});
+    if (reduce && tensor.hint == ScheduleHint::kMatMul && rank >= 2 && reduce->axes.size() == 1) {
+      return LowerMatMul(tensor, buffer, *reduce);
+    }
 
     // Spatial loops but the innermost, fused into one.
     const tir::Var inner = tir::MakeVar(tensor.name + ".j");
@@ -229,10 +232,26 @@ class Lowerer {
                     ChunkFor(tir::Mul(work, inner_extent)));
   }
 
-  // Iterations of a parallel loop whose iteration costs `work` per chunk.
-  static Expr ChunkFor(const Expr& work) {
-    return tir::Max(tir::IntImm(1),
-                    tir::FloorDiv(tir::IntImm(kParallelGrain), tir::Max(tir::IntImm(1), work)));
+  tir::Stmt LowerMatMul(const TensorNode& tensor, const tir::Buffer& buffer,
+                        const ReduceNode& reduce) {
+    const ReduceAxis& axis = reduce.axes[0];
+    MatMulStage stage{
+        .name = tensor.name,
+        .dtype = tensor.dtype,
+        .shape = buffer->shape,
+        .depth = LowerExpr(axis.extent, {}),
+        .reduce_kind = reduce.reduce_kind,
+        .out = buffer,
+        .element =
+            [&](const std::vector<Expr>& indices, const Expr& k) {
+              Substitution substitution{{axis.var.get(), k}};
+              for (size_t i = 0; i < indices.size(); ++i) {
+                substitution[tensor.axes[i].get()] = indices[i];
+              }
+              return LowerExpr(reduce.source, substitution);
+            },
+    };
+    return ScheduleMatMul(stage, matmul_knobs_);
   }
 
   tir::Stmt StoreElement(const TensorNode& tensor, const tir::Buffer& buffer,
@@ -259,6 +278,7 @@ class Lowerer {
                   loops, tir::Store(buffer, flat, tir::Load(accumulator, zero))}));
   }
 
+  const MatMulKnobs matmul_knobs_;
   std::map<const TensorNode*, tir::Buffer> buffers_;
   std::set<const TensorNode*> outputs_;
   std::map<const TensorNode*, int> reads_;
@@ -273,8 +293,8 @@ class Lowerer {
 
 tir::PrimFunc Lower(const std::string& name, const std::vector<Tensor>& inputs,
                     const std::vector<Tensor>& outputs,
-                    const std::vector<Requirement>& requirements) {
-  Lowerer lowerer(inputs, outputs);
+                    const std::vector<Requirement>& requirements, const MatMulKnobs& matmul_knobs) {
+  Lowerer lowerer(inputs, outputs, matmul_knobs);
   tir::PrimFunc func;
   func.name = name;
   func.params = lowerer.input_buffers();

@@ -5,18 +5,19 @@
 // tensor is inlined into its readers, so an elementwise chain or an epilogue
 // costs no memory traffic of its own [paper 4.5; TVM's injective inlining].
 //
-// The schedule of a stage: its spatial loops but the innermost are fused into
-// one outer loop, run in parallel on the process's thread pool in chunks of
-// about 32K elements of work; the innermost loop is vectorised, or, when the
-// outer loop is statically one iteration (a row vector, a matrix-vector
-// product), it is the parallel one. A reduction stage accumulates in a
-// one-element temporary over its reduction loops, the innermost vectorised
-// with reassociation.
+// A matrix product (ScheduleHint::kMatMul) takes the template of
+// matmul_schedule.h with `matmul_knobs`. The schedule of any other stage: its spatial loops but the
+// innermost are fused into one outer loop, run in parallel on the process's thread pool in chunks
+// of about 32K elements of work; the innermost loop is vectorised, or, when the outer loop is
+// statically one iteration (a row vector, a matrix-vector product), it is the parallel one. A
+// reduction stage accumulates in a one-element temporary over its reduction loops, the innermost
+// vectorised with reassociation.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "nimble/compiler/te/matmul_schedule.h"
 #include "nimble/compiler/te/tensor.h"
 #include "nimble/compiler/tir/stmt.h"
 
@@ -29,6 +30,7 @@ namespace nimble::te {
 // tensor read that is neither an input nor computable from them.
 tir::PrimFunc Lower(const std::string& name, const std::vector<Tensor>& inputs,
                     const std::vector<Tensor>& outputs,
-                    const std::vector<Requirement>& requirements);
+                    const std::vector<Requirement>& requirements,
+                    const MatMulKnobs& matmul_knobs = {});
 
 }  // namespace nimble::te

@@ -13,7 +13,8 @@ Tensor Placeholder(std::string name, DataType dtype, std::vector<Expr> shape) {
 }
 
 Tensor Compute(std::string name, std::vector<Expr> shape,
-               const std::function<Expr(const std::vector<Expr>& indices)>& body) {
+               const std::function<Expr(const std::vector<Expr>& indices)>& body,
+               ScheduleHint hint) {
   std::vector<Var> axes;
   std::vector<Expr> indices;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -23,7 +24,7 @@ Tensor Compute(std::string name, std::vector<Expr> shape,
   Expr value = body(indices);
   const DataType dtype = value->dtype;
   return std::make_shared<TensorNode>(std::move(name), dtype, std::move(shape), std::move(axes),
-                                      std::move(value));
+                                      std::move(value), hint);
 }
 
 Expr Read(const Tensor& tensor, std::vector<Expr> indices) {

@@ -26,14 +26,20 @@ using tir::Var;
 struct TensorNode;
 using Tensor = std::shared_ptr<const TensorNode>;
 
+// Which schedule lowering gives a compute tensor: the default one by its
+// shape, or the matrix-product template (matmul_schedule.h) for a reduction
+// whose operands are read along the reduction axis.
+enum class ScheduleHint { kDefault, kMatMul };
+
 struct TensorNode {
   TensorNode(std::string name, DataType dtype, std::vector<Expr> shape, std::vector<Var> axes,
-             Expr body)
+             Expr body, ScheduleHint hint = ScheduleHint::kDefault)
       : name(std::move(name)),
         dtype(dtype),
         shape(std::move(shape)),
         axes(std::move(axes)),
-        body(std::move(body)) {}
+        body(std::move(body)),
+        hint(hint) {}
   bool is_placeholder() const { return body == nullptr; }
 
   const std::string name;
@@ -41,6 +47,7 @@ struct TensorNode {
   const std::vector<Expr> shape;  // int64 index expressions
   const std::vector<Var> axes;    // compute only: one per dimension
   const Expr body;                // compute only
+  const ScheduleHint hint;
 };
 
 struct TensorReadNode : tir::ExprNode {
@@ -76,7 +83,8 @@ struct ReduceNode : tir::ExprNode {
 Tensor Placeholder(std::string name, DataType dtype, std::vector<Expr> shape);
 // A compute tensor whose element at `indices` is `body(indices)`.
 Tensor Compute(std::string name, std::vector<Expr> shape,
-               const std::function<Expr(const std::vector<Expr>& indices)>& body);
+               const std::function<Expr(const std::vector<Expr>& indices)>& body,
+               ScheduleHint hint = ScheduleHint::kDefault);
 // `tensor` at `indices` (as many as its rank).
 Expr Read(const Tensor& tensor, std::vector<Expr> indices);
 ReduceAxis MakeReduceAxis(std::string name, Expr extent);

@@ -101,6 +101,9 @@ class KernelTuningTest : public ::testing::Test {
   std::string database_;
 };
 
+// A generated kernel's records name its template configuration.
+const std::string kGeneratedKey = "nn.dense.generated tile 4x3 dispatch/4";
+
 std::vector<std::string> Chosen(const KernelChoices& choices) {
   std::vector<std::string> kernels;
   for (const auto& [primitive, kernel] : choices) kernels.push_back(kernel);
@@ -112,16 +115,16 @@ TEST_F(KernelTuningTest, AutoWeighsAllFourKernelsAndKeepsTheFastest) {
   const KernelChoices choices = ChooseMatMulKernels(Lowered(kStatic, options), options);
   ASSERT_EQ(choices.size(), 1u);
   const std::map<std::string, double> rows = Rows(database_);
-  EXPECT_THAT(rows, ElementsAre(Pair("nn.dense", testing::_), Pair("nn.dense.dnnl", testing::_),
-                                Pair("nn.dense.generated", testing::_),
-                                Pair("nn.dense.openblas", testing::_)));
+  EXPECT_THAT(rows,
+              ElementsAre(Pair("nn.dense", testing::_), Pair("nn.dense.dnnl", testing::_),
+                          Pair(kGeneratedKey, testing::_), Pair("nn.dense.openblas", testing::_)));
   std::string fastest;
   for (const auto& [kernel, seconds] : rows) {
     EXPECT_GT(seconds, 0) << kernel;
     if (fastest.empty() || seconds < rows.at(fastest)) fastest = kernel;
   }
   const std::string chosen = choices.begin()->second;
-  EXPECT_EQ(chosen == kGeneratedKernel ? "nn.dense.generated" : chosen, fastest);
+  EXPECT_EQ(chosen == kGeneratedKernel ? kGeneratedKey : chosen, fastest);
 }
 
 TEST_F(KernelTuningTest, ALaterCompileReadsTheDatabaseInsteadOfMeasuring) {
@@ -129,7 +132,7 @@ TEST_F(KernelTuningTest, ALaterCompileReadsTheDatabaseInsteadOfMeasuring) {
   const ir::IRModule module = Lowered(kStatic, options);
   MeasureThenFavour(module, options, "nn.dense.openblas");
   EXPECT_THAT(Chosen(ChooseMatMulKernels(module, options)), ElementsAre("nn.dense.openblas"));
-  SetSeconds(database_, 1e-10, "nn.dense.generated");
+  SetSeconds(database_, 1e-10, kGeneratedKey);
   EXPECT_THAT(Chosen(ChooseMatMulKernels(module, options)), ElementsAre(kGeneratedKernel));
 }
 
@@ -161,7 +164,7 @@ TEST_F(KernelTuningTest, ADynamicDimensionLeavesOutTheLibrariesUnderAuto) {
   const CompileOptions options = Options("auto");
   ChooseMatMulKernels(Lowered(kDynamic, options), options);
   EXPECT_THAT(Rows(database_),
-              ElementsAre(Pair("nn.dense", testing::_), Pair("nn.dense.generated", testing::_)));
+              ElementsAre(Pair("nn.dense", testing::_), Pair(kGeneratedKey, testing::_)));
   const CompileOptions library = Options("library");
   EXPECT_THAT(Chosen(ChooseMatMulKernels(Lowered(kDynamic, library), library)),
               ElementsAre("nn.dense.openblas"));

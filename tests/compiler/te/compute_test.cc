@@ -1050,36 +1050,16 @@ TEST(ScheduleTest, StaticElementwise) {
             "}\n");
 }
 
-TEST(ScheduleTest, Dense) {
-  const te::Tensor data = te::Placeholder("data", kF32, {tir::IntImm(4), tir::IntImm(16)});
-  const te::Tensor weight = te::Placeholder("weight", kF32, {tir::IntImm(8), tir::IntImm(16)});
-  te::ComputeContext context;
-  const te::Tensor out = Apply(context, "nn.dense", {data, weight});
-  EXPECT_EQ(tir::ToString(te::Lower("dense", {data, weight}, {out}, context.requirements())),
-            "kernel dense(data: float32[4, 16], weight: float32[8, 16], out nn.dense: "
-            "float32[4, 8]) {\n"
-            "  for nn.dense.i in [0, 4) parallel chunk 256 {\n"
-            "    for nn.dense.j in [0, 8) {\n"
-            "      allocate nn.dense.acc: float32[1]\n"
-            "      nn.dense.acc[0] = 0.0f\n"
-            "      for nn.dense.k in [0, 16) vectorized {\n"
-            "        nn.dense.acc[0] =reassoc (nn.dense.acc[0] + (data[((nn.dense.i * 16) + "
-            "nn.dense.k)] * weight[((nn.dense.j * 16) + nn.dense.k)]))\n"
-            "      }\n"
-            "      nn.dense[((nn.dense.i * 8) + nn.dense.j)] = nn.dense.acc[0]\n"
-            "    }\n"
-            "  }\n"
-            "}\n");
-}
+// Matrix products take their own template: tests/compiler/te/matmul_schedule_test.cc.
 
 TEST(ScheduleTest, RowVectorRunsItsElementsInParallel) {
-  const te::Tensor data = te::Placeholder("data", kF32, {tir::IntImm(1), tir::IntImm(16)});
-  const te::Tensor weight = te::Placeholder("weight", kF32, {tir::IntImm(8), tir::IntImm(16)});
+  const te::Tensor x =
+      te::Placeholder("x", kF32, {tir::IntImm(1), tir::IntImm(8), tir::IntImm(16)});
   te::ComputeContext context;
   const std::string printed = tir::ToString(
-      te::Lower("dense", {data, weight}, {Apply(context, "nn.dense", {data, weight})}, {}));
-  EXPECT_NE(printed.find("  for nn.dense.j in [0, 8) parallel chunk 2048 {"),
-            std::string::npos)
+      te::Lower("sum", {x},
+                {Apply(context, "sum", {x}, MakeAttrs({{"axis", std::vector<int64_t>{2}}}))}, {}));
+  EXPECT_NE(printed.find("  for sum.j in [0, 8) parallel chunk 2048 {"), std::string::npos)
       << printed;
 }
 

@@ -1,0 +1,62 @@
+// The schedule template of matrix products (nn.dense, nn.batch_matmul) and
+// residue dispatch on their symbolic row dimension [paper 4.5].
+//
+// The template computes the output [batch..., rows, cols] in register tiles
+// of tile_rows x tile_cols elements: each tile keeps its sums in registers
+// while the reduction loop (innermost, vectorised) streams one row of each
+// operand per tile row and column, so every loaded vector feeds several
+// multiply-adds. Column tiles, with the batch, are the parallel loop; the row
+// tiles of one column tile run in order, so that tile's weight rows stay in
+// cache for all of them.
+//
+// Rows left over after the last whole row tile (rows mod tile_rows of them)
+// are the boundary. With static rows their count is a constant and they are
+// one smaller tile. With symbolic rows the kernel is split `dispatch` ways on
+// rows mod dispatch: each copy substitutes rows = dispatch * q + r, so the
+// simplifier knows rows mod gcd(dispatch, tile_rows), and the boundary is
+// that many rows at a time plus a constant remainder. Full dispatch (a
+// multiple of tile_rows) makes every boundary a constant tile; dispatch 1 is
+// one kernel that takes its boundary one row at a time. Both the dispatch and
+// the copies are loop IR in the one kernel.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nimble/compiler/te/tensor.h"
+#include "nimble/compiler/tir/stmt.h"
+
+namespace nimble::te {
+
+// The knobs of the template (what tuning searches) and the dispatch degree.
+struct MatMulKnobs {
+  int tile_rows = 4;
+  int tile_cols = 3;
+  // Kernel copies for a symbolic row dimension; 0: tile_rows (full dispatch).
+  int dispatch = 0;
+};
+
+// Throws nimble::Error unless each knob is between 1 and its limit (tiles of
+// at most 16 rows or columns and 64 elements, dispatch at most 64).
+void CheckMatMulKnobs(const MatMulKnobs& knobs);
+
+// "tile 4x3 dispatch/4": the knobs as tuning records and dumps name them.
+std::string MatMulKnobsText(const MatMulKnobs& knobs);
+
+// One matrix-product stage: out[indices] = the `reduce_kind` combination
+// over k in [0, depth) of element(indices, k).
+struct MatMulStage {
+  std::string name;
+  DataType dtype;
+  std::vector<Expr> shape;  // rank >= 2
+  Expr depth;
+  ReduceKind reduce_kind;
+  tir::Buffer out;
+  std::function<Expr(const std::vector<Expr>& indices, const Expr& k)> element;
+};
+
+// The loops computing `stage` into its buffer.
+tir::Stmt ScheduleMatMul(const MatMulStage& stage, const MatMulKnobs& knobs);
+
+}  // namespace nimble::te
