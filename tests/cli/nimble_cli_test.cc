@@ -178,6 +178,19 @@ TEST_F(NimbleCli, BadUsageExitsWithTwo) {
   EXPECT_EQ(Nimble({"random", "-o", Temp("x.npy"), "--seed", "many", "--tensor", "x:2"}).status, 2);
 }
 
+TEST_F(NimbleCli, MatMulTemplateOptionsAreChecked) {
+  const std::string program = Example("dynamic_concat.relay");
+  Outcome zero = Nimble({"compile", program, "-o", Temp("x.nimble"), "--dispatch", "0"});
+  EXPECT_EQ(zero.status, 2);
+  EXPECT_THAT(zero.err, HasSubstr("--dispatch: Value 0 not in range 1 to 64"));
+  Outcome text = Nimble({"compile", program, "-o", Temp("x.nimble"), "--matmul-tile", "4by3"});
+  EXPECT_EQ(text.status, 2);
+  EXPECT_THAT(text.err, HasSubstr("--matmul-tile: expected ROWSxCOLS, got '4by3'"));
+  ExpectUserError(Nimble({"compile", program, "-o", Temp("x.nimble"), "--matmul-tile", "9x9"}),
+                  "matmul schedule: a tile's elements must be between 1 and 64, got 81");
+  EXPECT_FALSE(fs::exists(Temp("x.nimble")));
+}
+
 // ---- The examples (commands as in examples/README.md) -------------------------
 
 TEST_F(NimbleCli, DynamicConcat) {

@@ -6,12 +6,13 @@
 // costs no memory traffic of its own [paper 4.5; TVM's injective inlining].
 //
 // A matrix product (ScheduleHint::kMatMul) takes the template of
-// matmul_schedule.h with `matmul_knobs`. The schedule of any other stage: its spatial loops but the
-// innermost are fused into one outer loop, run in parallel on the process's thread pool in chunks
-// of about 32K elements of work; the innermost loop is vectorised, or, when the outer loop is
-// statically one iteration (a row vector, a matrix-vector product), it is the parallel one. A
-// reduction stage accumulates in a one-element temporary over its reduction loops, the innermost
-// vectorised with reassociation.
+// matmul_schedule.h with `matmul_knobs`. Any other stage: its spatial loops
+// but the innermost are fused into one outer loop, run in parallel on the
+// process's thread pool in chunks of about 32K elements of work; the
+// innermost loop is vectorised, or, when the outer loop is statically one
+// iteration (a row vector), it is the parallel one. A reduction stage
+// accumulates in a one-element temporary over its reduction loops, the
+// innermost vectorised with reassociation.
 #pragma once
 
 #include <string>
