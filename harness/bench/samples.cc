@@ -112,7 +112,7 @@ std::vector<Sample> TreeLstmSamples(const DatasetSpec& spec, const ir::IRModule&
       return TensorNode::FromVector<int32_t>({static_cast<int64_t>(values.size())},
                                              DataType::Int32(), values);
     };
-    samples.push_back({{models::TreeArgument(module, sentence.tree, leaves)},
+    samples.push_back({models::TreeArguments(module, sentence.tree, leaves),
                        static_cast<int64_t>(sentence.tokens.size()),
                        {{"left", indices(sentence.tree.left)},
                         {"right", indices(sentence.tree.right)},

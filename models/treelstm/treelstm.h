@@ -2,10 +2,11 @@
 // al. 2015): input 300, hidden 150. The input tree is an ADT built at run
 // time and the model recurses over it:
 //
-//   type Tree { Leaf(Tensor[(1, INPUT), float32]), Node(Tree, Tree) }
-//   def @main(%tree: Tree) -> Tensor[(1, HIDDEN), float32]
+//   type Tree { Leaf(Tensor[(), int32]), Node(Tree, Tree) }
+//   def @main(%tree: Tree, %leaves: Tensor[(?, INPUT), float32]) -> Tensor[(1, HIDDEN), float32]
 //
-// returns the root's hidden state. `nimble run` reads only tensors, so the
+// returns the root's hidden state; a leaf holds its row of %leaves, the
+// sentence's word vectors. `nimble run` reads only tensors, so the
 // program also takes the tree as arrays:
 //
 //   def @main_arrays(%children: Tensor[(?, 2), int32], %leaves: Tensor[(?, INPUT), float32])
@@ -14,7 +15,8 @@
 // for a leaf carrying row j of %leaves, and the last row is the root.
 //
 // A leaf computes i, o, u from its word
-// vector (c = σ(i)·tanh(u), h = σ(o)·tanh(c)); a node computes i, f_l, f_r,
+// vector (c = σ(i)·tanh(u), h = σ(o)·tanh(c)), for all leaves in one matrix
+// product before the recursion, since no leaf depends on another; a node computes i, f_l, f_r,
 // o, u from [h_l, h_r] (c = σ(i)·tanh(u) + σ(f_l)·c_l + σ(f_r)·c_r). Weights
 // are named as the peer's BinaryTreeLSTMCell state_dict
 // (../shared/peers/torch_models.py): leaf.weight (3H, I), leaf.bias (3H),
@@ -49,11 +51,11 @@ struct BinaryTree {
   size_t num_leaves() const;
 };
 
-// The value of @main's %tree for `tree` whose leaf j carries row j of
-// `leaf_vectors` (n_leaves, INPUT), built with the constructors of
+// @main's arguments (%tree, %leaves) for `tree` whose leaf j carries row j of
+// `leaf_vectors` (n_leaves, INPUT), the tree built with the constructors of
 // `module` (a Module() of this model). Throws nimble::Error on a malformed
 // tree (a child after its parent, a node with one child, row count).
-Ref<Object> TreeArgument(const ir::IRModule& module, const BinaryTree& tree,
-                         const Tensor& leaf_vectors);
+std::vector<Ref<Object>> TreeArguments(const ir::IRModule& module, const BinaryTree& tree,
+                                       const Tensor& leaf_vectors);
 
 }  // namespace nimble::models

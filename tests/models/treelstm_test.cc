@@ -66,7 +66,7 @@ Tensor LeafVectors(const BinaryTree& tree, int64_t input_size, uint64_t seed) {
 TEST(TreeLstm, ProgramType) {
   const ir::IRModule module = BuildTreeLstm(Small()).Module();
   EXPECT_EQ(ir::TypeToString(module->Lookup("main")->checked_type),
-            "fn (Tree) -> Tensor[(1, 6), float32]");
+            "fn (Tree, Tensor[(?, 8), float32]) -> Tensor[(1, 6), float32]");
   EXPECT_EQ(module->LookupConstructor("Leaf")->tag, 0);
   EXPECT_EQ(module->LookupConstructor("Node")->tag, 1);
 }
@@ -79,7 +79,7 @@ TEST(TreeLstm, WeightsAreNamedAsThePeerCell) {
   EXPECT_EQ(model.weights.at("node.weight")->shape(), (Shape{750, 300}));
   EXPECT_EQ(model.weights.at("node.bias")->shape(), (Shape{750}));
   EXPECT_EQ(ir::TypeToString(model.Module()->Lookup("main")->checked_type),
-            "fn (Tree) -> Tensor[(1, 150), float32]");
+            "fn (Tree, Tensor[(?, 300), float32]) -> Tensor[(1, 150), float32]");
   TreeLstmOptions zero = Small();
   zero.input_size = 0;
   EXPECT_THAT(ErrorOf([&] { BuildTreeLstm(zero); }), HasSubstr("input 0"));
@@ -88,21 +88,24 @@ TEST(TreeLstm, WeightsAreNamedAsThePeerCell) {
 TEST(TreeLstm, TreeArgumentFollowsTheTree) {
   const ir::IRModule module = BuildTreeLstm(Small()).Module();
   const Tensor leaves = LeafVectors(Pair(), 8, 1);
-  const ADT root = TreeArgument(module, Pair(), leaves).as<ADTNode>();
+  const std::vector<Ref<Object>> args = TreeArguments(module, Pair(), leaves);
+  ASSERT_EQ(args.size(), 2u);
+  const ADT root = args[0].as<ADTNode>();
   ASSERT_TRUE(root);
   EXPECT_EQ(root->tag(), 1);
   const ADT right = root->field(1).as<ADTNode>();
   EXPECT_EQ(right->tag(), 0);
-  const Tensor word = right->field(0).as<TensorNode>();
-  EXPECT_EQ(word->shape(), (Shape{1, 8}));
-  EXPECT_EQ(word->GetAsDouble(3), leaves->GetAsDouble(8 + 3));  // row 1
+  const Tensor row = right->field(0).as<TensorNode>();
+  EXPECT_EQ(row->shape(), Shape{});
+  EXPECT_EQ(row->GetAsDouble(0), 1.0);  // the second leaf is row 1
+  EXPECT_EQ(args[1].get(), leaves.get());
 }
 
 TEST(TreeLstm, MalformedTreesAreErrors) {
   const ir::IRModule module = BuildTreeLstm(Small()).Module();
   auto error = [&](const BinaryTree& tree, int64_t rows) {
     return ErrorOf(
-        [&] { TreeArgument(module, tree, SeededEmbeddings(std::vector<int32_t>(rows, 0), 8, 1)); });
+        [&] { TreeArguments(module, tree, SeededEmbeddings(std::vector<int32_t>(rows, 0), 8, 1)); });
   };
   EXPECT_THAT(error({{}, {}}, 0), HasSubstr("at least one"));
   EXPECT_THAT(error({{-1, -1}, {-1}}, 2), HasSubstr("got 2 and 1"));
@@ -112,7 +115,7 @@ TEST(TreeLstm, MalformedTreesAreErrors) {
   EXPECT_THAT(error({{-1, -1}, {-1, -1}}, 2), HasSubstr("form 2 trees"));
   EXPECT_THAT(error(Pair(), 3), HasSubstr("2 leaves but there are 3 leaf vectors"));
   EXPECT_THAT(ErrorOf([&] {
-                TreeArgument(module, SingleLeaf(), TensorNode::Empty({8}, DataType::Float32()));
+                TreeArguments(module, SingleLeaf(), TensorNode::Empty({8}, DataType::Float32()));
               }),
               HasSubstr("(leaves, input) float32"));
 }
@@ -121,8 +124,8 @@ TEST(TreeLstm, VmMatchesEvaluator) {
   const ir::IRModule module = BuildTreeLstm(Small()).Module();
   CompiledModel compiled(module);
   for (const NamedTree& tree : Trees()) {
-    const std::vector<Ref<Object>> args{
-        TreeArgument(module, tree.tree, LeafVectors(tree.tree, 8, tree.tree.left.size()))};
+    const std::vector<Ref<Object>> args =
+        TreeArguments(module, tree.tree, LeafVectors(tree.tree, 8, tree.tree.left.size()));
     ExpectAllClose(compiled.Run(args), Evaluate(module, args), kVmVsEvaluatorTolerance, tree.name);
   }
 }
@@ -147,7 +150,7 @@ TEST(TreeLstm, ArraysEntryMatchesMain) {
   CompiledModel arrays(module, "main_arrays");
   for (const NamedTree& tree : Trees()) {
     const Tensor leaves = LeafVectors(tree.tree, 8, 5);
-    const Tensor expected = main.Run({TreeArgument(module, tree.tree, leaves)});
+    const Tensor expected = main.Run(TreeArguments(module, tree.tree, leaves));
     const std::vector<Ref<Object>> args{ChildrenArray(tree.tree), leaves};
     ExpectAllClose(arrays.Run(args), expected, 1e-6, tree.name);
     ExpectAllClose(Evaluate(module, args, "main_arrays"), expected, kVmVsEvaluatorTolerance,
@@ -209,7 +212,7 @@ TEST(TreeLstm, MatchesPyTorch) {
     CompiledModel compiled(module);
     for (const Check& check : checks) {
       if (check.config != c) continue;
-      ExpectAllClose(compiled.Run({TreeArgument(module, check.tree, check.leaves)}),
+      ExpectAllClose(compiled.Run(TreeArguments(module, check.tree, check.leaves)),
                      ReadNpy(check.files.output), 1e-4, check.label);
     }
   }
