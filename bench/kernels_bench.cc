@@ -55,6 +55,15 @@ void BM_Dense(benchmark::State& state, const std::string& kernel_name) {
   RunMatMul(state, kernel_name, {m, k}, {n, k}, {m, n}, 2.0 * m * n * k);
 }
 
+// nn.contrib_dense_pack: the same product with the weight packed as
+// [n / 16, k, 16], as transform/pack_dense_weights.h leaves it.
+void BM_PackedDense(benchmark::State& state) {
+  const int64_t m = state.range(0);
+  const int64_t k = state.range(1);
+  const int64_t n = state.range(2);
+  RunMatMul(state, "nn.contrib_dense_pack", {m, k}, {n / 16, k, 16}, {m, n}, 2.0 * m * n * k);
+}
+
 void DenseShapes(benchmark::internal::Benchmark* benchmark) {
   benchmark->ArgNames({"m", "k", "n"});
   for (int64_t m : {16, 54, 64, 128}) {                          // 54: MRPC's mean pair length
@@ -132,6 +141,15 @@ BENCHMARK(BM_ParallelForOverhead)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Dense, builtin, std::string("nn.dense"))->Apply(DenseShapes);
 BENCHMARK_CAPTURE(BM_Dense, dnnl, std::string("nn.dense.dnnl"))->Apply(DenseShapes);
 BENCHMARK_CAPTURE(BM_Dense, openblas, std::string("nn.dense.openblas"))->Apply(DenseShapes);
+BENCHMARK(BM_PackedDense)->Apply([](benchmark::internal::Benchmark* benchmark) {
+  benchmark->ArgNames({"m", "k", "n"});
+  for (int64_t m : {16, 54, 64, 128}) {
+    for (int64_t n : {768, 3072}) benchmark->Args({m, 768, n});
+  }
+  benchmark->Args({54, 3072, 768});
+  benchmark->Args({1, 512, 2048});
+  benchmark->UseRealTime();
+});
 BENCHMARK_CAPTURE(BM_BatchMatMul, builtin, std::string("nn.batch_matmul"))->Apply(AttentionShapes);
 BENCHMARK_CAPTURE(BM_BatchMatMul, dnnl, std::string("nn.batch_matmul.dnnl"))
     ->Apply(AttentionShapes);

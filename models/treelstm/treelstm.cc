@@ -30,8 +30,7 @@ std::string TreeLstmProgram(const TreeLstmOptions& options) {
        << "}\n\n"
        << "// Every leaf's (h, c), one row per word: a leaf's gates i, o, u depend on its\n"
        << "// word vector alone, so all leaves share one matrix product.\n"
-       << "def @leaf_states(%leaves: " << leaves << ") -> (" << states << ", " << states
-       << ") {\n"
+       << "def @leaf_states(%leaves: " << leaves << ") -> (" << states << ", " << states << ") {\n"
        << "  let %gates = add(nn.dense(%leaves, meta[relay.Constant][leaf.weight]),\n"
        << "                   meta[relay.Constant][leaf.bias]);\n"
        << "  let %parts = split(%gates, indices_or_sections=3, axis=1);\n"
@@ -180,9 +179,8 @@ std::vector<Ref<Object>> TreeArguments(const ir::IRModule& module, const BinaryT
   int32_t next_leaf = 0;
   for (size_t k = 0; k < values.size(); ++k) {
     if (tree.left[k] == -1) {
-      values[k] = Make<ADTNode>(
-          leaf_tag, std::vector<Ref<Object>>{
-                        TensorNode::FromVector<int32_t>({}, DataType::Int32(), {next_leaf})});
+      values[k] = Make<ADTNode>(leaf_tag, std::vector<Ref<Object>>{TensorNode::FromVector<int32_t>(
+                                              {}, DataType::Int32(), {next_leaf})});
       ++next_leaf;
     } else {
       values[k] = Make<ADTNode>(

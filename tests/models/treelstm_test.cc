@@ -104,8 +104,9 @@ TEST(TreeLstm, TreeArgumentFollowsTheTree) {
 TEST(TreeLstm, MalformedTreesAreErrors) {
   const ir::IRModule module = BuildTreeLstm(Small()).Module();
   auto error = [&](const BinaryTree& tree, int64_t rows) {
-    return ErrorOf(
-        [&] { TreeArguments(module, tree, SeededEmbeddings(std::vector<int32_t>(rows, 0), 8, 1)); });
+    return ErrorOf([&] {
+      TreeArguments(module, tree, SeededEmbeddings(std::vector<int32_t>(rows, 0), 8, 1));
+    });
   };
   EXPECT_THAT(error({{}, {}}, 0), HasSubstr("at least one"));
   EXPECT_THAT(error({{-1, -1}, {-1}}, 2), HasSubstr("got 2 and 1"));

@@ -347,9 +347,79 @@ INSTANTIATE_TEST_SUITE_P(Implementations, DenseKernelsTest,
                                                      : info.param.substr(1);
                          });
 
+// ---------------------------------------------------------------------------
+// nn.contrib_dense_pack: the weight [n, k] packed as [n / 16, k, 16].
+
+Tensor Packed(const Tensor& weight) {
+  const int64_t n = weight->shape()[0];
+  const int64_t k = weight->shape()[1];
+  std::vector<float> packed(static_cast<size_t>(n * k));
+  for (int64_t u = 0; u < n; ++u) {
+    for (int64_t l = 0; l < k; ++l) {
+      packed[((u / 16) * k + l) * 16 + u % 16] = weight->data<float>()[u * k + l];
+    }
+  }
+  return TensorNode::FromVector<float>({n / 16, k, 16}, DataType::Float32(), packed);
+}
+
+// Every tail of the row tiles (m % 12 for AVX-512, % 6, % 2), reductions
+// shorter and longer than a depth slice (512) with a vector tail, one and
+// several blocks, leading dimensions flattened.
+TEST(PackedDenseKernelTest, MatchesNaiveLoopOnEveryRowTail) {
+  for (const Shape& data_shape : std::vector<Shape>{
+           {1, 7}, {2, 33}, {5, 64}, {6, 3}, {7, 600}, {11, 19}, {13, 1030}, {2, 9, 40}}) {
+    for (const int64_t n : {16, 48}) {
+      SCOPED_TRACE("data " + ShapeToString(data_shape) + ", n " + std::to_string(n));
+      const int64_t k = data_shape.back();
+      const int64_t m = ShapeNumel(std::span(data_shape).first(data_shape.size() - 1));
+      const Tensor data = RandomTensor(data_shape, 3);
+      const Tensor weight = RandomTensor({n, k}, 4);
+      Shape out_shape(data_shape.begin(), data_shape.end() - 1);
+      out_shape.push_back(n);
+      const Tensor out =
+          RunKernel("nn.contrib_dense_pack", Attrs(), data, Packed(weight), out_shape);
+      ExpectClose(out, NaiveMatMul({1, 1, m, n, k, false, true}, data, weight), k);
+    }
+  }
+}
+
+TEST(PackedDenseKernelTest, EmptySizes) {
+  const Tensor zeros = RunKernel("nn.contrib_dense_pack", Attrs(), RandomTensor({3, 0}, 1),
+                                 RandomTensor({1, 0, 16}, 2), {3, 16});
+  ExpectClose(zeros, std::vector<float>(48, 0.0f), 0);
+  EXPECT_EQ(RunKernel("nn.contrib_dense_pack", Attrs(), RandomTensor({0, 8}, 1),
+                      RandomTensor({2, 8, 16}, 2), {0, 32})
+                ->numel(),
+            0);
+}
+
+TEST(PackedDenseKernelTest, ShapeErrorsNameTheOpAndShapes) {
+  const auto error = [](const Shape& data, const Shape& weight, const Shape& out) {
+    return KernelError("nn.contrib_dense_pack", Attrs(), RandomTensor(data, 1),
+                       RandomTensor(weight, 2), out);
+  };
+  EXPECT_THAT(error({3, 8}, {2, 8, 8}, {3, 16}),
+              HasSubstr("nn.contrib_dense_pack: weight must be packed as [units / 16, k, 16], "
+                        "got (2, 8, 8)"));
+  EXPECT_THAT(error({3, 8}, {2, 7, 16}, {3, 32}),
+              HasSubstr("disagree on the reduction dimension (8 vs 7)"));
+  EXPECT_THAT(
+      error({3, 8}, {2, 8, 16}, {3, 16}),
+      HasSubstr("out has shape (3, 16) but data (3, 8) and weight (2, 8, 16) give (3, 32)"));
+  Attrs units;
+  units.Set("units", int64_t{32});
+  try {
+    KernelRegistry::Global().Bind("nn.contrib_dense_pack", units);
+    ADD_FAILURE() << "bound with units";
+  } catch (const Error& bind_error) {
+    EXPECT_THAT(bind_error.what(), HasSubstr("unknown attribute 'units'"));
+  }
+}
+
 TEST(DenseKernelsRegistryTest, RegistersAllImplementations) {
-  for (const char* name : {"nn.dense", "nn.dense.dnnl", "nn.dense.openblas", "nn.batch_matmul",
-                           "nn.batch_matmul.dnnl", "nn.batch_matmul.openblas"}) {
+  for (const char* name :
+       {"nn.dense", "nn.dense.dnnl", "nn.dense.openblas", "nn.contrib_dense_pack",
+        "nn.batch_matmul", "nn.batch_matmul.dnnl", "nn.batch_matmul.openblas"}) {
     EXPECT_TRUE(KernelRegistry::Global().Contains(name)) << name;
   }
 }

@@ -16,9 +16,13 @@
 #include <optional>
 #include <vector>
 
+#include "nimble/compiler/backend/pipeline.h"
 #include "nimble/compiler/backend/primitive_kernels.h"
 #include "nimble/compiler/ir/functor.h"
+#include "nimble/compiler/op/op.h"
+#include "nimble/compiler/transform/pack_dense_weights.h"
 #include "nimble/compiler/transform/pass_util.h"
+#include "nimble/compiler/typing/type_infer.h"
 #include "nimble/vm/dlpack.h"
 #include "nimble/vm/error.h"
 #include "nimble/vm/kernel.h"
@@ -369,6 +373,53 @@ std::vector<std::string> Candidates(const MatMulSite& site, const std::string& c
   return candidates;
 }
 
+struct Choice {
+  std::string kernel;  // empty when no candidate could run
+  double seconds = std::numeric_limits<double>::infinity();
+};
+
+// Seconds per call of a site's candidates: from the tuning database, else
+// from this process's earlier measurements, else measured (and recorded).
+class SiteTimer {
+ public:
+  SiteTimer(const ir::IRModule& module, const CompileOptions& options)
+      : database_(options.tuning_database),
+        measurer_(module, options),
+        matmul_(options.matmul),
+        host_(HostKey()),
+        threads_(ThreadPool::Global().num_threads()) {}
+
+  Choice Fastest(const MatMulSite& site, const std::vector<std::string>& candidates) {
+    const std::string attrs = AttrsText(site.attrs);
+    const std::string shapes = ShapesText(site.inputs);
+    Choice best;
+    for (const std::string& kernel : candidates) {
+      // A generated kernel is measured per template configuration.
+      const std::string key = kernel == kGeneratedKernel
+                                  ? site.op + ".generated " + te::MatMulKnobsText(matmul_)
+                                  : kernel;
+      const std::string process_key =
+          std::to_string(threads_) + "|" + key + "|" + attrs + "|" + shapes;
+      std::optional<double> seconds = database_.Find(host_, threads_, key, attrs, shapes);
+      if (!seconds) {
+        seconds = ProcessMeasurements::Get().Find(process_key);
+        if (!seconds) seconds = measurer_.Measure(site, kernel);
+        database_.Record(host_, threads_, key, attrs, shapes, *seconds);
+      }
+      ProcessMeasurements::Get().Record(process_key, *seconds);
+      if (*seconds < best.seconds) best = {kernel, *seconds};
+    }
+    return best;
+  }
+
+ private:
+  TuningDatabase database_;
+  SiteMeasurer measurer_;
+  te::MatMulKnobs matmul_;
+  std::string host_;
+  int threads_;
+};
+
 }  // namespace
 
 KernelChoices ChooseMatMulKernels(const ir::IRModule& module, const CompileOptions& options) {
@@ -382,37 +433,53 @@ KernelChoices ChooseMatMulKernels(const ir::IRModule& module, const CompileOptio
     collector.VisitExpr(definition.function);
   }
   if (collector.sites.empty()) return choices;
-  TuningDatabase database(options.tuning_database);
-  SiteMeasurer measurer(module, options);
-  const std::string host = HostKey();
-  const int threads = ThreadPool::Global().num_threads();
+  SiteTimer timer(module, options);
   for (const MatMulSite& site : collector.sites) {
-    const std::string attrs = AttrsText(site.attrs);
-    const std::string shapes = ShapesText(site.inputs);
-    std::string best;
-    double best_seconds = std::numeric_limits<double>::infinity();
-    for (const std::string& kernel : Candidates(site, options.kernels)) {
-      // A generated kernel is measured per template configuration.
-      const std::string key = kernel == kGeneratedKernel
-                                  ? site.op + ".generated " + te::MatMulKnobsText(options.matmul)
-                                  : kernel;
-      const std::string process_key =
-          std::to_string(threads) + "|" + key + "|" + attrs + "|" + shapes;
-      std::optional<double> seconds = database.Find(host, threads, key, attrs, shapes);
-      if (!seconds) {
-        seconds = ProcessMeasurements::Get().Find(process_key);
-        if (!seconds) seconds = measurer.Measure(site, kernel);
-        database.Record(host, threads, key, attrs, shapes, *seconds);
-      }
-      ProcessMeasurements::Get().Record(process_key, *seconds);
-      if (*seconds < best_seconds) {
-        best_seconds = *seconds;
-        best = kernel;
-      }
-    }
-    if (!best.empty()) choices.emplace(site.primitive, best);
+    const Choice best = timer.Fastest(site, Candidates(site, options.kernels));
+    if (!best.kernel.empty()) choices.emplace(site.primitive, best.kernel);
   }
   return choices;
+}
+
+bool PackingDenseWins(const ir::TensorTypeNode& data, const ir::TensorTypeNode& weight,
+                      const CompileOptions& options) {
+  if (options.kernels != "auto" || !IsHostTarget(options.target) || weight.ndim() != 2 ||
+      !weight.is_static()) {
+    return false;
+  }
+  // The call as ChooseMatMulKernels would see it: a primitive of its own,
+  // after the pipeline (whose packing pass leaves parameter weights alone).
+  const auto type_of = [](const ir::TensorTypeNode& type) {
+    return ir::MakeTensorType(type.shape, type.dtype);
+  };
+  const ir::Var data_var = Make<ir::VarNode>("data", type_of(data));
+  const ir::Var weight_var = Make<ir::VarNode>("weight", type_of(weight));
+  ir::IRModule module = ir::MakeModule();
+  module->Add(
+      Make<ir::GlobalVarNode>("main"),
+      Make<ir::FunctionNode>(
+          std::vector<ir::Var>{data_var, weight_var},
+          Make<ir::CallNode>(op::GetOp("nn.dense"), std::vector<ir::Expr>{data_var, weight_var},
+                             op::NormalizeAttrs(*op::OpRegistry::Global().Find("nn.dense"), {})),
+          nullptr, std::vector<ir::TypeVar>{}));
+  typing::InferTypes(module);
+  module = RunPasses(module, options);
+  PrimitiveCollector collector;
+  for (const ir::IRModuleNode::Definition& definition : module->functions()) {
+    collector.VisitExpr(definition.function);
+  }
+  if (collector.sites.size() != 1) return false;
+  const MatMulSite& plain = collector.sites.front();
+  MatMulSite packed = plain;
+  packed.primitive = nullptr;
+  packed.op = "nn.contrib_dense_pack";
+  packed.attrs = Attrs();
+  packed.attrs.Set("out_dtype", std::monostate{});
+  packed.inputs[1] = {plain.inputs[1][0] / transform::kDensePackBlock, plain.inputs[1][1],
+                      transform::kDensePackBlock};
+  SiteTimer timer(module, options);
+  const Choice unpacked = timer.Fastest(plain, Candidates(plain, options.kernels));
+  return timer.Fastest(packed, {packed.op}).seconds < unpacked.seconds;
 }
 
 std::string DefaultTuningDatabase() {

@@ -41,6 +41,15 @@ using KernelChoices = std::unordered_map<const ir::FunctionNode*, std::string>;
 // tuning database cannot be opened or written.
 KernelChoices ChooseMatMulKernels(const ir::IRModule& module, const CompileOptions& options);
 
+// Whether nn.dense on these data and weight types (float32, the weight a
+// static [units, k]) runs faster on the runtime's packed kernel
+// (nn.contrib_dense_pack, transform/pack_dense_weights.h) than on the fastest
+// candidate ChooseMatMulKernels would give it, measured and recorded the
+// same way (kernel "nn.contrib_dense_pack"). False unless options.kernels is
+// "auto" and the target is the host's.
+bool PackingDenseWins(const ir::TensorTypeNode& data, const ir::TensorTypeNode& weight,
+                      const CompileOptions& options);
+
 // The tuning database a compile uses unless told otherwise:
 // $NIMBLE_TUNING_DB, else $XDG_CACHE_HOME/nimble/tuning.db, else
 // ~/.cache/nimble/tuning.db; empty when none of them can be formed.

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "nimble/compiler/backend/kernel_tuning.h"
 #include "nimble/compiler/op/compute.h"
 #include "nimble/compiler/transform/coalesce_storage.h"
 #include "nimble/compiler/transform/dead_code.h"
@@ -13,6 +14,7 @@
 #include "nimble/compiler/transform/insert_kills.h"
 #include "nimble/compiler/transform/lambda_lift.h"
 #include "nimble/compiler/transform/manifest_alloc.h"
+#include "nimble/compiler/transform/pack_dense_weights.h"
 #include "nimble/compiler/transform/plan_devices.h"
 #include "nimble/compiler/transform/to_anf.h"
 #include "nimble/vm/error.h"
@@ -38,6 +40,13 @@ PassInfo Planning(std::string name, ir::IRModule (*pass)(const ir::IRModule&)) {
 const std::vector<PassInfo>& Passes() {
   static const std::vector<PassInfo> passes = {
       Plain("fold-constant", transform::FoldConstants),
+      {"pack-dense-weights",
+       [](const ir::IRModule& module, const CompileOptions& options) {
+         return transform::PackDenseWeights(
+             module, [&options](const ir::TensorTypeNode& data, const ir::TensorTypeNode& weight) {
+               return PackingDenseWins(data, weight, options);
+             });
+       }},
       Plain("eta-expand", transform::EtaExpandConstructors),
       Plain("anf", transform::ToANormalForm),
       Plain("lambda-lift", transform::LambdaLift),

@@ -1,6 +1,6 @@
 // Neural-network operators with Relay's names, arguments and attributes:
-// nn.dense, nn.batch_matmul, nn.bias_add, nn.softmax and nn.layer_norm: their
-// type relations and reference kernels. The shape functions and the fast
+// nn.dense, nn.contrib_dense_pack, nn.batch_matmul, nn.bias_add, nn.softmax
+// and nn.layer_norm: their type relations and reference kernels. The shape functions and the fast
 // kernels are the runtime's (nimble/vm/kernels/nn.cc, dense.cc).
 #include <algorithm>
 #include <array>
@@ -137,6 +137,58 @@ void DenseKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs, cons
           data_index.back() = l;
           sum += ElementAt<T>(data, data_index) *
                  ElementAt<T>(weight, std::array<int64_t, 2>{index.back(), l});
+        }
+        out->data<Out>()[BroadcastOffset(out->shape(), index)] = ConvertElement<Out>(sum);
+      });
+    });
+  });
+}
+
+// nn.contrib_dense_pack: data [d1..dn, k] x weight packed as [units / b, k, b]
+// (column u of the product is weight[u / b, :, u % b]) -> [d1..dn, units].
+bool PackedDenseRelation(const std::vector<ir::Type>& types, const ir::Attrs& attrs,
+                         TypeReporter& reporter) {
+  const ir::TensorType data = AsTensorType(types[0], "nn.contrib_dense_pack", "data");
+  const ir::TensorType weight = AsTensorType(types[1], "nn.contrib_dense_pack", "weight");
+  if (!data || !weight) return false;
+  if (data->ndim() == 0) throw Error("data must have rank >= 1, got " + ir::TypeToString(data));
+  CheckFloatDType(data->dtype, "data");
+  if (weight->ndim() != 3) {
+    throw Error("weight must be 3-D (units / b, k, b), got " + ir::TypeToString(weight));
+  }
+  CheckSameDType(data, "data", weight, "weight");
+  CheckReductionDims(data->shape.back(), "data's last dimension", weight->shape[1],
+                     "weight's dimension 1", data, weight);
+  const Dim blocks = weight->shape[0];
+  const Dim block = weight->shape[2];
+  std::vector<Dim> shape(data->shape.begin(), data->shape.end() - 1);
+  shape.push_back(blocks.is_static() && block.is_static() ? Dim(blocks.value() * block.value())
+                                                          : Dim::Any());
+  reporter.Assign(types.back(),
+                  ir::MakeTensorType(std::move(shape), MatMulOutDType(attrs, data->dtype)));
+  return true;
+}
+
+// out[..., u] = sum_l data[..., l] * weight[u / b, l, u % b], summed in double.
+void PackedDenseKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs,
+                       const ir::Attrs&) {
+  const Tensor& data = inputs[0];
+  const Tensor& weight = inputs[1];
+  const Tensor& out = outputs[0];
+  const int64_t k = weight->shape()[1];
+  const int64_t block = weight->shape()[2];
+  DispatchFloat(data->dtype(), [&](auto in_tag) {
+    using T = decltype(in_tag);
+    DispatchFloat(out->dtype(), [&](auto out_tag) {
+      using Out = decltype(out_tag);
+      ForEachIndex(out->shape(), [&](std::span<const int64_t> index) {
+        std::vector<int64_t> data_index(index.begin(), index.end());
+        const int64_t unit = index.back();
+        double sum = 0;
+        for (int64_t l = 0; l < k; ++l) {
+          data_index.back() = l;
+          sum += ElementAt<T>(data, data_index) *
+                 ElementAt<T>(weight, std::array<int64_t, 3>{unit / block, l, unit % block});
         }
         out->data<Out>()[BroadcastOffset(out->shape(), index)] = ConvertElement<Out>(sum);
       });
@@ -571,6 +623,16 @@ void RegisterNnOps(OpRegistry& registry) {
   dense.relation = DenseRelation;
   dense.kernel = DenseKernel;
   dense.compute = DenseCompute;
+
+  // Written by transform/pack_dense_weights.h for a constant weight, so that
+  // the runtime's kernel reads it in register-tile order; Relay's name.
+  OpDef& packed_dense = RegisterNnOp(
+      registry, "nn.contrib_dense_pack",
+      "nn.dense with its weight packed: data [d1..dn, k] and weight [units / b, k, b], whose "
+      "column u is weight[u / b, :, u % b], giving [d1..dn, units].",
+      2, {{"out_dtype", AttrKind::kDType, std::monostate{}}}, OpPattern::kOpaque);
+  packed_dense.relation = PackedDenseRelation;
+  packed_dense.kernel = PackedDenseKernel;
 
   OpDef& batch_matmul = RegisterNnOp(
       registry, "nn.batch_matmul",

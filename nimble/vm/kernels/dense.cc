@@ -351,6 +351,147 @@ BuiltinLoops SelectBuiltinLoops() {
   }
 }
 
+// ---------------------------------------------------------------------------
+// Packed weights (nn.contrib_dense_pack). The weight arrives as [n / 16, k,
+// 16]: each block of 16 output columns stored k-major, packed once at compile
+// time (transform/pack_dense_weights.h). A tile of R data rows by one block
+// keeps its R x 16 sums in registers; each step broadcasts one element of
+// each data row against the block's 16 contiguous weights, so every weight
+// loaded feeds R multiply-adds and no horizontal sums are needed, which the
+// dot-product tiles above pay for. A thread takes whole blocks, and the
+// block (k x 16 floats) stays in cache while its row tiles sweep it.
+
+constexpr int64_t kPackedBlock = 16;
+
+// out = value in every lane (an out-parameter: returning a vector by value
+// from a function compiled for another instruction set changes the ABI).
+template <typename V, size_t... kLane>
+inline void Broadcast(float value, V& out, std::index_sequence<kLane...>) {
+  const V first = {value};
+  out = __builtin_shufflevector(first, first, (kLane * 0)...);
+}
+
+// c[i * n + j] = (or += when accumulating) the sum over p < depth of
+// a[i * lda + p] * block[p * 16 + j], for i < R and j < 16.
+template <typename V, int R>
+inline void PackedTile(const float* a, int64_t lda, const float* block, int64_t depth, float* c,
+                       int64_t n, bool accumulate) {
+  constexpr int kVectors = kPackedBlock / kLanes<V>;
+  constexpr auto lanes = std::make_index_sequence<kLanes<V>>();
+  V sums[R][kVectors] = {};
+  for (int64_t p = 0; p < depth; ++p) {
+    V w[kVectors];
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) {
+      std::memcpy(&w[v], block + p * kPackedBlock + v * kLanes<V>, sizeof(V));
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      V x;
+      Broadcast(a[i * lda + p], x, lanes);
+#pragma GCC unroll 4
+      for (int v = 0; v < kVectors; ++v) sums[i][v] += x * w[v];
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) {
+    if (accumulate) {
+#pragma GCC unroll 4
+      for (int v = 0; v < kVectors; ++v) {
+        V old;
+        std::memcpy(&old, c + i * n + v * kLanes<V>, sizeof(V));
+        sums[i][v] += old;
+      }
+    }
+    std::memcpy(c + i * n, sums[i], sizeof(sums[i]));
+  }
+}
+
+// The last `rows` (< R) rows: one tile of exactly that many.
+template <typename V, int R>
+inline void PackedTail(int64_t rows, const float* a, int64_t lda, const float* block, int64_t depth,
+                       float* c, int64_t n, bool accumulate) {
+  if constexpr (R > 1) {
+    if (rows == R - 1) return PackedTile<V, R - 1>(a, lda, block, depth, c, n, accumulate);
+    PackedTail<V, R - 1>(rows, a, lda, block, depth, c, n, accumulate);
+  }
+}
+
+// Depth per pass over a block's rows: a slice of the block (512 x 16 floats,
+// 32 KiB) stays in L1/L2 while every row tile of data reads it, and a long
+// reduction (BERT's 3072) does not push data's rows out of L2.
+constexpr int64_t kPackedDepthSlice = 512;
+
+// Blocks [first, last) of c (m x n) = a (m x k) times the packed weight.
+template <typename V, int R>
+void MultiplyPackedBlocks(const float* a, const float* packed, float* c, int64_t m, int64_t n,
+                          int64_t k, int64_t first, int64_t last) {
+  for (int64_t j = first; j < last; ++j) {
+    float* c_j = c + j * kPackedBlock;
+    for (int64_t p = 0; p < k; p += kPackedDepthSlice) {
+      const float* slice = packed + (j * k + p) * kPackedBlock;
+      const int64_t depth = std::min(kPackedDepthSlice, k - p);
+      const bool accumulate = p > 0;
+      int64_t i = 0;
+      for (; i + R <= m; i += R) {
+        PackedTile<V, R>(a + i * k + p, k, slice, depth, c_j + i * n, n, accumulate);
+      }
+      if (i < m)
+        PackedTail<V, R>(m - i, a + i * k + p, k, slice, depth, c_j + i * n, n, accumulate);
+    }
+  }
+}
+
+// Row tiles that fit the register file with the block's vectors and a
+// broadcast: AVX-512 12 x 1 of 32 zmm, AVX2 6 x 2 of 16 ymm; the baseline's
+// 128-bit vectors need 4 a row: NEON's 32 registers hold 6 rows, SSE2's 16 two.
+using MultiplyPackedFn = void (*)(const float* a, const float* packed, float* c, int64_t m,
+                                  int64_t n, int64_t k, int64_t first, int64_t last);
+#if defined(__x86_64__)
+[[gnu::target("avx512f"), gnu::flatten]] void MultiplyPackedAvx512(const float* a,
+                                                                   const float* packed, float* c,
+                                                                   int64_t m, int64_t n, int64_t k,
+                                                                   int64_t first, int64_t last) {
+  MultiplyPackedBlocks<VectorOf<64>::type, 12>(a, packed, c, m, n, k, first, last);
+}
+[[gnu::target("avx2,fma"), gnu::flatten]] void MultiplyPackedAvx2(const float* a,
+                                                                  const float* packed, float* c,
+                                                                  int64_t m, int64_t n, int64_t k,
+                                                                  int64_t first, int64_t last) {
+  MultiplyPackedBlocks<VectorOf<32>::type, 6>(a, packed, c, m, n, k, first, last);
+}
+constexpr int kBaselinePackedRows = 2;
+#else
+constexpr int kBaselinePackedRows = 6;
+#endif
+[[gnu::flatten]] void MultiplyPackedBaseline(const float* a, const float* packed, float* c,
+                                             int64_t m, int64_t n, int64_t k, int64_t first,
+                                             int64_t last) {
+  MultiplyPackedBlocks<VectorOf<16>::type, kBaselinePackedRows>(a, packed, c, m, n, k, first, last);
+}
+
+MultiplyPackedFn SelectMultiplyPacked() {
+  switch (vector_math::HostVectorIsa()) {
+#if defined(__x86_64__)
+    case vector_math::VectorIsa::kAvx512:
+      return MultiplyPackedAvx512;
+    case vector_math::VectorIsa::kAvx2:
+      return MultiplyPackedAvx2;
+#endif
+    default:
+      return MultiplyPackedBaseline;
+  }
+}
+
+// c (m x n) = a (m x k) times the packed weight of n / 16 blocks; m, n, k > 0.
+void PackedMatMul(const float* a, const float* packed, float* c, int64_t m, int64_t n, int64_t k) {
+  static const MultiplyPackedFn multiply = SelectMultiplyPacked();
+  const int64_t blocks = n / kPackedBlock;
+  const int64_t grain = std::max<int64_t>(1, kMinChunkFlops / (2 * m * k * kPackedBlock));
+  ParallelFor(0, blocks, grain,
+              [&](int64_t first, int64_t last) { multiply(a, packed, c, m, n, k, first, last); });
+}
+
 // The [cols, rows] transposes of `count` consecutive [rows, cols] matrices.
 std::vector<float> TransposeEach(const float* data, int64_t count, int64_t rows, int64_t cols) {
   std::vector<float> out(static_cast<size_t>(count * rows * cols));
@@ -652,6 +793,37 @@ int DenseKernel(void* state, DLTensor* const* args, int32_t num_args) {
   });
 }
 
+int PackedDenseKernel(void*, DLTensor* const* args, int32_t num_args) {
+  return Guarded([&] {
+    const std::string op = "nn.contrib_dense_pack";
+    CheckArgCount(op, num_args);
+    const MatrixArg data = CheckArg(args[0], op, "data");
+    const MatrixArg weight = CheckArg(args[1], op, "weight");
+    const MatrixArg out = CheckArg(args[2], op, "out");
+    const auto inputs = [&] { return "data " + ShapeOf(data) + " and weight " + ShapeOf(weight); };
+    if (data.shape.empty()) throw Error(op + ": data must have rank >= 1, got shape ()");
+    if (weight.shape.size() != 3 || weight.shape[2] != kPackedBlock) {
+      throw Error(op + ": weight must be packed as [units / 16, k, 16], got " + ShapeOf(weight));
+    }
+    const int64_t k = data.shape.back();
+    if (weight.shape[1] != k) {
+      throw Error(op + ": " + inputs() + " disagree on the reduction dimension (" +
+                  std::to_string(k) + " vs " + std::to_string(weight.shape[1]) + ")");
+    }
+    const int64_t units = weight.shape[0] * kPackedBlock;
+    Shape expected(data.shape.begin(), data.shape.end() - 1);
+    expected.push_back(units);
+    CheckOutShape(op, out, expected, inputs);
+    const int64_t m = ShapeNumel(data.shape.first(data.shape.size() - 1));
+    if (m == 0 || units == 0) return;
+    if (k == 0) {
+      std::fill_n(out.data, m * units, 0.0f);
+      return;
+    }
+    PackedMatMul(data.data, weight.data, out.data, m, units, k);
+  });
+}
+
 struct BatchMatMulState {
   MatMulImpl impl;
   bool transpose_a;
@@ -753,6 +925,12 @@ void RegisterDenseKernels(KernelRegistry& registry) {
       return BindBatchMatMul(batch_matmul, impl, attrs);
     });
   }
+  registry.Register("nn.contrib_dense_pack", [](const Attrs& attrs) {
+    const std::string kernel = "nn.contrib_dense_pack";
+    CheckAttrNames(kernel, attrs, {"out_dtype"});
+    CheckOutDType(kernel, attrs);
+    return Kernel{kernel, PackedDenseKernel, nullptr};
+  });
 #if !defined(NIMBLE_HAVE_DNNL)
   // Still registered, so that a program naming them says why it cannot run.
   for (const std::string op : {"nn.dense", "nn.batch_matmul"}) {

@@ -64,6 +64,18 @@ std::vector<Shape> DenseShapeFunc(std::span<const Shape> input_shapes, TensorArg
   return {out};
 }
 
+std::vector<Shape> PackedDenseShapeFunc(std::span<const Shape> input_shapes, TensorArgs,
+                                        const Attrs&) {
+  const Shape& data = input_shapes[0];
+  const Shape& weight = input_shapes[1];
+  if (data.empty()) throw Error("data must have rank >= 1, got shape ()");
+  CheckRank(weight, 3, "weight");
+  CheckRuntimeReduction(data.back(), weight[1], "nn.contrib_dense_pack", data, weight);
+  Shape out(data.begin(), data.end() - 1);
+  out.push_back(weight[0] * weight[2]);
+  return {out};
+}
+
 std::vector<Shape> BatchMatMulShapeFunc(std::span<const Shape> input_shapes, TensorArgs,
                                         const Attrs& attrs) {
   const Shape& x = input_shapes[0];
@@ -474,6 +486,7 @@ void LayerNormKernel(TensorArgs inputs, TensorArgs outputs, const Attrs& attrs) 
 void RegisterNnOpKernels(OpKernelRegistry& registry) {
   // The matrix products' kernels are dense.cc's, registered under the op names.
   registry.Register("nn.dense").shape_func = DenseShapeFunc;
+  registry.Register("nn.contrib_dense_pack").shape_func = PackedDenseShapeFunc;
   registry.Register("nn.batch_matmul").shape_func = BatchMatMulShapeFunc;
 
   // Their outputs have their data's shape.

@@ -215,5 +215,35 @@ TEST(DefaultTuningDatabaseTest, FollowsTheEnvironment) {
   setenv("HOME", home.c_str(), 1);
 }
 
+// A constant weight's layout is chosen by measurement too: the packed
+// kernel's time against the fastest plain candidate's, from the database.
+TEST_F(KernelTuningTest, AConstantWeightIsPackedWhenThePackedKernelMeasuresFastest) {
+  const CompileOptions options = Options("auto");
+  const text::ParamMap params{{"w", TensorNode::Empty({32, 8}, DataType::Float32())}};
+  ir::IRModule module = text::ParseModule(R"(#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 8), float32]) {
+  nn.dense(%x, meta[relay.Constant][w])
+}
+)",
+                                          "test.relay", &params);
+  typing::InferTypes(module);
+  const auto lowered_ops = [&](const CompileOptions& with) {
+    return vm::KernelTableToString(Compile(module, with));
+  };
+  lowered_ops(options);  // measures every candidate and the packed kernel
+  EXPECT_THAT(Rows(database_), testing::Contains(Pair("nn.contrib_dense_pack", testing::_)));
+  SetSeconds(database_, 1e-9);
+  SetSeconds(database_, 1.0, "nn.contrib_dense_pack");
+  EXPECT_THAT(lowered_ops(options), testing::Not(HasSubstr("nn.contrib_dense_pack")));
+  SetSeconds(database_, 1.0);
+  SetSeconds(database_, 1e-9, "nn.contrib_dense_pack");
+  EXPECT_THAT(lowered_ops(options), HasSubstr("nn.contrib_dense_pack"));
+  // A forced kernel choice and a cross compile keep the plain layout.
+  EXPECT_THAT(lowered_ops(Options("builtin")), testing::Not(HasSubstr("nn.contrib_dense_pack")));
+  CompileOptions arm = options;
+  arm.target = "arm";
+  EXPECT_THAT(lowered_ops(arm), testing::Not(HasSubstr("nn.contrib_dense_pack")));
+}
+
 }  // namespace
 }  // namespace nimble::backend

@@ -1,4 +1,4 @@
-// nn.dense, nn.batch_matmul, nn.bias_add, nn.softmax and nn.layer_norm,
+// nn.dense, nn.contrib_dense_pack, nn.batch_matmul, nn.bias_add, nn.softmax and nn.layer_norm,
 // run through the shared invocation path (relation, shape function, kernel).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -178,6 +178,55 @@ std::vector<double> ExpectedBatchMatMul(const std::vector<double>& x, const std:
     }
   }
   return out;
+}
+
+// ---------------------------------------------------------------------------
+// nn.contrib_dense_pack
+
+// weight [units, k] as [units / block, k, block].
+std::vector<double> PackWeight(const std::vector<double>& weight, int64_t units, int64_t k,
+                               int64_t block) {
+  std::vector<double> packed(weight.size());
+  for (int64_t u = 0; u < units; ++u) {
+    for (int64_t l = 0; l < k; ++l)
+      packed[((u / block) * k + l) * block + u % block] = weight[u * k + l];
+  }
+  return packed;
+}
+
+TEST(PackedDenseTest, GivesDensesValues) {
+  const std::vector<double> data = Samples(2 * 3 * 5, 1);
+  const std::vector<double> weight = Samples(8 * 5, 2);
+  const Tensor out =
+      Invoke("nn.contrib_dense_pack", {TensorFrom({2, 3, 5}, kF32, data),
+                                       TensorFrom({2, 5, 4}, kF32, PackWeight(weight, 8, 5, 4))});
+  EXPECT_EQ(out->shape(), (Shape{2, 3, 8}));
+  ExpectValues(out, ExpectedDense(data, weight, 6, 8, 5));
+}
+
+TEST(PackedDenseTest, TypesShapesAndErrors) {
+  EXPECT_EQ(
+      TypeOf("nn.contrib_dense_pack", {TensorOf({ir::Dim::Any(), 768}), TensorOf({192, 768, 16})}),
+      "Tensor[(?, 3072), float32]");
+  EXPECT_EQ(
+      TypeOf("nn.contrib_dense_pack", {TensorOf({4, 768}), TensorOf({ir::Dim::Any(), 768, 16})}),
+      "Tensor[(4, ?), float32]");
+  EXPECT_EQ(ShapesOf("nn.contrib_dense_pack", {{7, 300}, {3, 300, 16}}),
+            (std::vector<Shape>{{7, 48}}));
+  EXPECT_THAT(ErrorOf([] {
+                TypeOf("nn.contrib_dense_pack", {TensorOf({3, 7}), TensorOf({48, 7})});
+              }),
+              HasSubstr("weight must be 3-D (units / b, k, b), got Tensor[(48, 7), float32]"));
+  EXPECT_THAT(
+      ErrorOf([] {
+        TypeOf("nn.contrib_dense_pack", {TensorOf({3, 7}), TensorOf({3, 6, 16})});
+      }),
+      AllOf(HasSubstr("data's last dimension is 7"), HasSubstr("weight's dimension 1 is 6")));
+  EXPECT_THAT(
+      ErrorOf([] {
+        ShapesOf("nn.contrib_dense_pack", {{2, 6}, {3, 7, 16}});
+      }),
+      AllOf(HasSubstr("nn.contrib_dense_pack"), HasSubstr("(2, 6)"), HasSubstr("(3, 7, 16)")));
 }
 
 TEST(BatchMatMulTest, AllTransposeFlags) {

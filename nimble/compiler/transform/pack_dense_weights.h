@@ -1,0 +1,30 @@
+// Weight packing for matrix products (TVM's alter-op-layout of nn.dense): a
+// float32 nn.dense whose weight is a constant [units, k], units a multiple of
+// 16, becomes nn.contrib_dense_pack on that weight laid out once, here, as
+// [units / 16, k, 16]. The runtime's kernel then reads each block of 16
+// output columns contiguously in register-tile order, where the plain layout
+// costs the built-in kernel horizontal sums and the libraries a packing copy
+// on every call. Only the caller knows whether a site gains (`pack`, which
+// backend/kernel_tuning.h answers by measurement); a weight that is not a
+// constant, such as a function parameter, is left alone.
+#pragma once
+
+#include <functional>
+
+#include "nimble/compiler/ir/module.h"
+
+namespace nimble::transform {
+
+// Columns per block of a packed weight: two AVX2 vectors, one AVX-512 vector.
+inline constexpr int64_t kDensePackBlock = 16;
+
+// Whether to pack the nn.dense call of these data and weight types.
+using PackDensePredicate =
+    std::function<bool(const ir::TensorTypeNode& data, const ir::TensorTypeNode& weight)>;
+
+// Expects a type-checked module; returns a new one, type-checked again, in
+// which every packable nn.dense call that `pack` accepts is rewritten (each
+// distinct weight packed once).
+ir::IRModule PackDenseWeights(const ir::IRModule& module, const PackDensePredicate& pack);
+
+}  // namespace nimble::transform

@@ -1,0 +1,140 @@
+// PackDenseWeights: text in, text out; the evaluator's values before and
+// after; the packed program on the VM; and which calls are left alone.
+#include "nimble/compiler/transform/pack_dense_weights.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "nimble/compiler/backend/pipeline.h"
+#include "nimble/vm/vm.h"
+#include "tests/compiler/transform/normalize_test_util.h"
+
+namespace nimble::transform {
+namespace {
+
+using testing::ExpectProgram;
+using testing::ExpectSameResult;
+using testing::F32;
+using testing::ParseTyped;
+
+// Small integers and halves, so that every order of summation is exact.
+Tensor Values(const Shape& shape, int seed) {
+  std::vector<float> values(static_cast<size_t>(ShapeNumel(shape)));
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = static_cast<float>((i * 7 + seed) % 9) * 0.5f - 2;
+  }
+  return F32(shape, values);
+}
+
+// weight [units, k] as the pass lays it out, written independently of it.
+Tensor PackedByHand(const Tensor& weight) {
+  const int64_t units = weight->shape()[0];
+  const int64_t k = weight->shape()[1];
+  Tensor packed = TensorNode::Empty({units / 16, k, 16}, DataType::Float32());
+  for (int64_t block = 0; block < units / 16; ++block) {
+    for (int64_t l = 0; l < k; ++l) {
+      for (int64_t lane = 0; lane < 16; ++lane) {
+        packed->data<float>()[(block * k + l) * 16 + lane] =
+            weight->data<float>()[(block * 16 + lane) * k + l];
+      }
+    }
+  }
+  return packed;
+}
+
+const PackDensePredicate kAlways = [](const ir::TensorTypeNode&, const ir::TensorTypeNode&) {
+  return true;
+};
+
+TEST(PackDenseWeights, AConstantWeightIsPackedOnce) {
+  const text::ParamMap params{{"w", Values({32, 5}, 1)}, {"b", Values({32}, 2)}};
+  const ir::IRModule module = ParseTyped(R"(
+def @main(%x: Tensor[(?, 5), float32]) {
+  let %h = add(nn.dense(%x, meta[relay.Constant][w]), meta[relay.Constant][b]);
+  (%h, nn.dense(%x, meta[relay.Constant][w], units=32))
+})",
+                                         &params);
+  const ir::IRModule packed = PackDenseWeights(module, kAlways);
+  const text::ParamMap expected_params{{"w.packed", PackedByHand(params.at("w"))},
+                                       {"b", params.at("b")}};
+  ExpectProgram(packed, R"(
+def @main(%x: Tensor[(?, 5), float32]) {
+  let %h = add(nn.contrib_dense_pack(%x, meta[relay.Constant][w.packed]), meta[relay.Constant][b]);
+  (%h, nn.contrib_dense_pack(%x, meta[relay.Constant][w.packed]))
+})",
+                &expected_params);
+  // Both calls share one packed constant, not two copies of it.
+  const auto& tuple = static_cast<const ir::TupleNode&>(
+      *static_cast<const ir::LetNode&>(*packed->Lookup("main")->body).body);
+  const auto& first = static_cast<const ir::CallNode&>(
+      *static_cast<const ir::CallNode&>(
+           *static_cast<const ir::LetNode&>(*packed->Lookup("main")->body).value)
+           .args[0]);
+  EXPECT_EQ(first.args[1].get(), static_cast<const ir::CallNode&>(*tuple.fields[1]).args[1].get());
+  ExpectSameResult(module, packed, {Values({3, 5}, 3)});
+}
+
+TEST(PackDenseWeights, LeavesWhatItCannotOrIsToldNotToPack) {
+  const text::ParamMap params{{"w24", Values({24, 5}, 1)},
+                              {"w16", Values({16, 5}, 2)},
+                              {"w64", TensorNode::Empty({16, 5}, DataType::Float64())}};
+  const std::string program = R"(
+def @main(%x: Tensor[(?, 5), float32], %w: Tensor[(16, 5), float32],
+          %x64: Tensor[(2, 5), float64]) {
+  (nn.dense(%x, %w), nn.dense(%x, meta[relay.Constant][w24]),
+   nn.dense(%x64, meta[relay.Constant][w64]), nn.dense(%x, meta[relay.Constant][w16]))
+})";
+  const ir::IRModule module = ParseTyped(program, &params);
+  const text::ParamMap expected_params{{"w24", params.at("w24")},
+                                       {"w64", params.at("w64")},
+                                       {"w16.packed", PackedByHand(params.at("w16"))}};
+  // A parameter weight, 24 units (not whole blocks of 16), float64: never.
+  ExpectProgram(PackDenseWeights(module, kAlways),
+                R"(
+def @main(%x: Tensor[(?, 5), float32], %w: Tensor[(16, 5), float32],
+          %x64: Tensor[(2, 5), float64]) {
+  (nn.dense(%x, %w), nn.dense(%x, meta[relay.Constant][w24]),
+   nn.dense(%x64, meta[relay.Constant][w64]), nn.contrib_dense_pack(%x, meta[relay.Constant][w16.packed]))
+})",
+                &expected_params);
+  // The predicate sees the call's types and may refuse.
+  std::vector<std::string> asked;
+  const ir::IRModule refused = PackDenseWeights(
+      module, [&](const ir::TensorTypeNode& data, const ir::TensorTypeNode& weight) {
+        asked.push_back(ir::TypeToString(ir::RefOf(&data)) + " " +
+                        ir::TypeToString(ir::RefOf(&weight)));
+        return false;
+      });
+  EXPECT_THAT(asked, ::testing::ElementsAre("Tensor[(?, 5), float32] Tensor[(16, 5), float32]"));
+  ExpectProgram(refused, program, &params);
+}
+
+// The packed program compiled and run on the VM (the runtime's packed
+// kernel) gives the unpacked program's values, on a length that leaves a
+// partial row tile.
+TEST(PackDenseWeights, PackedProgramRunsOnTheVm) {
+  const text::ParamMap params{{"w", Values({48, 37}, 1)}};
+  const ir::IRModule module = ParseTyped(R"(
+def @main(%x: Tensor[(?, 37), float32]) {
+  tanh(nn.dense(%x, meta[relay.Constant][w]))
+})",
+                                         &params);
+  backend::CompileOptions options;
+  options.kernels = "builtin";
+  const vm::Executable executable = backend::Compile(PackDenseWeights(module, kAlways), options);
+  EXPECT_THAT(vm::KernelTableToString(executable), ::testing::HasSubstr("nn.contrib_dense_pack"));
+  const Tensor x = Values({7, 37}, 4);
+  vm::VirtualMachine machine(executable);
+  const Tensor got = machine.Invoke("main", {x}).as<TensorNode>();
+  const Tensor want = eval::Evaluate(module, "main", {x}).as<TensorNode>();
+  ASSERT_EQ(got->shape(), want->shape());
+  for (int64_t i = 0; i < want->numel(); ++i) {
+    EXPECT_NEAR(got->GetAsDouble(i), want->GetAsDouble(i), 1e-6) << "element " << i;
+  }
+}
+
+}  // namespace
+}  // namespace nimble::transform
