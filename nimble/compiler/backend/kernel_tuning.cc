@@ -140,24 +140,34 @@ bool IsHostTarget(const std::string& target) {
 #endif
 }
 
-// Seconds per call of `run`: the least over five batches of at least 2 ms,
-// after a first call that pays any set-up (oneDNN creates its primitive).
-double SecondsPerCall(const std::function<void()>& run) {
+// Seconds per call of each of `runs`: the least over five rounds, each round
+// timing every run once in turn (a batch of calls sized to at least 2 ms,
+// after a first call that pays any set-up: oneDNN creates its primitive).
+// Taking turns spreads a burst of load from other tenants of a shared host
+// over all the candidates instead of charging it to whichever ran then.
+std::vector<double> InterleavedSecondsPerCall(const std::vector<std::function<void()>>& runs) {
   using Clock = std::chrono::steady_clock;
-  run();
-  const auto batch = [&](int calls) {
+  const auto batch = [](const std::function<void()>& run, int calls) {
     const Clock::time_point start = Clock::now();
     for (int i = 0; i < calls; ++i) run();
     return std::chrono::duration<double>(Clock::now() - start).count();
   };
-  int calls = 1;
-  double seconds = batch(calls);
-  while (seconds < 2e-3 && calls < (1 << 16)) {
-    calls *= 2;
-    seconds = batch(calls);
+  std::vector<int> calls(runs.size(), 1);
+  std::vector<double> best(runs.size());
+  for (size_t r = 0; r < runs.size(); ++r) {
+    runs[r]();
+    double seconds = batch(runs[r], calls[r]);
+    while (seconds < 2e-3 && calls[r] < (1 << 16)) {
+      calls[r] *= 2;
+      seconds = batch(runs[r], calls[r]);
+    }
+    best[r] = seconds / calls[r];
   }
-  double best = seconds / calls;
-  for (int repeat = 1; repeat < 5; ++repeat) best = std::min(best, batch(calls) / calls);
+  for (int round = 1; round < 5; ++round) {
+    for (size_t r = 0; r < runs.size(); ++r) {
+      best[r] = std::min(best[r], batch(runs[r], calls[r]) / calls[r]);
+    }
+  }
   return best;
 }
 
@@ -271,27 +281,28 @@ class SiteMeasurer {
   SiteMeasurer(const ir::IRModule& module, const CompileOptions& options)
       : module_(module), options_(options) {}
 
-  // Seconds per call of `kernel` on `site` and the pool work after it;
-  // infinity when it cannot run there.
-  double Measure(const MatMulSite& site, const std::string& kernel) {
-    std::vector<Tensor> tensors;
-    for (const Shape& shape : site.inputs) tensors.push_back(Filled(shape));
-    tensors.push_back(Filled(site.output));
-    std::vector<DLTensor> views;
-    for (const Tensor& tensor : tensors) views.push_back(AsDLTensor(tensor));
-    std::vector<DLTensor*> args;
-    for (DLTensor& view : views) args.push_back(&view);
+  // A call of `kernel` on `site` followed by the pool work, on tensors of
+  // the site's shapes; null when it cannot run there (not in this build,
+  // as oneDNN may not be, or not for these shapes).
+  std::function<void()> Prepare(const MatMulSite& site, const std::string& kernel) {
+    auto tensors = std::make_shared<std::vector<Tensor>>();
+    for (const Shape& shape : site.inputs) tensors->push_back(Filled(shape));
+    tensors->push_back(Filled(site.output));
+    auto views = std::make_shared<std::vector<DLTensor>>();
+    for (const Tensor& tensor : *tensors) views->push_back(AsDLTensor(tensor));
+    auto args = std::make_shared<std::vector<DLTensor*>>();
+    for (DLTensor& view : *views) args->push_back(&view);
     try {
       const vm::Kernel bound = kernel == kGeneratedKernel
                                    ? GeneratedKernel(site)
                                    : vm::KernelRegistry::Global().Bind(kernel, site.attrs);
-      return SecondsPerCall([&] {
-        bound(args.data(), static_cast<int32_t>(args.size()));
+      bound(args->data(), static_cast<int32_t>(args->size()));
+      return [this, bound, tensors, views, args] {
+        bound(args->data(), static_cast<int32_t>(args->size()));
         pool_work_();
-      });
+      };
     } catch (const Error&) {
-      // Not in this build (oneDNN), or not for these shapes: not a candidate.
-      return std::numeric_limits<double>::infinity();
+      return nullptr;
     }
   }
 
@@ -361,15 +372,18 @@ class ProcessMeasurements {
 // (the LSTM-2 projection, once per sentence: 1.1 ms in place against 0.18 ms
 // for the built-in kernel, though it measured faster). So under auto only
 // static sites weigh them; "library" keeps OpenBLAS at `?` sites.
-std::vector<std::string> Candidates(const MatMulSite& site, const std::string& choice) {
-  std::vector<std::string> candidates;
+// A kernel to time on a site.
+using Candidate = std::pair<const MatMulSite*, std::string>;
+
+std::vector<Candidate> Candidates(const MatMulSite& site, const std::string& choice) {
+  std::vector<Candidate> candidates;
   if (choice == "auto") {
-    if (NIMBLE_HAVE_CODEGEN) candidates.push_back(kGeneratedKernel);
-    candidates.push_back(site.op);
+    if (NIMBLE_HAVE_CODEGEN) candidates.emplace_back(&site, kGeneratedKernel);
+    candidates.emplace_back(&site, site.op);
     if (site.dynamic) return candidates;
   }
-  if (!site.dynamic) candidates.push_back(site.op + ".dnnl");
-  candidates.push_back(site.op + ".openblas");
+  if (!site.dynamic) candidates.emplace_back(&site, site.op + ".dnnl");
+  candidates.emplace_back(&site, site.op + ".openblas");
   return candidates;
 }
 
@@ -389,30 +403,49 @@ class SiteTimer {
         host_(HostKey()),
         threads_(ThreadPool::Global().num_threads()) {}
 
-  Choice Fastest(const MatMulSite& site, const std::vector<std::string>& candidates) {
-    const std::string attrs = AttrsText(site.attrs);
-    const std::string shapes = ShapesText(site.inputs);
-    Choice best;
-    for (const std::string& kernel : candidates) {
-      // A generated kernel is measured per template configuration.
-      const std::string key = kernel == kGeneratedKernel
-                                  ? site.op + ".generated " + te::MatMulKnobsText(matmul_)
-                                  : kernel;
-      const std::string process_key =
-          std::to_string(threads_) + "|" + key + "|" + attrs + "|" + shapes;
-      std::optional<double> seconds = database_.Find(host_, threads_, key, attrs, shapes);
-      if (!seconds) {
-        seconds = ProcessMeasurements::Get().Find(process_key);
-        if (!seconds) seconds = measurer_.Measure(site, kernel);
-        database_.Record(host_, threads_, key, attrs, shapes, *seconds);
+  // The fastest of `candidates`, each a kernel on a site. Those without a
+  // recorded time are measured together, taking turns.
+  Choice Fastest(const std::vector<Candidate>& candidates) {
+    std::vector<std::optional<double>> seconds;
+    std::vector<size_t> unmeasured;
+    std::vector<std::function<void()>> runs;
+    for (const auto& [site, kernel] : candidates) {
+      seconds.push_back(database_.Find(host_, threads_, Key(*site, kernel), AttrsText(site->attrs),
+                                       ShapesText(site->inputs)));
+      if (!seconds.back())
+        seconds.back() = ProcessMeasurements::Get().Find(ProcessKey(*site, kernel));
+      if (seconds.back()) continue;
+      if (std::function<void()> run = measurer_.Prepare(*site, kernel)) {
+        unmeasured.push_back(seconds.size() - 1);
+        runs.push_back(std::move(run));
+      } else {
+        seconds.back() = std::numeric_limits<double>::infinity();
       }
-      ProcessMeasurements::Get().Record(process_key, *seconds);
-      if (*seconds < best.seconds) best = {kernel, *seconds};
+    }
+    const std::vector<double> measured = InterleavedSecondsPerCall(runs);
+    for (size_t i = 0; i < unmeasured.size(); ++i) seconds[unmeasured[i]] = measured[i];
+    Choice best;
+    for (size_t c = 0; c < candidates.size(); ++c) {
+      const auto& [site, kernel] = candidates[c];
+      database_.Record(host_, threads_, Key(*site, kernel), AttrsText(site->attrs),
+                       ShapesText(site->inputs), *seconds[c]);
+      ProcessMeasurements::Get().Record(ProcessKey(*site, kernel), *seconds[c]);
+      if (*seconds[c] < best.seconds) best = {kernel, *seconds[c]};
     }
     return best;
   }
 
  private:
+  // A generated kernel is measured per template configuration.
+  std::string Key(const MatMulSite& site, const std::string& kernel) const {
+    return kernel == kGeneratedKernel ? site.op + ".generated " + te::MatMulKnobsText(matmul_)
+                                      : kernel;
+  }
+  std::string ProcessKey(const MatMulSite& site, const std::string& kernel) const {
+    return std::to_string(threads_) + "|" + Key(site, kernel) + "|" + AttrsText(site.attrs) + "|" +
+           ShapesText(site.inputs);
+  }
+
   TuningDatabase database_;
   SiteMeasurer measurer_;
   te::MatMulKnobs matmul_;
@@ -435,7 +468,7 @@ KernelChoices ChooseMatMulKernels(const ir::IRModule& module, const CompileOptio
   if (collector.sites.empty()) return choices;
   SiteTimer timer(module, options);
   for (const MatMulSite& site : collector.sites) {
-    const Choice best = timer.Fastest(site, Candidates(site, options.kernels));
+    const Choice best = timer.Fastest(Candidates(site, options.kernels));
     if (!best.kernel.empty()) choices.emplace(site.primitive, best.kernel);
   }
   return choices;
@@ -477,9 +510,9 @@ bool PackingDenseWins(const ir::TensorTypeNode& data, const ir::TensorTypeNode& 
   packed.attrs.Set("out_dtype", std::monostate{});
   packed.inputs[1] = {plain.inputs[1][0] / transform::kDensePackBlock, plain.inputs[1][1],
                       transform::kDensePackBlock};
-  SiteTimer timer(module, options);
-  const Choice unpacked = timer.Fastest(plain, Candidates(plain, options.kernels));
-  return timer.Fastest(packed, {packed.op}).seconds < unpacked.seconds;
+  std::vector<Candidate> candidates = Candidates(plain, options.kernels);
+  candidates.emplace_back(&packed, packed.op);
+  return SiteTimer(module, options).Fastest(candidates).kernel == packed.op;
 }
 
 std::string DefaultTuningDatabase() {

@@ -9,12 +9,16 @@
 // A shape class is the primitive's input shapes with each `?` dimension
 // measured at kDynamicExtent. Under auto the libraries compete only where
 // there is no `?`: oneDNN builds a primitive per shape and OpenBLAS wakes its
-// threads, costs that one length measured back to back does not show. Each candidate is timed with
-// the same short parallel work on the runtime's thread pool after each call, so that a library
-// whose threads spin on after a call pays for slowing it. Measurements go to a SQLite tuning
-// database, keyed by host (CPU model), threads, kernel, attributes and shape class, and later
-// compiles read them instead of measuring again. Only a compile for the host's own target measures;
-// a cross compile (--target arm on x86) keeps the built-in kernels.
+// threads, costs that one length measured back to back does not show. Each
+// candidate is timed with the same short parallel work on the runtime's
+// thread pool after each call, so that a library whose threads spin on after
+// a call pays for slowing it; a site's candidates take turns, five rounds of
+// one batch each, so that a burst of load from another tenant of a shared
+// host falls on all of them. Measurements go to a SQLite tuning database,
+// keyed by host (CPU model), threads, kernel, attributes and shape class, and
+// later compiles read them instead of measuring again. Only a compile for
+// the host's own target measures; a cross compile (--target arm on x86)
+// keeps the built-in kernels.
 #pragma once
 
 #include <string>
