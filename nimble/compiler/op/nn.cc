@@ -120,12 +120,16 @@ bool DenseRelation(const std::vector<ir::Type>& types, const ir::Attrs& attrs,
   return true;
 }
 
-// out[..., u] = sum_l data[..., l] * weight[u, l], summed in double.
-void DenseKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs, const ir::Attrs&) {
+// out[..., u] = sum_l data[..., l] * weight[weight_index(u, l)], summed in
+// double: nn.dense's and nn.contrib_dense_pack's reference, which differ only
+// in where column u of the weight lives.
+template <typename WeightIndex>
+void DenseReference(std::span<const Tensor> inputs, std::span<Tensor> outputs,
+                    const WeightIndex& weight_index) {
   const Tensor& data = inputs[0];
   const Tensor& weight = inputs[1];
   const Tensor& out = outputs[0];
-  const int64_t k = weight->shape()[1];
+  const int64_t k = data->shape().back();
   DispatchFloat(data->dtype(), [&](auto in_tag) {
     using T = decltype(in_tag);
     DispatchFloat(out->dtype(), [&](auto out_tag) {
@@ -135,12 +139,18 @@ void DenseKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs, cons
         double sum = 0;
         for (int64_t l = 0; l < k; ++l) {
           data_index.back() = l;
-          sum += ElementAt<T>(data, data_index) *
-                 ElementAt<T>(weight, std::array<int64_t, 2>{index.back(), l});
+          sum +=
+              ElementAt<T>(data, data_index) * ElementAt<T>(weight, weight_index(index.back(), l));
         }
         out->data<Out>()[BroadcastOffset(out->shape(), index)] = ConvertElement<Out>(sum);
       });
     });
+  });
+}
+
+void DenseKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs, const ir::Attrs&) {
+  DenseReference(inputs, outputs, [](int64_t unit, int64_t l) {
+    return std::array<int64_t, 2>{unit, l};
   });
 }
 
@@ -169,30 +179,12 @@ bool PackedDenseRelation(const std::vector<ir::Type>& types, const ir::Attrs& at
   return true;
 }
 
-// out[..., u] = sum_l data[..., l] * weight[u / b, l, u % b], summed in double.
+// Column u of a packed weight is weight[u / b, :, u % b].
 void PackedDenseKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs,
                        const ir::Attrs&) {
-  const Tensor& data = inputs[0];
-  const Tensor& weight = inputs[1];
-  const Tensor& out = outputs[0];
-  const int64_t k = weight->shape()[1];
-  const int64_t block = weight->shape()[2];
-  DispatchFloat(data->dtype(), [&](auto in_tag) {
-    using T = decltype(in_tag);
-    DispatchFloat(out->dtype(), [&](auto out_tag) {
-      using Out = decltype(out_tag);
-      ForEachIndex(out->shape(), [&](std::span<const int64_t> index) {
-        std::vector<int64_t> data_index(index.begin(), index.end());
-        const int64_t unit = index.back();
-        double sum = 0;
-        for (int64_t l = 0; l < k; ++l) {
-          data_index.back() = l;
-          sum += ElementAt<T>(data, data_index) *
-                 ElementAt<T>(weight, std::array<int64_t, 3>{unit / block, l, unit % block});
-        }
-        out->data<Out>()[BroadcastOffset(out->shape(), index)] = ConvertElement<Out>(sum);
-      });
-    });
+  const int64_t block = inputs[1]->shape()[2];
+  DenseReference(inputs, outputs, [block](int64_t unit, int64_t l) {
+    return std::array<int64_t, 3>{unit / block, l, unit % block};
   });
 }
 

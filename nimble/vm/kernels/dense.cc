@@ -763,64 +763,76 @@ struct DenseState {
   std::optional<int64_t> units;
 };
 
+// The arguments of nn.dense or nn.contrib_dense_pack, checked: data of rank
+// >= 1, the weight as `weight_dims` reads it (returning its reduction and
+// unit counts, or throwing), and out of data's leading shape by the units.
+struct DenseCall {
+  MatrixArg data, weight, out;
+  int64_t m, k, units;
+};
+
+template <typename WeightDims>
+DenseCall CheckDenseCall(const std::string& op, DLTensor* const* args, int32_t num_args,
+                         const WeightDims& weight_dims) {
+  CheckArgCount(op, num_args);
+  DenseCall call{CheckArg(args[0], op, "data"),
+                 CheckArg(args[1], op, "weight"),
+                 CheckArg(args[2], op, "out"),
+                 0,
+                 0,
+                 0};
+  const auto inputs = [&] {
+    return "data " + ShapeOf(call.data) + " and weight " + ShapeOf(call.weight);
+  };
+  if (call.data.shape.empty()) throw Error(op + ": data must have rank >= 1, got shape ()");
+  const auto [weight_k, units] = weight_dims(call.weight);
+  call.k = call.data.shape.back();
+  if (weight_k != call.k) {
+    throw Error(op + ": " + inputs() + " disagree on the reduction dimension (" +
+                std::to_string(call.k) + " vs " + std::to_string(weight_k) + ")");
+  }
+  call.units = units;
+  Shape expected(call.data.shape.begin(), call.data.shape.end() - 1);
+  expected.push_back(units);
+  CheckOutShape(op, call.out, expected, inputs);
+  call.m = ShapeNumel(call.data.shape.first(call.data.shape.size() - 1));
+  return call;
+}
+
 int DenseKernel(void* state, DLTensor* const* args, int32_t num_args) {
   return Guarded([&] {
     const std::string op = "nn.dense";
     const auto& dense = *static_cast<const DenseState*>(state);
-    CheckArgCount(op, num_args);
-    const MatrixArg data = CheckArg(args[0], op, "data");
-    const MatrixArg weight = CheckArg(args[1], op, "weight");
-    const MatrixArg out = CheckArg(args[2], op, "out");
-    const auto inputs = [&] { return "data " + ShapeOf(data) + " and weight " + ShapeOf(weight); };
-    if (data.shape.empty()) throw Error(op + ": data must have rank >= 1, got shape ()");
-    if (weight.shape.size() != 2) throw Error(op + ": weight must be 2-D, got " + ShapeOf(weight));
-    const int64_t k = data.shape.back();
-    if (weight.shape[1] != k) {
-      throw Error(op + ": " + inputs() + " disagree on the reduction dimension (" +
-                  std::to_string(k) + " vs " + std::to_string(weight.shape[1]) + ")");
-    }
-    const int64_t units = weight.shape[0];
-    if (dense.units && *dense.units != units) {
-      throw Error(op + ": units=" + std::to_string(*dense.units) + " but weight has shape " +
-                  ShapeOf(weight));
-    }
-    Shape expected(data.shape.begin(), data.shape.end() - 1);
-    expected.push_back(units);
-    CheckOutShape(op, out, expected, inputs);
-    const MatMulProblem problem{
-        .m = ShapeNumel(data.shape.first(data.shape.size() - 1)), .n = units, .k = k};
-    RunMatMul(dense.impl, problem, data.data, weight.data, out.data);
+    const DenseCall call = CheckDenseCall(op, args, num_args, [&](const MatrixArg& weight) {
+      if (weight.shape.size() != 2) {
+        throw Error(op + ": weight must be 2-D, got " + ShapeOf(weight));
+      }
+      if (dense.units && *dense.units != weight.shape[0]) {
+        throw Error(op + ": units=" + std::to_string(*dense.units) + " but weight has shape " +
+                    ShapeOf(weight));
+      }
+      return std::pair(weight.shape[1], weight.shape[0]);
+    });
+    const MatMulProblem problem{.m = call.m, .n = call.units, .k = call.k};
+    RunMatMul(dense.impl, problem, call.data.data, call.weight.data, call.out.data);
   });
 }
 
 int PackedDenseKernel(void*, DLTensor* const* args, int32_t num_args) {
   return Guarded([&] {
     const std::string op = "nn.contrib_dense_pack";
-    CheckArgCount(op, num_args);
-    const MatrixArg data = CheckArg(args[0], op, "data");
-    const MatrixArg weight = CheckArg(args[1], op, "weight");
-    const MatrixArg out = CheckArg(args[2], op, "out");
-    const auto inputs = [&] { return "data " + ShapeOf(data) + " and weight " + ShapeOf(weight); };
-    if (data.shape.empty()) throw Error(op + ": data must have rank >= 1, got shape ()");
-    if (weight.shape.size() != 3 || weight.shape[2] != kPackedBlock) {
-      throw Error(op + ": weight must be packed as [units / 16, k, 16], got " + ShapeOf(weight));
-    }
-    const int64_t k = data.shape.back();
-    if (weight.shape[1] != k) {
-      throw Error(op + ": " + inputs() + " disagree on the reduction dimension (" +
-                  std::to_string(k) + " vs " + std::to_string(weight.shape[1]) + ")");
-    }
-    const int64_t units = weight.shape[0] * kPackedBlock;
-    Shape expected(data.shape.begin(), data.shape.end() - 1);
-    expected.push_back(units);
-    CheckOutShape(op, out, expected, inputs);
-    const int64_t m = ShapeNumel(data.shape.first(data.shape.size() - 1));
-    if (m == 0 || units == 0) return;
-    if (k == 0) {
-      std::fill_n(out.data, m * units, 0.0f);
+    const DenseCall call = CheckDenseCall(op, args, num_args, [&](const MatrixArg& weight) {
+      if (weight.shape.size() != 3 || weight.shape[2] != kPackedBlock) {
+        throw Error(op + ": weight must be packed as [units / 16, k, 16], got " + ShapeOf(weight));
+      }
+      return std::pair(weight.shape[1], weight.shape[0] * kPackedBlock);
+    });
+    if (call.m == 0 || call.units == 0) return;
+    if (call.k == 0) {
+      std::fill_n(call.out.data, call.m * call.units, 0.0f);
       return;
     }
-    PackedMatMul(data.data, weight.data, out.data, m, units, k);
+    PackedMatMul(call.data.data, call.weight.data, call.out.data, call.m, call.units, call.k);
   });
 }
 
