@@ -496,7 +496,10 @@ bool PackingDenseWins(const ir::TensorTypeNode& data, const ir::TensorTypeNode& 
                              op::NormalizeAttrs(*op::OpRegistry::Global().Find("nn.dense"), {})),
           nullptr, std::vector<ir::TypeVar>{}));
   typing::InferTypes(module);
-  module = RunPasses(module, options);
+  // Its own @main is its only entry, whichever functions the program keeps.
+  CompileOptions site_options = options;
+  site_options.entry_functions.clear();
+  module = RunPasses(module, site_options);
   PrimitiveCollector collector;
   for (const ir::IRModuleNode::Definition& definition : module->functions()) {
     collector.VisitExpr(definition.function);

@@ -238,6 +238,22 @@ def @main(%x: Tensor[(?, 8), float32]) {
   SetSeconds(database_, 1.0);
   SetSeconds(database_, 1e-9, "nn.contrib_dense_pack");
   EXPECT_THAT(lowered_ops(options), HasSubstr("nn.contrib_dense_pack"));
+  // Measuring a site compiles it on its own, whatever entry functions the
+  // program's compile keeps.
+  ir::IRModule library = text::ParseModule(R"(#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 8), float32]) {
+  nn.dense(%x, meta[relay.Constant][w])
+}
+def @other(%x: Tensor[(?, 8), float32]) {
+  tanh(@main(%x))
+}
+)",
+                                           "test.relay", &params);
+  typing::InferTypes(library);
+  CompileOptions only_other = options;
+  only_other.entry_functions = {"other"};
+  EXPECT_THAT(vm::KernelTableToString(Compile(library, only_other)),
+              HasSubstr("nn.contrib_dense_pack"));
   // A forced kernel choice and a cross compile keep the plain layout.
   EXPECT_THAT(lowered_ops(Options("builtin")), testing::Not(HasSubstr("nn.contrib_dense_pack")));
   CompileOptions arm = options;
