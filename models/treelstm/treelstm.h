@@ -14,10 +14,10 @@
 // where row k of %children is node k's (left, right) row numbers, or (-1, j)
 // for a leaf carrying row j of %leaves, and the last row is the root.
 //
-// A leaf computes i, o, u from its word
-// vector (c = σ(i)·tanh(u), h = σ(o)·tanh(c)), for all leaves in one matrix
-// product before the recursion, since no leaf depends on another; a node computes i, f_l, f_r,
-// o, u from [h_l, h_r] (c = σ(i)·tanh(u) + σ(f_l)·c_l + σ(f_r)·c_r). Weights
+// A leaf computes i, o, u from its word vector (c = σ(i)·tanh(u),
+// h = σ(o)·tanh(c)), all leaves in one matrix product before the recursion,
+// since no leaf depends on another; a node computes i, f_l, f_r, o, u from
+// [h_l, h_r] (c = σ(i)·tanh(u) + σ(f_l)·c_l + σ(f_r)·c_r). Weights
 // are named as the peer's BinaryTreeLSTMCell state_dict
 // (../shared/peers/torch_models.py): leaf.weight (3H, I), leaf.bias (3H),
 // node.weight (5H, 2H), node.bias (5H).

@@ -343,8 +343,9 @@ TEST_F(NimbleCli, DumpIrAfterAPass) {
                               HasSubstr("memory.alloc_storage(")));
   Outcome unknown = Nimble({"dump", Example("dynamic_concat.relay"), "--ir-after", "nope"});
   EXPECT_EQ(unknown.status, 1);
-  EXPECT_THAT(unknown.err,
-              HasSubstr("unknown pass 'nope' (passes: fold-constant, pack-dense-weights, eta-expand, anf"));
+  EXPECT_THAT(
+      unknown.err,
+      HasSubstr("unknown pass 'nope' (passes: fold-constant, pack-dense-weights, eta-expand, anf"));
 }
 
 // --kernels and --no-fusion choose the kernels a program compiles to, which

@@ -85,7 +85,7 @@ TEST(TreeLstm, WeightsAreNamedAsThePeerCell) {
   EXPECT_THAT(ErrorOf([&] { BuildTreeLstm(zero); }), HasSubstr("input 0"));
 }
 
-TEST(TreeLstm, TreeArgumentFollowsTheTree) {
+TEST(TreeLstm, TreeArgumentsFollowTheTree) {
   const ir::IRModule module = BuildTreeLstm(Small()).Module();
   const Tensor leaves = LeafVectors(Pair(), 8, 1);
   const std::vector<Ref<Object>> args = TreeArguments(module, Pair(), leaves);

@@ -141,8 +141,9 @@ bool IsHostTarget(const std::string& target) {
 }
 
 // Seconds per call of each of `runs`: the least over five rounds, each round
-// timing every run once in turn (a batch of calls sized to at least 2 ms,
-// after a first call that pays any set-up: oneDNN creates its primitive).
+// timing every run once in turn (a batch of calls sized to at least 2 ms; the
+// caller has made a first call, which paid any set-up: oneDNN creates its
+// primitive).
 // Taking turns spreads a burst of load from other tenants of a shared host
 // over all the candidates instead of charging it to whichever ran then.
 std::vector<double> InterleavedSecondsPerCall(const std::vector<std::function<void()>>& runs) {
@@ -155,7 +156,6 @@ std::vector<double> InterleavedSecondsPerCall(const std::vector<std::function<vo
   std::vector<int> calls(runs.size(), 1);
   std::vector<double> best(runs.size());
   for (size_t r = 0; r < runs.size(); ++r) {
-    runs[r]();
     double seconds = batch(runs[r], calls[r]);
     while (seconds < 2e-3 && calls[r] < (1 << 16)) {
       calls[r] *= 2;
@@ -282,8 +282,9 @@ class SiteMeasurer {
       : module_(module), options_(options) {}
 
   // A call of `kernel` on `site` followed by the pool work, on tensors of
-  // the site's shapes; null when it cannot run there (not in this build,
-  // as oneDNN may not be, or not for these shapes).
+  // the site's shapes, after one first call here that pays any set-up; null
+  // when it cannot run there (not in this build, as oneDNN may not be, or
+  // not for these shapes).
   std::function<void()> Prepare(const MatMulSite& site, const std::string& kernel) {
     auto tensors = std::make_shared<std::vector<Tensor>>();
     for (const Shape& shape : site.inputs) tensors->push_back(Filled(shape));

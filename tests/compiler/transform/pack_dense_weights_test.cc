@@ -97,7 +97,8 @@ def @main(%x: Tensor[(?, 5), float32], %w: Tensor[(16, 5), float32],
 def @main(%x: Tensor[(?, 5), float32], %w: Tensor[(16, 5), float32],
           %x64: Tensor[(2, 5), float64]) {
   (nn.dense(%x, %w), nn.dense(%x, meta[relay.Constant][w24]),
-   nn.dense(%x64, meta[relay.Constant][w64]), nn.contrib_dense_pack(%x, meta[relay.Constant][w16.packed]))
+   nn.dense(%x64, meta[relay.Constant][w64]),
+   nn.contrib_dense_pack(%x, meta[relay.Constant][w16.packed]))
 })",
                 &expected_params);
   // The predicate sees the call's types and may refuse.
