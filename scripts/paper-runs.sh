@@ -8,7 +8,8 @@
 #     each in ROUNDS rounds of Nimble, PyTorch's variants and (where python3
 #     imports onnxruntime) ONNX Runtime, one job after another, so that each
 #     peer's ratio to Nimble can be taken pair by pair; BERT also at static
-#     length 128 (Table 4).
+#     length 128 (Table 4); last, BERT's dense shapes static vs symbolic
+#     (`microbench dispatch`, Figure 3).
 # The arm agent runs alone first: on a small host it would steal the timed
 # runs' cores.
 #
@@ -105,6 +106,7 @@ for _ in $(seq "$rounds"); do
 done
 model_options bert
 submit "${options[@]}" --static-seq-len 128 --target intel --threads "$threads"
+submit --kind microbench --suite dispatch --target intel --threads "$threads"
 "$bench" agents stop "${fleet[@]}" >&2
 
 "$bench" report --db "$db" --out "$out"

@@ -20,7 +20,7 @@ std::vector<std::string> WithEmulator(const JobContext& context, std::vector<std
 std::string BenchmarkBinary(const protocol::JobSpec& spec, const JobContext& context) {
   const std::string suite = spec.options.value("suite", "kernels");
   if (suite != "kernels" && suite != "vm") {
-    throw Error("microbench suite '" + suite + "' (kernels or vm)");
+    throw Error("microbench suite '" + suite + "' (kernels, vm or dispatch)");
   }
   return context.bench_dir + "/nimble_bench_" + suite;
 }
@@ -56,10 +56,11 @@ protocol::Json MicrobenchRecord(const protocol::JobSpec& spec, const std::string
   return {{"run", bench::ToJson(record)}};
 }
 
-// `nimble-bench COMMAND` with the job's forwarded run options.
+// `nimble-bench COMMAND...` with the job's forwarded options.
 std::vector<std::string> BenchCommand(const protocol::JobSpec& spec, const JobContext& context,
-                                      const std::string& command) {
-  std::vector<std::string> argv = {context.nimble_bench, command};
+                                      const std::vector<std::string>& command) {
+  std::vector<std::string> argv = {context.nimble_bench};
+  argv.insert(argv.end(), command.begin(), command.end());
   for (const protocol::Json& arg : spec.options.value("args", protocol::Json::array())) {
     if (!arg.is_string()) throw Error(spec.kind + " job: 'args' must be strings");
     argv.push_back(arg.get<std::string>());
@@ -81,7 +82,7 @@ std::string Required(const protocol::JobSpec& spec, const std::string& name) {
 JobCommand CommandFor(const protocol::JobSpec& spec, const JobContext& context) {
   const double timeout = spec.timeout_s;
   if (spec.kind == "run") {
-    std::vector<std::string> argv = BenchCommand(spec, context, "run");
+    std::vector<std::string> argv = BenchCommand(spec, context, {"run"});
     argv.insert(argv.end(), {"--target", spec.target, "--record-json"});
     if (context.agent.host.emulated) argv.push_back("--emulate");
     return {WithEmulator(context, argv), timeout > 0 ? timeout : kRunTimeout};
@@ -89,12 +90,19 @@ JobCommand CommandFor(const protocol::JobSpec& spec, const JobContext& context) 
   if (spec.kind == "baseline") {
     // A peer's time under an emulator would be the emulator's.
     if (context.agent.host.emulated) throw Error("baseline job: this agent is emulated");
-    std::vector<std::string> argv = BenchCommand(spec, context, "baseline");
+    std::vector<std::string> argv = BenchCommand(spec, context, {"baseline"});
     argv.insert(argv.end(), {"--framework", Required(spec, "framework"), "--variant",
                              Required(spec, "variant"), "--target", spec.target, "--record-json"});
     if (spec.options.contains("python"))
       argv.insert(argv.end(), {"--python", Required(spec, "python")});
     return {argv, timeout > 0 ? timeout : kRunTimeout};
+  }
+  if (spec.kind == "microbench" && spec.options.value("suite", "") == "dispatch") {
+    // Timings under an emulator would be the emulator's.
+    if (context.agent.host.emulated) throw Error("microbench dispatch job: this agent is emulated");
+    std::vector<std::string> argv = BenchCommand(spec, context, {"microbench", "dispatch"});
+    argv.insert(argv.end(), {"--target", spec.target, "--record-json"});
+    return {argv, timeout > 0 ? timeout : kMicrobenchTimeout};
   }
   if (spec.kind == "microbench") {
     std::vector<std::string> argv = {BenchmarkBinary(spec, context), "--benchmark_format=json"};
@@ -117,7 +125,8 @@ JobCommand CommandFor(const protocol::JobSpec& spec, const JobContext& context) 
 protocol::Json ResultOf(const protocol::JobSpec& spec, const std::string& output,
                         const JobContext& context) {
   try {
-    if (spec.kind == "run" || spec.kind == "baseline") {
+    if (spec.kind == "run" || spec.kind == "baseline" ||
+        (spec.kind == "microbench" && spec.options.value("suite", "") == "dispatch")) {
       // Checked here so a malformed record fails the attempt on the agent.
       return {{"run", bench::ToJson(bench::RunRecordFromJson(protocol::Json::parse(output)))}};
     }

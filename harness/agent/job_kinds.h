@@ -5,7 +5,10 @@
 //   run        `nimble-bench run ARGS --target T --record-json`: a run record
 //   baseline   `nimble-bench baseline ARGS --framework F --variant V --target T
 //              --record-json`: the run record of one peer variant (never emulated)
-//   microbench a Google Benchmark binary (kernels or vm) with --benchmark_format=json
+//   microbench a Google Benchmark binary (suite kernels or vm) with
+//              --benchmark_format=json, each benchmark a figure; suite dispatch:
+//              `nimble-bench microbench dispatch ARGS --target T --record-json`
+//              (never emulated)
 //   probe      `nimble-bench probe`: the host as this agent's child sees it
 #pragma once
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "harness/bench/statistics.h"
 #include "nimble/compiler/backend/pipeline.h"
 #include "nimble/compiler/transform/allocation_stats.h"
 #include "nimble/vm/allocator.h"
@@ -35,12 +36,6 @@ constexpr size_t kProfiledSamples = 50;
 
 double Microseconds(Clock::duration duration) {
   return std::chrono::duration<double, std::micro>(duration).count();
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 // The value below which `fraction` of the sorted `values` lie (nearest rank).

@@ -41,6 +41,10 @@ InstructionCount CountInstructions(
   agent::ChildOptions options;
   options.timeout_s = kTimeoutS;
   options.environment = environment;
+  // glibc's malloc debugging (meson's test runner sets MALLOC_PERTURB_) fills
+  // every allocation and free with a byte: instructions that are the
+  // environment's, not the program's. Perturbation 0 turns it off.
+  options.environment.emplace_back("MALLOC_PERTURB_", "0");
   const agent::ChildResult result = agent::RunChild(command, options);
   if (result.outcome == agent::ChildResult::Outcome::kStartFailed) {
     throw Error("counting instructions needs Valgrind (apt install valgrind): " +

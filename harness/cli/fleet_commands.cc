@@ -173,6 +173,11 @@ struct SubmitCommand {
   std::string suite = "kernels";
   std::string filter;
   double min_time = 0;
+  // microbench dispatch: what the agent measures (empty or 0: its defaults).
+  std::vector<std::string> shapes;
+  std::vector<std::string> lengths;
+  std::vector<std::string> degrees;
+  int rounds = 0;
   BaselineCommand baseline;
   int count = 1;
   int max_failures = 3;
@@ -202,8 +207,26 @@ int RunSubmit(const SubmitCommand& command, const CLI::App* cli) {
   }
   if (command.kind == "microbench") {
     spec.options = {{"suite", command.suite}};
-    if (!command.filter.empty()) spec.options["filter"] = command.filter;
-    if (command.min_time > 0) spec.options["min_time"] = command.min_time;
+    if (command.suite == "dispatch") {
+      // `nimble-bench microbench dispatch` on the agent, with the options
+      // given here and its defaults (BERT-base's shapes) for the rest.
+      Json args = Json::array();
+      const auto forward = [&](const std::string& option, const std::vector<std::string>& values) {
+        if (values.empty()) return;
+        args.push_back(option);
+        for (const std::string& value : values) args.push_back(value);
+      };
+      forward("--shapes", command.shapes);
+      forward("--lengths", command.lengths);
+      forward("--degrees", command.degrees);
+      if (command.rounds > 0) forward("--rounds", {std::to_string(command.rounds)});
+      if (command.run.threads > 0) forward("--threads", {std::to_string(command.run.threads)});
+      if (command.min_time > 0) forward("--min-time", {std::to_string(command.min_time)});
+      spec.options["args"] = args;
+    } else {
+      if (!command.filter.empty()) spec.options["filter"] = command.filter;
+      if (command.min_time > 0) spec.options["min_time"] = command.min_time;
+    }
   }
   if (command.kind == "baseline") {
     const BaselineCommand& baseline = command.baseline;
@@ -416,10 +439,16 @@ std::vector<std::pair<CLI::App*, CommandRunner>> AddFleetCommands(CLI::App& app)
   AddRunOptions(submit_command, submit->run);
   submit_command->add_flag("--emulate", submit->run.emulate,
                            "Emulated agents may take it (a correctness run, never a latency)");
-  submit_command->add_option("--suite", submit->suite, "microbench: kernels or vm")
-      ->check(CLI::IsMember({"kernels", "vm"}))
+  submit_command
+      ->add_option("--suite", submit->suite,
+                   "microbench: kernels or vm (Google Benchmark), or dispatch (Figure 3)")
+      ->check(CLI::IsMember({"kernels", "vm", "dispatch"}))
       ->capture_default_str();
   submit_command->add_option("--filter", submit->filter, "microbench: --benchmark_filter");
+  submit_command->add_option("--shapes", submit->shapes, "microbench dispatch: INxOUT shapes");
+  submit_command->add_option("--lengths", submit->lengths, "microbench dispatch: row counts");
+  submit_command->add_option("--degrees", submit->degrees, "microbench dispatch: degrees k");
+  submit_command->add_option("--rounds", submit->rounds, "microbench dispatch: rounds");
   submit_command->add_option("--framework", submit->baseline.framework, "baseline: the peer")
       ->check(CLI::IsMember({"pytorch", "onnxruntime"}));
   submit_command->add_option("--variant", submit->baseline.variants,
@@ -427,7 +456,8 @@ std::vector<std::pair<CLI::App*, CommandRunner>> AddFleetCommands(CLI::App& app)
   submit_command->add_option(
       "--python", submit->baseline.python,
       "baseline: the agent's interpreter with the framework (default: found)");
-  submit_command->add_option("--min-time", submit->min_time, "microbench: --benchmark_min_time");
+  submit_command->add_option("--min-time", submit->min_time,
+                             "microbench: --benchmark_min_time (dispatch: --min-time)");
   submit_command->add_option("--count", submit->count, "Copies of the job")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();

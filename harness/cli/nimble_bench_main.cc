@@ -11,6 +11,7 @@
 //   nimble-bench probe
 //   nimble-bench baseline --model M --framework pytorch|onnxruntime [--variant V] [model and data
 //   options] nimble-bench report --db results.db --out DIR [--run-id N... | --commit C | --host H]
+//   nimble-bench microbench dispatch [--target intel|arm] [--db results.db] [--threads N]
 //   nimble-bench gate --baseline results/baseline.db --current results.db [--max-regression 5%]
 //
 // Exit status: 0 on success, 1 on an error (one line on stderr), 2 on bad usage.
@@ -19,6 +20,7 @@
 #include <string>
 
 #include "harness/cli/fleet_commands.h"
+#include "harness/cli/microbench_command.h"
 #include "harness/cli/report_commands.h"
 #include "harness/cli/run_command.h"
 
@@ -74,6 +76,7 @@ int Main(int argc, char** argv) {
                              "Print each run's record as JSON and write no database (agents)");
   std::vector<std::pair<CLI::App*, CommandRunner>> commands = AddFleetCommands(app);
   for (auto& command : AddReportCommands(app)) commands.push_back(std::move(command));
+  for (auto& command : AddMicrobenchCommands(app)) commands.push_back(std::move(command));
 
   try {
     app.parse(argc, argv);

@@ -21,6 +21,7 @@
 #include "harness/bench/run_record.h"
 #include "harness/bench/sqlite_util.h"
 #include "harness/cli/callgrind.h"
+#include "harness/cli/progress_bar.h"
 #include "harness/protocol/auth.h"
 #include "harness/protocol/client.h"
 #include "harness/protocol/messages.h"
@@ -58,28 +59,6 @@ void ApplySizes(RunCommand& command) {
   bench.dataset.count = command.sentences > 0 ? command.sentences : DefaultSentences(bench.model);
 }
 
-// A one-line progress bar on stderr, redrawn in place; only on a terminal.
-class ProgressBar {
- public:
-  explicit ProgressBar(bool enabled) : enabled_(enabled) {}
-  ~ProgressBar() {
-    if (drawn_) std::cerr << "\r\033[K" << std::flush;
-  }
-  void operator()(const std::string& phase, size_t done, size_t total) {
-    if (!enabled_ || total == 0) return;
-    constexpr size_t kWidth = 30;
-    const size_t filled = done * kWidth / total;
-    std::cerr << "\r" << std::left << std::setw(12) << phase << " [" << std::string(filled, '#')
-              << std::string(kWidth - filled, '.') << "] " << done << "/" << total << "\033[K"
-              << std::flush;
-    drawn_ = true;
-  }
-
- private:
-  bool enabled_;
-  bool drawn_ = false;
-};
-
 const Measurement* Find(const std::vector<Measurement>& figures, const std::string& name) {
   for (const Measurement& figure : figures) {
     if (figure.name == name) return &figure;
@@ -97,8 +76,8 @@ long long Count(const std::vector<Measurement>& figures, const std::string& name
   return std::llround(Value(figures, name));
 }
 
-// The build that produces the figures: the commit, marked when passes are
-// disabled (NIMBLE_DISABLE_PASSES), since such a build is not the commit's.
+}  // namespace
+
 std::string BuildIdentity() {
   std::string identity = kBuildCommit;
   const std::vector<std::string> disabled = backend::DisabledPasses();
@@ -107,6 +86,8 @@ std::string BuildIdentity() {
   }
   return identity;
 }
+
+namespace {
 
 // The help group of AddRunOptions' options: the ones a job forwards.
 constexpr const char* kRunOptionsGroup = "Model, data and protocol";

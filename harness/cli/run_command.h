@@ -52,6 +52,10 @@ struct BaselineCommand {
 // instead.
 int RunBaseline(RunCommand command, const BaselineCommand& baseline);
 
+// The build that produces the figures: the commit, marked when passes are
+// disabled (NIMBLE_DISABLE_PASSES), since such a build is not the commit's.
+std::string BuildIdentity();
+
 // The path of this nimble-bench (an agent's jobs and a counted run start it again).
 std::string SelfExecutable();
 

@@ -53,14 +53,17 @@ bool KnownKind(const std::string& kind) {
 
 // Why a run record is not what `agent` may report for `job`: the hardware
 // it names must be the agent's own, as the agent described itself when it
-// joined, the target the job's, and the framework a peer's only for a
-// baseline job.
+// joined, the target the job's, the framework a peer's only for a baseline
+// job, and the kind microbench only for a microbench job.
 std::string WhyNotHonest(const bench::RunRecord& record, const protocol::AgentInfo& agent,
                          const JobView& job) {
   const bench::RunInfo& info = record.info;
   const std::string& target = job.target;
   if ((job.kind == "baseline") != (info.framework != "nimble")) {
     return "the run is of framework " + info.framework + ", the job a " + job.kind + " job";
+  }
+  if ((job.kind == "microbench") != (info.kind == "microbench")) {
+    return "the run is of kind " + info.kind + ", the job a " + job.kind + " job";
   }
   if (info.arch != agent.host.arch || info.emulated != agent.host.emulated) {
     return "the run says it ran on " + info.arch + (info.emulated ? " (emulated)" : "") +

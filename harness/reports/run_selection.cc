@@ -38,14 +38,16 @@ std::string ComparisonKey(const bench::RunInfo& info) {
 
 std::vector<SelectedRun> SelectRuns(const bench::ResultsDb& db, const RunFilter& filter) {
   const std::set<int64_t> wanted(filter.run_ids.begin(), filter.run_ids.end());
+  const std::set<std::string> kinds(filter.kinds.begin(), filter.kinds.end());
   bench::Statement select(db.handle(),
-                          "SELECT id, status, finished_at, commit_id, host FROM runs "
-                          "WHERE kind = 'run' ORDER BY finished_at, id",
+                          "SELECT id, status, finished_at, commit_id, host, kind FROM runs "
+                          "ORDER BY finished_at, id",
                           db.path());
   std::set<int64_t> seen;
   std::vector<std::pair<int64_t, std::string>> finished;
   while (select.Step()) {
     const int64_t id = select.Integer(0);
+    if (!kinds.contains(select.Text(5))) continue;
     if (!wanted.empty() && !wanted.contains(id)) continue;
     seen.insert(id);
     if (select.Text(1) != "done") {
@@ -61,7 +63,9 @@ std::vector<SelectedRun> SelectRuns(const bench::ResultsDb& db, const RunFilter&
   }
   for (int64_t id : wanted) {
     if (!seen.contains(id)) {
-      throw Error(db.path() + ": no run " + std::to_string(id) + " of kind run");
+      std::string names;
+      for (const std::string& kind : kinds) names += (names.empty() ? "" : " or ") + kind;
+      throw Error(db.path() + ": no run " + std::to_string(id) + " of kind " + names);
     }
   }
   // Later rows replace earlier ones of the same key and host.

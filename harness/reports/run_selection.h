@@ -1,5 +1,5 @@
 // Which runs of a results.db a report or a gate reads (docs/reports.md):
-// finished runs of kind `run`, narrowed by the user's filters, then the
+// finished runs of the kinds asked for (a gate: `run`), narrowed by the user's filters, then the
 // latest per comparison key, so a configuration measured ten times on a
 // host shows once, as last measured.
 #pragma once
@@ -13,9 +13,10 @@
 namespace nimble::reports {
 
 struct RunFilter {
-  std::vector<int64_t> run_ids;  // only these runs (empty: all)
-  std::string commit;            // runs of commits starting with this
-  std::string host;              // runs on this host
+  std::vector<std::string> kinds = {"run"};  // runs.kind: run, microbench
+  std::vector<int64_t> run_ids;              // only these runs (empty: all)
+  std::string commit;                        // runs of commits starting with this
+  std::string host;                          // runs on this host
 };
 
 // A recorded run with its id and when it finished.

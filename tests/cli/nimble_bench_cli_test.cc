@@ -287,10 +287,58 @@ TEST_F(NimbleBenchCli, ACountedRunRecordsInstructionsAndNoTimes) {
                     "(SELECT value FROM measurements WHERE name = 'tokens') BETWEEN 1e3 AND 1e6"),
               ::testing::ElementsAre("1"));
 
+  // glibc's malloc perturbation (meson's test runner sets it) adds no
+  // instructions to the count: the same run counts the same.
+  const Outcome perturbed = Shell(
+      "MALLOC_PERTURB_=165 " + std::string(NIMBLE_BENCH_BINARY) +
+      " run --model lstm --hidden-size 16 --no-fusion --count-instructions --kernels generated "
+      "--sentences 4 --warmup 1 --repeat 2 --threads 1 --db '" +
+      Db() + "'");
+  ASSERT_EQ(perturbed.status, 0) << perturbed.out;
+  EXPECT_THAT(Query("SELECT count(DISTINCT value) FROM measurements WHERE name = "
+                    "'cpu_instructions'"),
+              ::testing::ElementsAre("1"));
+
   const Outcome threads =
       Bench({"run", "--model", "lstm", "--count-instructions", "--threads", "2", "--db", Db()});
   EXPECT_EQ(threads.status, 1);
   EXPECT_THAT(threads.out, HasSubstr("--count-instructions counts one thread"));
+  EXPECT_THAT(Query("SELECT count(*) FROM runs"), ::testing::ElementsAre("2"));
+}
+
+// `microbench dispatch` on one small shape: a microbench run in results.db
+// with the shape's figures, which the report's Figure 3 shows; bad options
+// fail with their cause and record nothing.
+TEST_F(NimbleBenchCli, ADispatchMicrobenchmarkIsRecordedAndReported) {
+  const Outcome bench =
+      Bench({"microbench", "dispatch", "--shapes", "16x8", "--lengths", "3", "4", "--degrees", "2",
+             "1", "--rounds", "1", "--min-time", "0", "--threads", "1", "--db", Db()});
+  ASSERT_EQ(bench.status, 0) << bench.out;
+  EXPECT_THAT(bench.out, HasSubstr("dense_16x8  static "));
+  EXPECT_THAT(bench.out, HasSubstr("dispatch/2 "));
+  EXPECT_THAT(Query("SELECT kind || ' ' || model || ' ' || threads || ' ' || status FROM runs"),
+              ::testing::ElementsAre("microbench dispatch 1 done"));
+  EXPECT_THAT(
+      Query("SELECT name FROM measurements ORDER BY name"),
+      ::testing::ElementsAre("dense_16x8.dispatch1_relative", "dense_16x8.dispatch1_us",
+                             "dense_16x8.dispatch1_worst_relative", "dense_16x8.dispatch2_relative",
+                             "dense_16x8.dispatch2_us", "dense_16x8.dispatch2_worst_relative",
+                             "dense_16x8.static_us"));
+  const Outcome report = Bench({"report", "--db", Db(), "--out", (dir_ / "report").string()});
+  ASSERT_EQ(report.status, 0) << report.out;
+  std::ifstream markdown(dir_ / "report" / "report.md");
+  const std::string text((std::istreambuf_iterator<char>(markdown)), {});
+  EXPECT_THAT(text, ::testing::ContainsRegex("\\| dense_16x8 \\| intel \\| [^\n]*\\| 1 \\| "
+                                             "[0-9.]+ \\| \\*not measured\\* \\| "
+                                             "\\*not measured\\* \\| [0-9.]+ \\([0-9.]+\\) "
+                                             "\\| [0-9.]+ \\([0-9.]+\\) \\| \\[run 1\\]"));
+
+  const Outcome shape = Bench({"microbench", "dispatch", "--shapes", "16by8", "--db", Db()});
+  EXPECT_EQ(shape.status, 2);
+  EXPECT_THAT(shape.out, HasSubstr("expected INxOUT (e.g. 768x3072), got '16by8'"));
+  const Outcome length = Bench({"microbench", "dispatch", "--lengths", "0", "--db", Db()});
+  EXPECT_EQ(length.status, 1);
+  EXPECT_THAT(length.out, HasSubstr("microbench dispatch: length 0 (1 to 4096)"));
   EXPECT_THAT(Query("SELECT count(*) FROM runs"), ::testing::ElementsAre("1"));
 }
 

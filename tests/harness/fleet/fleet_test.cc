@@ -710,6 +710,35 @@ TEST_F(FleetTest, ARunOfAnotherFrameworkIsRejected) {
   EXPECT_EQ(db_->Count("SELECT count(*) FROM runs"), 0);
 }
 
+// A dispatch microbenchmark job (Figure 3) runs `nimble-bench microbench
+// dispatch` on the agent with the options submitted, and its figures land in
+// the coordinator's results.db as a microbench run of the agent's host.
+TEST_F(FleetTest, ADispatchMicrobenchJobRecordsItsFigures) {
+  ASSERT_GT(StartCoordinator(), 0);
+  StartAgent("agent-d");
+  const std::vector<int64_t> ids =
+      Submit({"--kind", "microbench", "--suite", "dispatch", "--target", "intel", "--shapes",
+              "16x8", "--lengths", "3", "4", "--degrees", "2", "--rounds", "2", "--threads", "1",
+              "--max-failures", "1"});
+  ASSERT_EQ(ids.size(), 1u);
+  ASSERT_TRUE(AgentConnects("agent-d"));
+  ASSERT_TRUE(JobsFinish(ids, 60s));
+  const std::string job = std::to_string(ids[0]);
+  ASSERT_EQ(db_->Scalar("SELECT state FROM jobs WHERE id = " + job), "done")
+      << db_->Scalar("SELECT error FROM jobs WHERE id = " + job);
+  EXPECT_EQ(db_->Rows("SELECT kind, model, target, threads, agent, json_extract(configuration, "
+                      "'$.rounds') FROM runs WHERE job_id = " +
+                      job),
+            (Rows{{"microbench", "dispatch", "intel", "1", "agent-d", "2"}}));
+  EXPECT_EQ(db_->Rows("SELECT m.name FROM measurements m JOIN runs r ON r.id = m.run_id WHERE "
+                      "r.job_id = " +
+                      job + " ORDER BY m.name"),
+            (Rows{{"dense_16x8.dispatch2_relative"},
+                  {"dense_16x8.dispatch2_us"},
+                  {"dense_16x8.dispatch2_worst_relative"},
+                  {"dense_16x8.static_us"}}));
+}
+
 // A job whose child crashes fails after its allowed attempts, each with the
 // signal named, and the agent lives on.
 TEST_F(FleetTest, CrashingChildFailsAfterRetries) {

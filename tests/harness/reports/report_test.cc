@@ -402,6 +402,45 @@ TEST_F(ReportTest, FigureThreeHasNoRowsAndSaysSo) {
   EXPECT_THAT(table.caption, HasSubstr("No data yet"));
 }
 
+TEST_F(ReportTest, FigureThreeShowsADispatchMicrobenchmarkPerShape) {
+  bench::RunInfo info = RunInfoOf(
+      "dispatch", R"({"shapes":[[768,768],[768,3072]],"lengths":[121,128],"degrees":[8,1]})");
+  info.kind = "microbench";
+  info.threads = 2;
+  const int64_t run = Record(info, {{"dense_768x768.static_us", 1100, "us"},
+                                    {"dense_768x768.dispatch8_us", 1111, "us"},
+                                    {"dense_768x768.dispatch8_relative", 1.01, "ratio"},
+                                    {"dense_768x768.dispatch8_worst_relative", 1.04, "ratio"},
+                                    {"dense_768x768.dispatch1_relative", 1.25, "ratio"},
+                                    {"dense_768x3072.static_us", 4600, "us"}});
+  // A model run is no row of Figure 3.
+  Record(RunInfoOf("lstm", kLstmAtPaperSizes), 52.0);
+  RunFilter filter;
+  filter.kinds = {"run", "microbench"};
+  const Report report = BuildReport(SelectRuns(*db_, filter), db_->path(), "all");
+  const Table& table = TableOf(report, "figure3");
+  ASSERT_THAT(table.rows, SizeIs(2));
+  const std::vector<Cell>& square = table.rows[0];
+  EXPECT_EQ(At(table, square, "Shape").text, "dense_768x768");
+  EXPECT_EQ(At(table, square, "Threads").text, "2");
+  EXPECT_EQ(At(table, square, "Static (µs)").text, "1100.0");
+  EXPECT_EQ(At(table, square, "dispatch/8").text, "1.010 (1.04)");
+  EXPECT_THAT(At(table, square, "dispatch/8").value, Optional(DoubleNear(1.01, 1e-12)));
+  EXPECT_THAT(At(table, square, "dispatch/8").run, Optional(run));
+  EXPECT_EQ(At(table, square, "dispatch/1").text, "1.250");
+  EXPECT_TRUE(At(table, square, "dispatch/4").gap);
+  EXPECT_EQ(At(table, square, "Run").text, "run " + std::to_string(run));
+  // The second shape recorded only its static time.
+  EXPECT_EQ(At(table, table.rows[1], "Static (µs)").text, "4600.0");
+  EXPECT_TRUE(At(table, table.rows[1], "dispatch/8").gap);
+  ASSERT_THAT(table.chart, SizeIs(2));
+  EXPECT_EQ(table.chart[0].label, "dispatch/8");
+  EXPECT_EQ(table.chart[1].label, "dispatch/1");
+  EXPECT_THAT(table.caption, Not(HasSubstr("No data yet")));
+  // Without the microbenchmark kind selected, the figure is empty again.
+  EXPECT_THAT(TableOf(Build(), "figure3").rows, IsEmpty());
+}
+
 // Runs of every kind the tables show, and one no table shows.
 class ReportSourcesTest : public ReportTest {
  protected:
@@ -485,7 +524,9 @@ TEST_F(ReportSourcesTest, MarkdownHasATablePerSectionWithItsHeaderRow) {
     EXPECT_THAT(markdown, HasSubstr(header + "\n" + rule + "\n")) << table.id;
   }
   EXPECT_EQ(Count(markdown, "\n## "), report.tables.size() + 1);  // and the sources
-  EXPECT_THAT(markdown, HasSubstr("## Figure 3: symbolic codegen, dispatch/k\n\nNo data yet"));
+  EXPECT_THAT(markdown, HasSubstr("## Figure 3: symbolic codegen, dispatch/k\n\nLatency of "));
+  EXPECT_THAT(markdown, HasSubstr("No data yet: results.db holds no run of `nimble-bench "
+                                  "microbench dispatch`."));
 }
 
 TEST_F(ReportSourcesTest, MarkdownItalicisesGapsAndLinksRuns) {

@@ -116,6 +116,22 @@ TEST_F(RunSelectionTest, AnUnknownRunIdIsAnErrorNamingIt) {
               HasSubstr("no run " + std::to_string(filter.run_ids[0]) + " of kind run"));
 }
 
+TEST_F(RunSelectionTest, OtherKindsAreSelectedOnlyWhenAskedFor) {
+  const int64_t run = Record(Info("a"));
+  bench::RunInfo microbench = Info("a");
+  microbench.kind = "microbench";
+  microbench.model = "dispatch";
+  const int64_t measured = Record(microbench);
+  EXPECT_THAT(Ids({}), ElementsAre(run));
+  RunFilter filter;
+  filter.kinds = {"run", "microbench"};
+  EXPECT_THAT(Ids(filter), ElementsAre(measured, run));
+  filter.kinds = {"microbench"};
+  filter.run_ids = {run};
+  EXPECT_THAT(SelectError(filter),
+              HasSubstr("no run " + std::to_string(run) + " of kind microbench"));
+}
+
 TEST_F(RunSelectionTest, AnUnfinishedRunIdIsAnErrorNamingIt) {
   const int64_t done = Record(Info("a"));
   const int64_t running = db_->BeginRun(Info("a"));
