@@ -230,9 +230,13 @@ std::string ConfigurationJson(const BenchOptions& options) {
     config = {{"input_size", options.treelstm.input_size},
               {"hidden_size", options.treelstm.hidden_size}};
   } else {
-    config = {{"vocab_size", options.bert.vocab_size}, {"hidden_size", options.bert.hidden_size},
-              {"layers", options.bert.layers},         {"heads", options.bert.heads},
-              {"ffn_size", options.bert.ffn_size},     {"static_seq_len", options.static_seq_len}};
+    config = {{"vocab_size", options.bert.vocab_size},
+              {"hidden_size", options.bert.hidden_size},
+              {"layers", options.bert.layers},
+              {"heads", options.bert.heads},
+              {"ffn_size", options.bert.ffn_size},
+              {"static_seq_len", options.static_seq_len},
+              {"bounded_length", options.bert.bounded_length}};
   }
   config["seed"] = options.dataset.seed;
   if (options.kernels != "auto") config["kernels"] = options.kernels;

@@ -272,6 +272,9 @@ void AddRunOptions(CLI::App* command, RunCommand& run) {
       ->add_option("--static-seq-len", run.bench.static_seq_len,
                    "BERT: also time a static program at this length (paper Table 4)")
       ->check(CLI::Range(1, 512));
+  command->add_flag("!--unbounded-length", run.bench.bert.bounded_length,
+                    "BERT: type the length `?`, not `?<=512` (storage planned per length, not "
+                    "once for the bound)");
   command->add_option("--weights", run.weights,
                       "The model's weights (.npz, e.g. from nimble export-model) instead of "
                       "seeded ones");

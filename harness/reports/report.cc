@@ -159,6 +159,8 @@ std::string SystemLabel(const bench::RunInfo& info) {
   if (!Text(c, "kernels").empty()) options += "kernels " + Text(c, "kernels");
   if (c.contains("fusion") && c["fusion"] == false)
     options += (options.empty() ? "" : ", ") + std::string("no fusion");
+  if (c.contains("bounded_length") && c["bounded_length"] == false)
+    options += (options.empty() ? "" : ", ") + std::string("unbounded length");
   // Such a run also timed the static program (Table 4): a row apart from
   // the plain run of the same model.
   if (Integer(c, "static_seq_len") > 0)

@@ -123,15 +123,20 @@ void EncoderLayer(const BertOptions& options, int layer, std::ostringstream& tex
 
 std::string BertProgram(const BertOptions& options) {
   const bool dynamic = options.seq_len < 0;
-  const std::string length = dynamic ? "?" : std::to_string(options.seq_len);
+  const std::string length = !dynamic ? std::to_string(options.seq_len)
+                             : options.bounded_length
+                                 ? "?<=" + std::to_string(options.max_positions)
+                                 : "?";
   const std::string ids = "Tensor[(1, " + length + "), int32]";
-  // The embeddings of positions 0..L-1: with L static, a slice of the table
-  // that folds into a constant; with L dynamic, a take of arange(L), so that a
-  // sequence longer than the table is an error.
+  // The embeddings of positions 0..L-1, a slice of the table: with L static,
+  // one that folds into a constant; with L dynamic, one that ends at L, whose
+  // type keeps the table's length as its bound. A sequence longer than the
+  // table is an error (its slice is shorter than the words').
   const std::string positions =
-      dynamic ? "take(" + Weight("pos.weight") +
-                    ", arange(0i64, take(shape_of(%input_ids, dtype=\"int64\"), 1), 1i64, "
-                    "dtype=\"int64\"), axis=0, mode=\"fast\")"
+      dynamic ? "dyn.strided_slice(" + Weight("pos.weight") +
+                    ", full(0i64, shape=[1], dtype=\"int64\"), strided_slice(shape_of(%input_ids, "
+                    "dtype=\"int64\"), begin=[1], end=[2]), full(1i64, shape=[1], "
+                    "dtype=\"int64\"))"
               : "strided_slice(" + Weight("pos.weight") + ", begin=[0], end=[" + length + "])";
   std::ostringstream text;
   text << "#[version = \"0.0.5\"]\n"

@@ -31,6 +31,9 @@ struct BertOptions {
   int64_t max_positions = 512;
   int64_t classes = 2;
   int64_t seq_len = -1;  // -1: dynamic (`?`)
+  // Dynamic: the length's type says it is at most max_positions
+  // (`?<=512`), so memory planning allocates once, for that bound.
+  bool bounded_length = true;
   uint64_t seed = 1;
   std::string weights_path = {};
 };

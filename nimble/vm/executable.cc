@@ -27,8 +27,8 @@
 //                     varint line and varint column (line 0: unknown)
 //
 // A string is a uint32 length and its bytes. A parameter type is a uint8 kind
-// (ParamType::Kind), then for a tensor its dtype, uint32 ndim and int64
-// dims (-1 for `?`), for a tuple a uint32 count and the fields' types, for
+// (ParamType::Kind), then for a tensor its dtype, uint32 ndim, int64 dims
+// (-1 for `?`) and int64 bounds (-1: none), for a tuple a uint32 count and the fields' types, for
 // another type its name as a string. Counts are checked against the bytes
 // left before anything is allocated. The byte-order mark comes before
 // everything else read as an integer, so that a file whose integers were
@@ -474,6 +474,7 @@ void WriteParamType(Writer& out, const ParamType& type) {
       out.DType(type.dtype);
       out.Count(type.dims.size(), "parameter dimensions");
       for (int64_t dim : type.dims) out.I64(dim);
+      for (int64_t bound : type.bounds) out.I64(bound);
       return;
     case ParamType::Kind::kTuple:
       out.Count(type.fields.size(), "tuple fields");
@@ -493,9 +494,11 @@ ParamType ReadParamType(Reader& in, int depth) {
   switch (static_cast<ParamType::Kind>(kind)) {
     case ParamType::Kind::kTensor: {
       const DataType dtype = in.DType();
-      std::vector<int64_t> dims(in.Count(sizeof(int64_t)));
+      std::vector<int64_t> dims(in.Count(2 * sizeof(int64_t)));
       for (int64_t& dim : dims) dim = in.I64();
-      return ParamType::Tensor(dtype, std::move(dims));
+      std::vector<int64_t> bounds(dims.size());
+      for (int64_t& bound : bounds) bound = in.I64();
+      return ParamType::Tensor(dtype, std::move(dims), std::move(bounds));
     }
     case ParamType::Kind::kTuple: {
       std::vector<ParamType> fields(in.Count(1));
@@ -908,8 +911,18 @@ class FunctionValidator {
     if (depth > ParamType::kMaxDepth) {
       throw Error(where + "nested deeper than " + std::to_string(ParamType::kMaxDepth));
     }
-    for (int64_t dim : type.dims) {
+    if (type.bounds.size() != type.dims.size()) {
+      throw Error(where + "has " + std::to_string(type.dims.size()) + " dimensions and " +
+                  std::to_string(type.bounds.size()) + " bounds");
+    }
+    for (size_t i = 0; i < type.dims.size(); ++i) {
+      const int64_t dim = type.dims[i], bound = type.bounds[i];
       if (dim < ParamType::kAnyDim) throw Error(where + "has dimension " + std::to_string(dim));
+      if (bound < ParamType::kNoBound ||
+          (bound != ParamType::kNoBound && dim != ParamType::kAnyDim)) {
+        throw Error(where + "has bound " + std::to_string(bound) + " on dimension " +
+                    std::to_string(dim));
+      }
     }
     for (const ParamType& field : type.fields) CheckParamType(field, depth + 1);
   }
@@ -1017,11 +1030,18 @@ std::string AnnotatedFunction(const VMFunction& function) {
 
 }  // namespace
 
-ParamType ParamType::Tensor(DataType dtype, std::vector<int64_t> dims) {
+ParamType ParamType::Tensor(DataType dtype, std::vector<int64_t> dims,
+                            std::vector<int64_t> bounds) {
   ParamType type;
   type.kind = Kind::kTensor;
   type.dtype = dtype;
+  if (bounds.empty()) bounds.assign(dims.size(), kNoBound);
+  if (bounds.size() != dims.size()) {
+    throw Error("a parameter type has " + std::to_string(dims.size()) + " dimensions and " +
+                std::to_string(bounds.size()) + " bounds");
+  }
   type.dims = std::move(dims);
+  type.bounds = std::move(bounds);
   return type;
 }
 
@@ -1044,7 +1064,9 @@ std::string ParamType::ToString() const {
     case Kind::kTensor:
       text = "Tensor[(";
       for (size_t i = 0; i < dims.size(); ++i) {
-        text += (i ? ", " : "") + (dims[i] == kAnyDim ? "?" : std::to_string(dims[i]));
+        text += (i ? ", " : "") + (dims[i] != kAnyDim      ? std::to_string(dims[i])
+                                   : bounds[i] == kNoBound ? std::string("?")
+                                                           : "?<=" + std::to_string(bounds[i]));
       }
       return text + (dims.size() == 1 ? ",), " : "), ") + dtype.name() + "]";
     case Kind::kTuple:

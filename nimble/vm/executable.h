@@ -28,16 +28,22 @@ struct ParamType {
   // Tuples nest at most this deep (deeper types are kOther), so that loading
   // a corrupt file cannot recurse without bound.
   static constexpr int kMaxDepth = 32;
-  static constexpr int64_t kAnyDim = -1;  // a `?` dimension
+  static constexpr int64_t kAnyDim = -1;   // a `?` dimension
+  static constexpr int64_t kNoBound = -1;  // a `?` of any size, or a size
 
   enum class Kind : uint8_t { kOther, kTensor, kTuple };
   Kind kind = Kind::kOther;
-  DataType dtype;                 // kTensor
-  std::vector<int64_t> dims;      // kTensor: a size, or kAnyDim
+  DataType dtype;             // kTensor
+  std::vector<int64_t> dims;  // kTensor: a size, or kAnyDim
+  // kTensor, one per dim: the largest size a `?` takes (`?<=512`), else
+  // kNoBound. Memory planning sized the program's storage for these.
+  std::vector<int64_t> bounds;
   std::vector<ParamType> fields;  // kTuple
   std::string name;               // kOther: the type as the program writes it
 
-  static ParamType Tensor(DataType dtype, std::vector<int64_t> dims);
+  // `bounds` empty: none.
+  static ParamType Tensor(DataType dtype, std::vector<int64_t> dims,
+                          std::vector<int64_t> bounds = {});
   static ParamType Tuple(std::vector<ParamType> fields);
   static ParamType Other(std::string name);
 
@@ -96,7 +102,7 @@ struct ConstantEntry {
 
 struct Executable {
   // Bumped on any change of the file layout; loading requires an exact match.
-  static constexpr uint32_t kFormatVersion = 4;
+  static constexpr uint32_t kFormatVersion = 5;
 
   std::string target;  // "intel", "arm" or "nvidia"
   // Devices by index (as used by AllocStorage, DeviceCopy, constants); one of

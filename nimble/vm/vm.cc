@@ -99,7 +99,9 @@ bool Fits(const ParamType& type, const Ref<Object>& value) {
         return false;
       }
       for (size_t i = 0; i < type.dims.size(); ++i) {
-        if (type.dims[i] != ParamType::kAnyDim && type.dims[i] != tensor->shape()[i]) return false;
+        const int64_t size = tensor->shape()[i];
+        if (type.dims[i] != ParamType::kAnyDim && type.dims[i] != size) return false;
+        if (type.bounds[i] != ParamType::kNoBound && size > type.bounds[i]) return false;
       }
       return true;
     }

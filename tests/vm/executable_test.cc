@@ -527,6 +527,10 @@ TEST(ExecutableTest, SignaturesAndSourceMapsRoundTrip) {
   EXPECT_EQ(SignatureToString(main),
             "@main(%x: Tensor[(?, 16), float32], %pair: (Tensor[(), int64], (List[float32],)))");
   EXPECT_EQ(ParamType::Tensor(DataType::Bool(), {3}).ToString(), "Tensor[(3,), bool]");
+  EXPECT_EQ(
+      ParamType::Tensor(DataType::Int32(), {1, ParamType::kAnyDim}, {ParamType::kNoBound, 512})
+          .ToString(),
+      "Tensor[(1, ?<=512), int32]");
   EXPECT_EQ(ParamType::Tuple({}).ToString(), "()");
 }
 
@@ -538,6 +542,15 @@ TEST(ExecutableTest, RejectsBadSignaturesAndSourceMaps) {
   exe = MakeSampleExecutable();
   exe.functions[0].params[0].type.dims[1] = -2;
   EXPECT_EQ(SaveLoadError(exe), "executable: function @main: parameter type has dimension -2");
+  // A bound only on a `?`, and not below -1 (none).
+  exe = MakeSampleExecutable();
+  exe.functions[0].params[0].type.bounds[1] = 4;
+  EXPECT_EQ(SaveLoadError(exe),
+            "executable: function @main: parameter type has bound 4 on dimension 16");
+  exe = MakeSampleExecutable();
+  exe.functions[0].params[0].type.bounds[0] = -3;
+  EXPECT_EQ(SaveLoadError(exe),
+            "executable: function @main: parameter type has bound -3 on dimension -1");
   exe = MakeSampleExecutable();
   exe.functions[1].positions = {{1, 1}};
   EXPECT_EQ(SaveLoadError(exe),
@@ -596,7 +609,9 @@ TEST(ExecutableTest, FunctionIndex) {
 TEST(ExecutableTest, ExecutableToStringListsTablesAndCode) {
   Executable exe = MakeSampleExecutable();
   const std::string text = ExecutableToString(exe, false);
-  EXPECT_THAT(text, ::testing::StartsWith("target \"intel\", format version 4\n"
+  EXPECT_THAT(text, ::testing::StartsWith("target \"intel\", format version " +
+                                          std::to_string(Executable::kFormatVersion) +
+                                          "\n"
                                           "source \"prog.relay\"\ndevices:\n"
                                           "  device[0] cpu(0) (host)\n  device[1] cuda(0)\n"
                                           "  device[2] cuda(1)\nkernels:\n  kernel[0] add\n"));

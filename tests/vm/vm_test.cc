@@ -801,7 +801,7 @@ TEST(VirtualMachineTest, InvokeChecksItsArguments) {
 Executable SignedExecutable() {
   VMFunction main{"main", 3, 3, {I::Ret(0)}};
   main.params = {
-      {"h", ParamType::Tensor(kF32, {1, ParamType::kAnyDim})},
+      {"h", ParamType::Tensor(kF32, {1, ParamType::kAnyDim}, {ParamType::kNoBound, 4})},
       {"n", ParamType::Tensor(kI64, {})},
       {"p", ParamType::Tuple({ParamType::Tensor(kF32, {2}), ParamType::Other("List")})},
   };
@@ -824,12 +824,21 @@ TEST(VirtualMachineTest, InvokeChecksArgumentsAgainstTheSignature) {
   EXPECT_EQ(ErrorOf([&] {
               vm.Invoke("main", {F32({2, 3}, {1, 2, 3, 4, 5, 6}), I64(4), pair});
             }),
-            "@main: argument 0 (%h): expected Tensor[(1, ?), float32], got Tensor[(2, 3), "
+            "@main: argument 0 (%h): expected Tensor[(1, ?<=4), float32], got Tensor[(2, 3), "
             "float32]");
+  EXPECT_EQ(
+      ErrorOf([&] {
+        vm.Invoke("main", {F32({3}, {1, 2, 3}), I64(4), pair});
+      }),
+      "@main: argument 0 (%h): expected Tensor[(1, ?<=4), float32], got Tensor[(3,), float32]");
+  // A bounded `?` takes sizes up to its bound.
+  const Tensor at_bound = TensorNode::Empty({1, 4}, kF32);
+  EXPECT_EQ(vm.Invoke("main", {at_bound, I64(4), pair}), Ref<Object>(at_bound));
   EXPECT_EQ(ErrorOf([&] {
-              vm.Invoke("main", {F32({3}, {1, 2, 3}), I64(4), pair});
+              vm.Invoke("main", {TensorNode::Empty({1, 5}, kF32), I64(4), pair});
             }),
-            "@main: argument 0 (%h): expected Tensor[(1, ?), float32], got Tensor[(3,), float32]");
+            "@main: argument 0 (%h): expected Tensor[(1, ?<=4), float32], got Tensor[(1, 5), "
+            "float32]");
   EXPECT_EQ(ErrorOf([&] {
               vm.Invoke("main", {h, F32({}, {4}), pair});
             }),

@@ -90,11 +90,13 @@ std::optional<Shape> IntegerVector(const ir::Expr& expr) {
 vm::ParamType SignatureType(const ir::Type& type, int depth) {
   if (type && type->kind == ir::TypeKind::kTensor) {
     const auto* tensor = static_cast<const ir::TensorTypeNode*>(type.get());
-    std::vector<int64_t> dims;
+    std::vector<int64_t> dims, bounds;
     for (const ir::Dim& dim : tensor->shape) {
       dims.push_back(dim.is_static() ? dim.value() : vm::ParamType::kAnyDim);
+      bounds.push_back(dim.is_any() ? dim.upper_bound().value_or(vm::ParamType::kNoBound)
+                                    : vm::ParamType::kNoBound);
     }
-    return vm::ParamType::Tensor(tensor->dtype, std::move(dims));
+    return vm::ParamType::Tensor(tensor->dtype, std::move(dims), std::move(bounds));
   }
   if (type && type->kind == ir::TypeKind::kTuple && depth < vm::ParamType::kMaxDepth) {
     std::vector<vm::ParamType> fields;

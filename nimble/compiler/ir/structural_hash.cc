@@ -163,7 +163,10 @@ class Hasher {
       case TypeKind::kTensor: {
         const auto* node = static_cast<const TensorTypeNode*>(type.get());
         size_t seed = Combine(HashDType(node->dtype), node->shape.size());
-        for (const Dim& dim : node->shape) seed = Combine(seed, std::hash<int64_t>()(dim.value()));
+        for (const Dim& dim : node->shape) {
+          seed = Combine(seed, std::hash<int64_t>()(dim.value()));
+          seed = Combine(seed, std::hash<int64_t>()(dim.upper_bound().value_or(-1)));
+        }
         return seed;
       }
       case TypeKind::kTuple:

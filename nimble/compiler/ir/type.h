@@ -2,7 +2,9 @@
 // or Any, tuples, functions, type variables and algebraic data types.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,24 +32,68 @@ class TypeNode : public Object {
 using Type = Ref<TypeNode>;
 
 // One tensor dimension: a static size or Any ("?"), a size known only at run
-// time. Any is its own kind, never a negative sentinel mixed with sizes.
+// time. Any is its own kind, never a negative sentinel mixed with sizes. An
+// Any may carry an upper bound ("?<=512"), from the model or a compile
+// option: memory planning then sizes its storage for the bound, once
+// (transform/manifest_alloc.h). Relations keep a bound where the output dim
+// provably stays within it, and drop it otherwise.
 class Dim {
  public:
   constexpr Dim() : value_(kAnyValue) {}
   constexpr Dim(int64_t value) : value_(value) {}  // NOLINT: sizes convert implicitly.
   static constexpr Dim Any() { return Dim(); }
+  // A run-time size of at most `bound` (>= 0).
+  static constexpr Dim Any(int64_t bound) {
+    Dim dim;
+    dim.bound_ = bound;
+    return dim;
+  }
+  // Any of at most `bound`, or unbounded without one.
+  static constexpr Dim AnyAtMost(std::optional<int64_t> bound) {
+    return bound ? Any(*bound) : Any();
+  }
 
   constexpr bool is_any() const { return value_ == kAnyValue; }
   constexpr bool is_static() const { return !is_any(); }
   // The static size; only meaningful when is_static().
   constexpr int64_t value() const { return value_; }
-  std::string ToString() const { return is_any() ? "?" : std::to_string(value_); }
+  // The largest size it can take: its value when static, its bound when
+  // bounded, else nullopt.
+  constexpr std::optional<int64_t> upper_bound() const {
+    if (is_static()) return value_;
+    if (bound_ != kNoBound) return bound_;
+    return std::nullopt;
+  }
+  std::string ToString() const {
+    if (is_static()) return std::to_string(value_);
+    return bound_ == kNoBound ? "?" : "?<=" + std::to_string(bound_);
+  }
   constexpr bool operator==(const Dim&) const = default;
 
  private:
   static constexpr int64_t kAnyValue = INT64_MIN;
+  static constexpr int64_t kNoBound = -1;
   int64_t value_;
+  int64_t bound_ = kNoBound;  // Any only
 };
+
+// The dim of a value that is one of `a` or `b` (a broadcast of two Any dims,
+// a branch's result): Any, bounded by the larger upper bound when both have
+// one.
+constexpr Dim EitherDim(Dim a, Dim b) {
+  const std::optional<int64_t> x = a.upper_bound(), y = b.upper_bound();
+  return Dim::AnyAtMost(x && y ? std::optional<int64_t>(std::max(*x, *y)) : std::nullopt);
+}
+
+// The dim that satisfies both `a` and `b` (unification): a static size when
+// one is static, else Any bounded by the smaller bound.
+constexpr Dim BothDim(Dim a, Dim b) {
+  if (a.is_static()) return a;
+  if (b.is_static()) return b;
+  const std::optional<int64_t> x = a.upper_bound(), y = b.upper_bound();
+  if (x && y) return Dim::Any(std::min(*x, *y));
+  return x ? a : b;
+}
 
 class TensorTypeNode : public TypeNode {
  public:

@@ -192,9 +192,9 @@ void PackedDenseKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs
 // (broadcast). Any against 1 stays Any; Any against d > 1 is d, checked at
 // run time.
 Dim BroadcastBatch(Dim x, Dim y) {
-  if (x.is_any() && y.is_any()) return Dim::Any();
-  if (x.is_any()) return y.value() == 1 ? Dim::Any() : y;
-  if (y.is_any()) return x.value() == 1 ? Dim::Any() : x;
+  if (x.is_any() && y.is_any()) return ir::EitherDim(x, y);
+  if (x.is_any()) return y.value() == 1 ? x : y;
+  if (y.is_any()) return x.value() == 1 ? y : x;
   if (x == y || y.value() == 1) return x;
   if (x.value() == 1) return y;
   throw Error("batch dimensions " + x.ToString() + " and " + y.ToString() +

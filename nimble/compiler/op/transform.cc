@@ -756,7 +756,18 @@ bool DynStridedSliceRelation(const std::vector<ir::Type>& types, const ir::Attrs
     if (i > 0) CheckShapeTensor(inputs[i], "dyn.strided_slice", kNames[i]);
   }
   rules::ParseSliceMode(attrs, "dyn.strided_slice");
-  const Dims out(inputs[0]->ndim(), Dim::Any());
+  // Axes past the longest of begin, end and strides are taken whole; a
+  // sliced one is at most as long as the dimension.
+  size_t sliced = 0;
+  for (size_t i = 1; i < 4; ++i) {
+    const Dim length = inputs[i]->shape[0];
+    sliced = std::max(sliced,
+                      length.is_static() ? static_cast<size_t>(length.value()) : inputs[0]->ndim());
+  }
+  Dims out = inputs[0]->shape;
+  for (size_t d = 0; d < std::min(sliced, out.size()); ++d) {
+    out[d] = Dim::AnyAtMost(out[d].upper_bound());
+  }
   reporter.Assign(types.back(), ir::MakeTensorType(out, inputs[0]->dtype));
   return true;
 }

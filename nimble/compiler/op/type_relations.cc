@@ -23,12 +23,13 @@ std::vector<ir::Dim> BroadcastDims(const std::vector<ir::Dim>& lhs, const std::v
     // Align from the right, numpy style; a missing dimension acts as 1.
     const ir::Dim a = i < ndim - lhs.size() ? ir::Dim(1) : lhs[i - (ndim - lhs.size())];
     const ir::Dim b = i < ndim - rhs.size() ? ir::Dim(1) : rhs[i - (ndim - rhs.size())];
+    // Any against 1 is that Any; against d > 1 it is d (checked at run time).
     if (a.is_any() && b.is_any()) {
-      out[i] = ir::Dim::Any();
+      out[i] = ir::EitherDim(a, b);
     } else if (a.is_any()) {
-      out[i] = b.value() == 1 ? ir::Dim::Any() : b;
+      out[i] = b.value() == 1 ? a : b;
     } else if (b.is_any()) {
-      out[i] = a.value() == 1 ? ir::Dim::Any() : a;
+      out[i] = a.value() == 1 ? b : a;
     } else if (a.value() == b.value() || b.value() == 1) {
       out[i] = a;
     } else if (a.value() == 1) {

@@ -242,7 +242,7 @@ class Lexer {
   }
 
   void LexPunct(Token* token) {
-    static constexpr const char* kTwoChar[] = {"=>", "->"};
+    static constexpr const char* kTwoChar[] = {"=>", "->", "<="};
     static constexpr const char kOneChar[] = "()[]{},;:=.?#";
     token->kind = TokenKind::kPunct;
     for (const char* punct : kTwoChar) {

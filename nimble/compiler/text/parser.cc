@@ -676,22 +676,26 @@ class Parser {
     Fail(token, "unknown type '" + word + "'");
   }
 
-  // After `Tensor`: `[(1, ?), float32]`.
+  // After `Tensor`: `[(1, ?), float32]`; `?<=512` is a `?` of at most 512.
   Type ParseTensorType() {
     ExpectPunct("[");
     ExpectPunct("(");
     std::vector<ir::Dim> shape;
-    ParseList(")", [&] {
-      if (AcceptPunct("?")) {
-        shape.push_back(ir::Dim::Any());
-        return;
-      }
-      const Token& size = Peek();
-      if (size.kind != TokenKind::kInteger || size.has_suffix || size.integer < 0) {
-        Unexpected("a dimension (a size or ?)");
+    const auto size = [&](const char* what) {
+      const Token& token = Peek();
+      if (token.kind != TokenKind::kInteger || token.has_suffix || token.integer < 0) {
+        Unexpected(what);
       }
       Next();
-      shape.push_back(size.integer);
+      return token.integer;
+    };
+    ParseList(")", [&] {
+      if (AcceptPunct("?")) {
+        shape.push_back(AcceptPunct("<=") ? ir::Dim::Any(size("a bound (a size)"))
+                                          : ir::Dim::Any());
+        return;
+      }
+      shape.push_back(size("a dimension (a size or ?)"));
     });
     ExpectPunct(",");
     const Token& name = Expect(TokenKind::kIdentifier, "a dtype");

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -192,24 +193,41 @@ class CallLowering {
     return attrs;
   }
 
+  // Storage of constant size for `type`'s largest shape: its static shape,
+  // or with bounded `?` dims the shape at their bounds; nullopt for an
+  // unbounded `?` (or a size past int64).
+  static std::optional<int64_t> BoundBytes(const ir::TensorTypeNode& type) {
+    int64_t bytes = static_cast<int64_t>(type.dtype.bytes());
+    for (const ir::Dim& dim : type.shape) {
+      const std::optional<int64_t> bound = dim.upper_bound();
+      if (!bound || __builtin_mul_overflow(bytes, *bound, &bytes)) return std::nullopt;
+    }
+    return bytes;
+  }
+
+  ir::Var ConstantStorage(int64_t bytes, DataType dtype) {
+    return Bind(nullptr, "s", ir::MakeStorageType(),
+                op::MakeOpCall("memory.alloc_storage", {Int64Scalar(bytes)}, StorageAttrs(dtype)));
+  }
+
   // Storage of constant size and a tensor of static `type` in it.
   ir::Var StaticAlloc(const ir::TensorType& type, const ir::Var& var, const std::string& hint) {
-    int64_t numel = 1;
-    for (const ir::Dim& dim : type->shape) numel *= dim.value();
-    const int64_t bytes = numel * static_cast<int64_t>(type->dtype.bytes());
-    const ir::Var storage = Bind(
-        nullptr, "s", ir::MakeStorageType(),
-        op::MakeOpCall("memory.alloc_storage", {Int64Scalar(bytes)}, StorageAttrs(type->dtype)));
+    const ir::Var storage = ConstantStorage(*BoundBytes(*type), type->dtype);
     return Bind(
         var, hint, type,
         op::MakeOpCall("memory.alloc_tensor", {storage, Int64Scalar(0)}, TensorAttrs(*type)));
   }
 
-  // Storage and a tensor of the shape held by the register `shape`.
+  // A tensor of the shape held by the register `shape`, in storage sized
+  // for the bounds when every `?` of `type` has one (so that memory planning
+  // can place it in a region, as a static one), else for that shape.
   ir::Var AllocFromShape(const ir::TensorType& type, const ir::Var& shape, const ir::Var& var) {
+    const std::optional<int64_t> bound_bytes = BoundBytes(*type);
     const ir::Var storage =
-        Bind(nullptr, "s", ir::MakeStorageType(),
-             op::MakeOpCall("memory.alloc_storage", {shape}, StorageAttrs(type->dtype)));
+        bound_bytes
+            ? ConstantStorage(*bound_bytes, type->dtype)
+            : Bind(nullptr, "s", ir::MakeStorageType(),
+                   op::MakeOpCall("memory.alloc_storage", {shape}, StorageAttrs(type->dtype)));
     return Bind(var, "y", type,
                 op::MakeOpCall("memory.alloc_tensor", {storage, Int64Scalar(0), shape},
                                TensorAttrs(*type)));

@@ -4,7 +4,11 @@
 // of constant size; dynamic ones run the primitive's shape function first
 // (memory.shape_func on shape_of of each input, or on the inputs themselves
 // for a data-dependent op), whose own outputs are static allocations, and
-// are allocated from the shapes it computes. An upper-bound op's output is
+// are allocated from the shapes it computes, in storage of the shape's size,
+// or, when every `?` of the output type has a bound (`?<=N`), of constant
+// size for the bounds, which memory planning places in a region like a
+// static allocation (the VM checks that the run-time shape fits, so an input
+// past the bound is an error). An upper-bound op's output is
 // allocated at the bound and viewed at its true shape afterwards
 // (memory.reshape_tensor). The exact forms are docs/memory-dialect.md §2.
 #pragma once

@@ -1008,6 +1008,12 @@ bool IsSubtype(const ir::Type& sub, const ir::Type& super) {
       if (a->dtype != b->dtype || a->ndim() != b->ndim()) return false;
       for (size_t i = 0; i < a->ndim(); ++i) {
         if (b->shape[i].is_static() && a->shape[i] != b->shape[i]) return false;
+        // A bounded `?` refuses a dim that may be larger than its bound; an
+        // unbounded `?` is checked at run time (the storage sized for the
+        // bound must hold it), as a `?` against a static size is.
+        const std::optional<int64_t> bound = b->shape[i].upper_bound();
+        const std::optional<int64_t> size = a->shape[i].upper_bound();
+        if (bound && size && *size > *bound) return false;
       }
       return true;
     }

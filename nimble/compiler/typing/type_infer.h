@@ -47,7 +47,9 @@ TypedExprs InferTypesAssuming(const ir::IRModule& module,
                               const std::unordered_map<const ir::VarNode*, ir::Type>& param_types);
 
 // Sub-shaping: whether a value of type `sub` may be used where `super` is
-// expected. A static dimension is a sub-shape of Any; tuples, type calls and
+// expected. A static dimension is a sub-shape of Any, and of a bounded Any
+// when within its bound (as is a bounded Any of no larger bound, and an
+// unbounded one, whose size the run time checks); tuples, type calls and
 // function results compare element by element, function parameters the other
 // way round (contravariant).
 bool IsSubtype(const ir::Type& sub, const ir::Type& super);

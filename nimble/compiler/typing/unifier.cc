@@ -200,7 +200,7 @@ ir::Type Unifier::Unify(const ir::Type& a, const ir::Type& b) {
           throw Error("dimension " + std::to_string(i) + " conflicts: " + da.ToString() +
                       " does not match " + db.ToString());
         }
-        shape[i] = da.is_any() ? db : da;  // the more specific one
+        shape[i] = ir::BothDim(da, db);  // the more specific one
       }
       if (shape == ta->shape) return a;
       if (shape == tb->shape) return b;

@@ -81,28 +81,65 @@ Shape ToShape(const DimsOf<D>& dims) {
   return shape;
 }
 
+// The compiler's dims (ir::Dim) may be Any, with an upper bound or not; the
+// shape functions' StaticDim is always a size. These keep a bound where
+// there is one.
+template <typename D>
+constexpr bool kDimsCanBeAny = requires(const D& dim) {
+  dim.upper_bound();
+};
+
+// The largest size `dim` can take, or nullopt.
+template <typename D>
+std::optional<int64_t> UpperBound(const D& dim) {
+  if constexpr (kDimsCanBeAny<D>) {
+    return dim.upper_bound();
+  } else {
+    return dim.value();
+  }
+}
+
+// An Any of at most `bound` (unbounded without one). A rule asks for one
+// only when an input is Any, which a StaticDim never is.
+template <typename D>
+D AnyAtMost(std::optional<int64_t> bound) {
+  if constexpr (kDimsCanBeAny<D>) {
+    return D::AnyAtMost(bound);
+  } else {
+    throw Error("a shape function's dims are all sizes");
+  }
+}
+
 // The product of `dims`: 0 when one is 0 (whatever the others are), otherwise
-// an Any one when there is one.
+// Any when there is one, bounded by the product of upper bounds when every
+// dim has one.
 template <typename D>
 D DimProduct(const DimsOf<D>& dims) {
   int64_t product = 1;
-  const D* any = nullptr;
+  std::optional<int64_t> bound = 1;
+  bool any = false;
   for (const D& dim : dims) {
+    if (dim.is_static() && dim.value() == 0) return D(0);
+    const std::optional<int64_t> upper = UpperBound(dim);
+    if (bound && (!upper || __builtin_mul_overflow(*bound, *upper, &*bound))) bound.reset();
     if (dim.is_any()) {
-      any = &dim;
-    } else if (dim.value() == 0) {
-      return D(0);
+      any = true;
     } else if (__builtin_mul_overflow(product, dim.value(), &product)) {
       throw Error("shape " + DimsToString(dims) + " has too many elements");
     }
   }
-  return any ? *any : D(product);
+  if (!any) return D(product);
+  return AnyAtMost<D>(bound);
 }
 
-// The dimension two inputs must share: the static one when only one is static;
-// nullopt when two static sizes differ.
+// The dimension two inputs must share: the static one when only one is static
+// (two Any: the tighter bound); nullopt when two static sizes differ.
 template <typename D>
 std::optional<D> UnifyDim(D a, D b) {
+  if (a.is_any() && b.is_any()) {
+    const std::optional<int64_t> x = UpperBound(a), y = UpperBound(b);
+    return x && (!y || *x <= *y) ? a : b;
+  }
   if (a.is_any()) return b;
   if (b.is_any() || a == b) return a;
   return std::nullopt;
@@ -229,7 +266,10 @@ DimsOf<D> InferReshape(const DimsOf<D>& in, const std::vector<int64_t>& newshape
       if (numerator.value() % denominator != 0) throw fail("");
       out[*infer_at] = D(numerator.value() / denominator);
     } else {
-      out[*infer_at] = numerator;
+      // At most the numerator's bound over the other output dims.
+      const std::optional<int64_t> bound = UpperBound(numerator);
+      out[*infer_at] = AnyAtMost<D>(
+          bound && denominator > 0 ? std::optional<int64_t>(*bound / denominator) : std::nullopt);
     }
   }
   // With a static input every output dim is static too.

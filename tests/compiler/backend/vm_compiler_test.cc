@@ -848,6 +848,49 @@ def @apply(%f: fn (float32) -> float32, %v: float32) -> float32 {
                         "Tensor[(1, 3), float32]"));
 }
 
+// A bounded `?` through the whole pipeline: every intermediate's storage is
+// sized for the bound, so memory planning leaves one region and the
+// output's storage, executed once per call whatever the length; results
+// match the unbounded program's; a length past the bound is refused at
+// entry, by the signature.
+TEST(VmCompilerTest, BoundedDimsAllocateOnceForTheBound) {
+  const auto program = [](const std::string& rows) {
+    return "def @main(%x: Tensor[(" + rows +
+           ", 4), float32], %w: Tensor[(3, 4), float32]) {\n"
+           "  let %y = nn.relu(nn.dense(%x, %w));\n"
+           "  let %z = reshape(multiply(%y, 2f), newshape=[-1]);\n"
+           "  add(%z, 1f)\n"
+           "}\n";
+  };
+  const vm::Executable bounded = Compile(program("?<=8"));
+  const vm::Executable unbounded = Compile(program("?"));
+  const auto storage_allocations = [](const vm::Executable& executable) {
+    int count = 0;
+    for (const vm::Instruction& instruction :
+         executable.functions[executable.FunctionIndex("main")].instructions) {
+      count += instruction.op == vm::Opcode::kAllocStorage;
+    }
+    return count;
+  };
+  EXPECT_EQ(storage_allocations(bounded), 2);
+  EXPECT_GT(storage_allocations(unbounded), 2);
+  EXPECT_EQ(vm::SignatureToString(bounded.functions[bounded.FunctionIndex("main")]),
+            "@main(%x: Tensor[(?<=8, 4), float32], %w: Tensor[(3, 4), float32])");
+  const Tensor w = F32({3, 4}, {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, -1, 1});
+  for (int64_t rows : {0, 1, 5, 8}) {
+    std::vector<float> values(static_cast<size_t>(rows * 4));
+    for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 7) - 2.5f;
+    const Tensor x = F32({rows, 4}, values);
+    ExpectSameValue(RunVm(unbounded, "main", {x, w}), RunVm(bounded, "main", {x, w}),
+                    "rows " + std::to_string(rows));
+  }
+  EXPECT_EQ(ErrorOf([&] {
+              RunVm(bounded, "main", {F32({9, 4}, std::vector<float>(36)), w});
+            }),
+            "@main: argument 0 (%x): expected Tensor[(?<=8, 4), float32], got Tensor[(9, 4), "
+            "float32]");
+}
+
 // The whole pipeline: the allocations, the shape function and the kernel
 // that implement an operator call all carry its position.
 TEST(VmCompilerTest, InstructionsCarryThePositionOfTheirCall) {

@@ -226,6 +226,15 @@ TEST(BinaryOps, TypesWithAny) {
   EXPECT_EQ(TypeOf("add", {TensorOf({kAny}), TensorOf({4})}), "Tensor[(4,), float32]");
   EXPECT_EQ(TypeOf("multiply", {TensorOf({4}), TensorOf({kAny})}), "Tensor[(4,), float32]");
   EXPECT_EQ(TypeOf("multiply", {TensorOf({kAny, 1}), TensorOf({kAny})}), "Tensor[(?, ?), float32]");
+  // A bounded `?` against 1 keeps its bound; two `?` are the larger bound,
+  // or none when one has none.
+  const ir::Dim at_most_8 = ir::Dim::Any(8);
+  EXPECT_EQ(TypeOf("add", {TensorOf({at_most_8, 3}), TensorOf({1, 3})}),
+            "Tensor[(?<=8, 3), float32]");
+  EXPECT_EQ(TypeOf("add", {TensorOf({at_most_8}), TensorOf({ir::Dim::Any(5)})}),
+            "Tensor[(?<=8,), float32]");
+  EXPECT_EQ(TypeOf("add", {TensorOf({at_most_8}), TensorOf({kAny})}), "Tensor[(?,), float32]");
+  EXPECT_EQ(TypeOf("add", {TensorOf({at_most_8}), TensorOf({4})}), "Tensor[(4,), float32]");
   EXPECT_EQ(TypeOf("less", {TensorOf({2, kAny, 1}), TensorOf({5})}), "Tensor[(2, ?, 5), bool]");
   EXPECT_EQ(TypeOf("where", {TensorOf({kAny, 1}, DataType::Bool()),
                              TensorOf({3}, DataType::Int32()), TensorOf({}, DataType::Int32())}),

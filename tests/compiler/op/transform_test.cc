@@ -208,6 +208,17 @@ TEST(Reshape, TypesWithAnyDims) {
               HasSubstr("cannot reshape (?, 6) into (0, 4, -1)"));
 }
 
+// A bounded `?` bounds what is made of it: -1 by the element count's bound
+// over the other output dims, a merge (-3) by the product of bounds.
+TEST(Reshape, BoundsFollowTheElementCount) {
+  const ir::Dim at_most_16 = ir::Dim::Any(16);
+  EXPECT_EQ(ReshapeType({at_most_16, 4}, {-1}), "Tensor[(?<=64,), float32]");
+  EXPECT_EQ(ReshapeType({4, 8, at_most_16}, {1, 32, -1}), "Tensor[(1, 32, ?<=16), float32]");
+  EXPECT_EQ(ReshapeType({at_most_16, 3, 4}, {-3, 4}), "Tensor[(?<=48, 4), float32]");
+  EXPECT_EQ(ReshapeType({at_most_16, 3}, {0, -1}), "Tensor[(?<=16, 3), float32]");
+  EXPECT_EQ(ReshapeType({at_most_16, kAny}, {-1}), "Tensor[(?,), float32]");
+}
+
 TEST(Reshape, ShapeFunctionChecksWhatTheTypeDeferred) {
   // Tensor[(?, 4)] reshaped to (5, -1) types as (5, ?); a (6, 4) value fails at run time.
   EXPECT_EQ(ReshapeType({kAny, 4}, {5, -1}), "Tensor[(5, ?), float32]");
@@ -700,6 +711,20 @@ TEST(StridedSlice, TypesAndErrors) {
               HasSubstr("slice_mode must be"));
 }
 
+// The sliced axes (as many as the longest index tensor) become `?`, at most
+// as long as they were; the others keep their dims.
+TEST(DynStridedSlice, TypeBoundsEachSlicedAxisByItsLength) {
+  EXPECT_EQ(TypeOf("dyn.strided_slice", {TensorOf({512, 8}), TensorOf({1}, kI64),
+                                         TensorOf({1}, kI64), TensorOf({1}, kI64)}),
+            "Tensor[(?<=512, 8), float32]");
+  EXPECT_EQ(TypeOf("dyn.strided_slice", {TensorOf({ir::Dim::Any(9), kAny, 3}), TensorOf({2}, kI64),
+                                         TensorOf({1}, kI64), TensorOf({1}, kI64)}),
+            "Tensor[(?<=9, ?, 3), float32]");
+  EXPECT_EQ(TypeOf("dyn.strided_slice", {TensorOf({5, 6}), TensorOf({kAny}, kI64),
+                                         TensorOf({1}, kI64), TensorOf({1}, kI64)}),
+            "Tensor[(?<=5, ?<=6), float32]");
+}
+
 TEST(DynStridedSlice, ReadsTheIndexTensors) {
   const Tensor out =
       Invoke("dyn.strided_slice", {Iota({3, 4}), TensorFrom({2}, kI64, {1, 0}),
@@ -720,7 +745,7 @@ TEST(DynStridedSlice, ReadsTheIndexTensors) {
 TEST(DynStridedSlice, TypesAndErrors) {
   EXPECT_EQ(TypeOf("dyn.strided_slice", {TensorOf({kAny, 4}, kI32), TensorOf({2}, kI64),
                                          TensorOf({2}, kI64), TensorOf({2}, kI64)}),
-            "Tensor[(?, ?), int32]");
+            "Tensor[(?, ?<=4), int32]");
   EXPECT_THAT(ErrorOf([] {
                 TypeOf("dyn.strided_slice",
                        {TensorOf({4}), TensorOf({1}), TensorOf({1}, kI64), TensorOf({1}, kI64)});

@@ -53,6 +53,24 @@ TEST(ParseType, TensorTypesWithStaticAndAnyDims) {
   EXPECT_EQ(AsTensor(ParseType("Tensor[(3,), bool]"))->shape, std::vector<ir::Dim>{3});
 }
 
+TEST(ParseType, BoundedAnyDims) {
+  ir::TensorType tensor = AsTensor(ParseType("Tensor[(1, ?<=512, ?), float32]"));
+  ASSERT_EQ(tensor->ndim(), 3u);
+  EXPECT_TRUE(tensor->shape[1].is_any());
+  EXPECT_EQ(tensor->shape[1].upper_bound(), std::optional<int64_t>(512));
+  EXPECT_EQ(tensor->shape[1], ir::Dim::Any(512));
+  EXPECT_NE(tensor->shape[1], ir::Dim::Any());
+  EXPECT_EQ(tensor->shape[2].upper_bound(), std::nullopt);
+  EXPECT_EQ(tensor->shape[0].upper_bound(), std::optional<int64_t>(1));
+  // Printed as written, so the text round-trips.
+  EXPECT_EQ(ir::TypeToString(tensor), "Tensor[(1, ?<=512, ?), float32]");
+  EXPECT_EQ(ir::TypeToString(ParseType(ir::TypeToString(tensor))), ir::TypeToString(tensor));
+  EXPECT_THAT(ParseError("def @f(%x: Tensor[(?<=, 2), float32]) { %x }"),
+              HasSubstr("prog.relay:1:23: expected a bound (a size) but found ','"));
+  EXPECT_THAT(ParseError("def @f(%x: Tensor[(?<=-4,), float32]) { %x }"),
+              HasSubstr("expected a bound (a size) but found '-4'"));
+}
+
 TEST(ParseType, TuplesFunctionsAndTypeParameters) {
   EXPECT_EQ(ir::TypeToString(ParseType("(Tensor[(2,), float32], int64)")),
             "(Tensor[(2,), float32], Tensor[(), int64])");

@@ -190,6 +190,27 @@ TEST(TypeInferTest, CallArgumentsMayBeSubShapes) {
             "float32]");
 }
 
+// A bounded `?` parameter takes sizes and bounds up to its bound, and an
+// unbounded `?` (the run time checks its size); not a size or bound past it.
+TEST(TypeInferTest, ABoundedParameterTakesWhatMayFitItsBound) {
+  IRModule module = MakeModule();
+  Var a = MakeVar("a", Tensor({Dim::Any(8), 2}));
+  module->Add(module->GetGlobalVar("f"), Fn({a}, OpCall("nn.relu", {a})));
+  for (const Dim& fits : {Dim(8), Dim::Any(4), Dim::Any()}) {
+    Var x = MakeVar("x", Tensor({fits, 2}));
+    module->Add(module->GetGlobalVar("main"), Fn({x}, CallOf(module->GetGlobalVar("f"), {x})));
+    EXPECT_NO_THROW(InferTypes(module)) << fits.ToString();
+  }
+  for (const Dim& too_large : {Dim(9), Dim::Any(9)}) {
+    Var x = MakeVar("x", Tensor({too_large, 2}));
+    module->Add(module->GetGlobalVar("main"),
+                Fn({x}, At(CallOf(module->GetGlobalVar("f"), {x}), 4, 2)));
+    EXPECT_EQ(ErrorOf([&] { InferTypes(module); }),
+              "4:2: argument 0 of @f: expected Tensor[(?<=8, 2), float32], got Tensor[(" +
+                  too_large.ToString() + ", 2), float32]");
+  }
+}
+
 TEST(TypeInferTest, DeclaredReturnTypeMayBeWider) {
   Var x = MakeVar("x", Tensor({3, 2}));
   IRModule module = MainModule({x}, OpCall("nn.relu", {x}), Tensor({Dim::Any(), 2}));
