@@ -74,11 +74,50 @@ std::string MainType(const Model& model) {
   return ir::TypeToString(model.Module()->Lookup("main")->checked_type);
 }
 
-TEST(BertTest, DynamicProgramTakesAnyLength) {
+// The length is bounded by the position table unless asked otherwise.
+TEST(BertTest, DynamicProgramTakesAnyLengthUpToThePositions) {
   const Model model = BuildBert(Tiny());
   EXPECT_EQ(model.name, "bert");
   EXPECT_EQ(MainType(model),
+            "fn (Tensor[(1, ?<=32), int32], Tensor[(1, ?<=32), int32]) -> Tensor[(1, 2), float32]");
+  BertOptions unbounded = Tiny();
+  unbounded.bounded_length = false;
+  EXPECT_EQ(MainType(BuildBert(unbounded)),
             "fn (Tensor[(1, ?), int32], Tensor[(1, ?), int32]) -> Tensor[(1, 2), float32]");
+}
+
+// With the bound, every intermediate lives in one region of the bound's
+// size: two storage allocations per inference (the region and the
+// result), whatever the length; the same logits as without the bound.
+TEST(BertTest, TheBoundedProgramAllocatesOnce) {
+  BertOptions unbounded_options = Tiny();
+  unbounded_options.bounded_length = false;
+  const Model bounded = BuildBert(Tiny());
+  const Model unbounded = BuildBert(unbounded_options);
+  const auto storage_allocations = [](const vm::Executable& executable) {
+    int count = 0;
+    for (const vm::Instruction& instruction :
+         executable.functions[executable.FunctionIndex("main")].instructions) {
+      count += instruction.op == vm::Opcode::kAllocStorage;
+    }
+    return count;
+  };
+  const vm::Executable bounded_executable =
+      backend::Compile(bounded.Module(), {.kernels = "builtin"});
+  const vm::Executable unbounded_executable =
+      backend::Compile(unbounded.Module(), {.kernels = "builtin"});
+  EXPECT_EQ(storage_allocations(bounded_executable), 2);
+  EXPECT_GT(storage_allocations(unbounded_executable), 20);
+  vm::VirtualMachine bounded_vm(bounded_executable);
+  vm::VirtualMachine unbounded_vm(unbounded_executable);
+  for (int64_t length : {1, 7, 32}) {
+    const std::vector<Ref<Object>> pair = SentencePair(length, Tiny().vocab_size);
+    const Tensor want = TensorResult(unbounded_vm.Invoke("main", pair));
+    const Tensor got = TensorResult(bounded_vm.Invoke("main", pair));
+    for (int64_t i = 0; i < want->numel(); ++i) {
+      EXPECT_EQ(got->GetAsDouble(i), want->GetAsDouble(i)) << "length " << length;
+    }
+  }
 }
 
 TEST(BertTest, StaticProgramTakesItsLength) {
@@ -183,10 +222,17 @@ TEST(BertTest, BadInputsAreErrors) {
                 compiled.Run({Ids({1, 2}), Ids({0, 2})});
               }),
               HasSubstr("take: index 2 is out of range for axis 0 of (2, 16)"));
-  // Past max_positions the position table runs out.
+  // Past max_positions: the signature's bound refuses it; without the
+  // bound, the position table runs out.
   const std::vector<Ref<Object>> too_long = SentencePair(33, 50);
   EXPECT_THAT(ErrorOf([&] { compiled.Run(too_long); }),
-              HasSubstr("take: index 32 is out of range for axis 0 of (32, 16)"));
+              HasSubstr("@main: argument 0 (%input_ids): expected Tensor[(1, ?<=32), int32], got "
+                        "Tensor[(1, 33), int32]"));
+  BertOptions unbounded = Tiny();
+  unbounded.bounded_length = false;
+  CompiledModel unbounded_compiled(BuildBert(unbounded).Module());
+  EXPECT_THAT(ErrorOf([&] { unbounded_compiled.Run(too_long); }),
+              HasSubstr("add: cannot broadcast dimension 1"));
   EXPECT_THAT(ErrorOf([&] {
                 compiled.Run({Ids({}), Ids({})});
               }),
@@ -247,7 +293,8 @@ TEST(BertTest, BertBaseMatchesPyTorch) {
   const BertOptions base;
   const Model model = BuildBert(base);
   EXPECT_EQ(MainType(model),
-            "fn (Tensor[(1, ?), int32], Tensor[(1, ?), int32]) -> Tensor[(1, 2), float32]");
+            "fn (Tensor[(1, ?<=512), int32], Tensor[(1, ?<=512), int32]) -> Tensor[(1, 2), "
+            "float32]");
   ExpectMatchesPyTorch(model, base.heads, base.vocab_size, {8});
 }
 

@@ -862,8 +862,8 @@ TEST(VmCompilerTest, BoundedDimsAllocateOnceForTheBound) {
            "  add(%z, 1f)\n"
            "}\n";
   };
-  const vm::Executable bounded = Compile(program("?<=8"));
-  const vm::Executable unbounded = Compile(program("?"));
+  const vm::Executable bounded = backend::Compile(Parse(program("?<=8")), {.kernels = "builtin"});
+  const vm::Executable unbounded = backend::Compile(Parse(program("?")), {.kernels = "builtin"});
   const auto storage_allocations = [](const vm::Executable& executable) {
     int count = 0;
     for (const vm::Instruction& instruction :
