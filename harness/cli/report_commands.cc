@@ -28,6 +28,7 @@ struct GateCommand {
   double max_regression_percent = 5;
   std::vector<std::string> metrics;
   bool update_baseline = false;
+  bool prune = false;
   std::string reason;
 };
 
@@ -71,8 +72,8 @@ int RunGate(const GateCommand& command) {
   const auto current = OpenExisting(command.current);
   const std::vector<reports::SelectedRun> current_runs = reports::SelectRuns(*current, {});
   if (command.update_baseline) {
-    const int64_t copied =
-        reports::UpdateBaseline(command.baseline, current_runs, command.current, command.reason);
+    const int64_t copied = reports::UpdateBaseline(command.baseline, current_runs, command.current,
+                                                   command.reason, command.prune);
     std::cout << "baseline " << command.baseline << ": " << copied << " runs from "
               << command.current << " (" << command.reason << ")\n";
     return 0;
@@ -125,6 +126,9 @@ std::vector<std::pair<CLI::App*, CommandRunner>> AddReportCommands(CLI::App& app
                            "bytes, VM instructions, peak memory)");
   gate_command->add_flag("--update-baseline", gate->update_baseline,
                          "Replace the baseline's runs with the current ones (needs --reason)");
+  gate_command->add_flag("--prune", gate->prune,
+                         "With --update-baseline: also drop the baseline's runs on the current "
+                         "runs' hosts that they do not measure again");
   gate_command->add_option("--reason", gate->reason,
                            "Why the baseline changes (recorded in its baseline_updates table)");
   commands.emplace_back(gate_command, [gate] { return RunGate(*gate); });

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <iomanip>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "harness/bench/build_info.h"
@@ -235,21 +236,29 @@ std::string FormatGate(const GateResult& result, const GateOptions& options) {
 }
 
 int64_t UpdateBaseline(const std::string& baseline_path, const std::vector<SelectedRun>& current,
-                       const std::string& source, const std::string& reason) {
+                       const std::string& source, const std::string& reason, bool prune) {
   if (reason.empty()) throw Error("a baseline update needs --reason: say why it changes");
   if (current.empty()) throw Error(source + ": no finished runs to take as the baseline");
   bench::ResultsDb baseline(baseline_path);
   const std::vector<SelectedRun> existing = SelectRuns(baseline, {});
   bench::InTransaction(baseline.handle(), baseline.path(), [&] {
     bench::Statement remove(baseline.handle(), "DELETE FROM runs WHERE id = ?", baseline.path());
+    const auto drop = [&](int64_t id) {
+      remove.Bind(1, id);
+      remove.Step();
+      remove.Reset();
+    };
+    std::set<std::string> current_hosts;
+    for (const SelectedRun& run : current) current_hosts.insert(run.record.info.host);
+    for (const SelectedRun& old : existing) {
+      if (prune && current_hosts.contains(old.record.info.host)) drop(old.id);
+    }
     for (const SelectedRun& run : current) {
       for (const SelectedRun& old : existing) {
-        if (old.record.info.host != run.record.info.host ||
+        if (prune || old.record.info.host != run.record.info.host ||
             ComparisonKey(old.record.info) != ComparisonKey(run.record.info))
           continue;
-        remove.Bind(1, old.id);
-        remove.Step();
-        remove.Reset();
+        drop(old.id);
       }
       // The baseline has no job queue: the copy keeps who measured it, not
       // the job that asked for it.

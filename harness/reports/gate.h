@@ -60,9 +60,11 @@ std::string FormatGate(const GateResult& result, const GateOptions& options);
 
 // Replaces the runs of `baseline_path` that `current` measures again (same
 // comparison key and host) with them, copying their figures and provenance,
-// and records why in baseline_updates, in one transaction. Returns the runs
-// copied. An empty reason is an error: a baseline never changes silently.
+// and records why in baseline_updates, in one transaction. With `prune`, the
+// baseline's runs on current's hosts that current does not measure again go
+// too (a configuration that no longer exists). Returns the runs copied. An
+// empty reason is an error: a baseline never changes silently.
 int64_t UpdateBaseline(const std::string& baseline_path, const std::vector<SelectedRun>& current,
-                       const std::string& source, const std::string& reason);
+                       const std::string& source, const std::string& reason, bool prune = false);
 
 }  // namespace nimble::reports

@@ -417,6 +417,27 @@ TEST_F(GateTest, UpdateBaselineReplacesTheRunsOfTheSameConfigurationAndHost) {
   EXPECT_EQ(Scalar(path, "SELECT count(*) FROM runs WHERE model = 'lstm'"), "2");
 }
 
+// Pruning drops the configurations the current runs no longer measure on
+// their host, and keeps other hosts' runs.
+TEST_F(GateTest, UpdateBaselineWithPruneDropsWhatIsNoLongerMeasured) {
+  const std::string path = Path("committed.db");
+  current_->RecordRun(Info(), Figures(1000));
+  current_->RecordRun(Bert(), Figures(3000));
+  current_->RecordRun(Info("box-2"), Figures(950));
+  UpdateBaseline(path, SelectRuns(*current_, {}), Path("current.db"), "first baseline");
+  EXPECT_EQ(Scalar(path, "SELECT count(*) FROM runs"), "3");
+
+  bench::ResultsDb next(Path("next.db"));
+  next.RecordRun(Info(), Figures(900));
+  EXPECT_EQ(UpdateBaseline(path, SelectRuns(next, {}), Path("next.db"), "BERT renamed", true), 1);
+  EXPECT_THAT(Query(path, "SELECT model, host FROM runs ORDER BY host"),
+              ElementsAre(ElementsAre("lstm", "box-1"), ElementsAre("lstm", "box-2")));
+  EXPECT_EQ(Scalar(path,
+                   "SELECT value FROM measurements m JOIN runs r ON r.id = m.run_id WHERE "
+                   "r.host = 'box-1' AND m.name = 'peak_bytes_planned'"),
+            "900.0");
+}
+
 TEST_F(GateTest, UpdateBaselineRecordsWhy) {
   const std::string path = Path("committed.db");
   current_->RecordRun(Info(), Figures());
