@@ -13,11 +13,9 @@
 #include "harness/bench/host_info.h"
 #include "harness/bench/results_db.h"
 #include "harness/bench/run_record.h"
-#include "harness/bench/sqlite_util.h"
 #include "harness/cli/progress_bar.h"
 #include "harness/cli/run_command.h"
 #include "nimble/vm/error.h"
-#include "nimble/vm/thread_pool.h"
 
 namespace nimble::bench {
 
@@ -98,28 +96,14 @@ int RunDispatch(DispatchCommand command) {
     // Read once, when the pool is first used: set it before anything runs.
     setenv("NIMBLE_NUM_THREADS", std::to_string(command.threads).c_str(), 1);
   }
-  RunInfo info{.started_at = NowUtc(),
-               .commit_id = BuildIdentity(),
-               .host = host.host,
-               .cpu_model = host.cpu_model,
-               .cpu_flags = host.cpu_flags,
-               .cores = host.cores,
-               .threads = ThreadPool::Global().num_threads(),
-               .target = command.options.target,
-               .model = kDispatchMicrobench,
-               .configuration = DispatchConfigurationJson(command.options),
-               .dataset = "none",
-               .split = "none",
-               .sentences = 0,
-               .warmup = 0,
-               .repeat = command.options.rounds,
-               .kind = "microbench",
-               .arch = host.arch,
-               .emulated = false,
-               .emulator = "",
-               .job_id = 0,
-               .agent = "",
-               .framework = "nimble"};
+  RunInfo info = HostRunInfo(host);
+  info.target = command.options.target;
+  info.model = kDispatchMicrobench;
+  info.configuration = DispatchConfigurationJson(command.options);
+  info.dataset = "none";
+  info.split = "none";
+  info.repeat = command.options.rounds;
+  info.kind = "microbench";
   if (command.record_json) {
     // An agent's child: the record goes to the agent; no database here.
     const std::vector<Measurement> figures =

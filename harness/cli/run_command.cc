@@ -87,6 +87,21 @@ std::string BuildIdentity() {
   return identity;
 }
 
+RunInfo HostRunInfo(const HostInfo& host) {
+  RunInfo info;
+  info.started_at = NowUtc();
+  info.commit_id = BuildIdentity();
+  info.host = host.host;
+  info.cpu_model = host.cpu_model;
+  info.cpu_flags = host.cpu_flags;
+  info.cores = host.cores;
+  info.threads = ThreadPool::Global().num_threads();
+  info.arch = host.arch;
+  info.emulated = host.emulated;
+  info.emulator = host.emulator;
+  return info;
+}
+
 namespace {
 
 // The help group of AddRunOptions' options: the ones a job forwards.
@@ -150,27 +165,16 @@ int RunEmulated(const RunCommand& command, const CLI::App* cli) {
 
 // The run as this host produces it, before its figures exist.
 RunInfo LocalRunInfo(const RunCommand& command, const HostInfo& host) {
-  return RunInfo{.started_at = NowUtc(),
-                 .commit_id = BuildIdentity(),
-                 .host = host.host,
-                 .cpu_model = host.cpu_model,
-                 .cpu_flags = host.cpu_flags,
-                 .cores = host.cores,
-                 .threads = ThreadPool::Global().num_threads(),
-                 .target = command.bench.target,
-                 .model = command.bench.model,
-                 .configuration = ConfigurationJson(command.bench),
-                 .dataset = command.bench.dataset.path,
-                 .split = command.bench.dataset.split,
-                 .sentences = command.bench.dataset.count,
-                 .warmup = command.bench.warmup,
-                 .repeat = command.bench.repeat,
-                 .arch = host.arch,
-                 .emulated = host.emulated,
-                 .emulator = host.emulator,
-                 .job_id = 0,
-                 .agent = "",
-                 .framework = "nimble"};
+  RunInfo info = HostRunInfo(host);
+  info.target = command.bench.target;
+  info.model = command.bench.model;
+  info.configuration = ConfigurationJson(command.bench);
+  info.dataset = command.bench.dataset.path;
+  info.split = command.bench.dataset.split;
+  info.sentences = command.bench.dataset.count;
+  info.warmup = command.bench.warmup;
+  info.repeat = command.bench.repeat;
+  return info;
 }
 
 // `--count-instructions`: this binary again, under callgrind, runs the

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/bench/host_info.h"
 #include "harness/bench/model_runner.h"
 
 namespace nimble::bench {
@@ -55,6 +56,10 @@ int RunBaseline(RunCommand command, const BaselineCommand& baseline);
 // The build that produces the figures: the commit, marked when passes are
 // disabled (NIMBLE_DISABLE_PASSES), since such a build is not the commit's.
 std::string BuildIdentity();
+
+// A run started now by this build on `host` (threads: the runtime's pool),
+// framework nimble; the caller fills in what ran.
+RunInfo HostRunInfo(const HostInfo& host);
 
 // The path of this nimble-bench (an agent's jobs and a counted run start it again).
 std::string SelfExecutable();

@@ -16,6 +16,7 @@
 #include "nimble/vm/npy.h"
 #include "tests/error_of.h"
 #include "tests/models/model_test_util.h"
+#include "tests/opcode_count.h"
 
 namespace nimble::models {
 namespace {
@@ -95,12 +96,7 @@ TEST(BertTest, TheBoundedProgramAllocatesOnce) {
   const Model bounded = BuildBert(Tiny());
   const Model unbounded = BuildBert(unbounded_options);
   const auto storage_allocations = [](const vm::Executable& executable) {
-    int count = 0;
-    for (const vm::Instruction& instruction :
-         executable.functions[executable.FunctionIndex("main")].instructions) {
-      count += instruction.op == vm::Opcode::kAllocStorage;
-    }
-    return count;
+    return OpcodeCount(executable, "main", vm::Opcode::kAllocStorage);
   };
   const vm::Executable bounded_executable =
       backend::Compile(bounded.Module(), {.kernels = "builtin"});

@@ -19,6 +19,7 @@
 #include "nimble/vm/adt.h"
 #include "nimble/vm/vm.h"
 #include "tests/error_of.h"
+#include "tests/opcode_count.h"
 
 namespace nimble::backend {
 namespace {
@@ -865,12 +866,7 @@ TEST(VmCompilerTest, BoundedDimsAllocateOnceForTheBound) {
   const vm::Executable bounded = backend::Compile(Parse(program("?<=8")), {.kernels = "builtin"});
   const vm::Executable unbounded = backend::Compile(Parse(program("?")), {.kernels = "builtin"});
   const auto storage_allocations = [](const vm::Executable& executable) {
-    int count = 0;
-    for (const vm::Instruction& instruction :
-         executable.functions[executable.FunctionIndex("main")].instructions) {
-      count += instruction.op == vm::Opcode::kAllocStorage;
-    }
-    return count;
+    return OpcodeCount(executable, "main", vm::Opcode::kAllocStorage);
   };
   EXPECT_EQ(storage_allocations(bounded), 2);
   EXPECT_GT(storage_allocations(unbounded), 2);

@@ -77,19 +77,22 @@ def @main(%x: Tensor[(4, 8), float32], %w: Tensor[(8, 8), float32]) {
 )");
 }
 
-// docs/memory-dialect.md §2, dynamic output.
-TEST(ManifestAllocTest, DynamicOutputRunsTheShapeFunction) {
-  ExpectManifest(R"(
-def @main(%x: Tensor[(?, 8), float32], %w: Tensor[(8, 8), float32]) {
-  let %y = fn (%p0: Tensor[(?, 8), float32], %p1: Tensor[(8, 8), float32], Primitive=1) {
+// nn.dense over `rows` rows of 8, before manifestation, and after it with
+// the output's storage sized by `storage_size` (a shape register or bytes).
+std::string DenseProgram(const std::string& rows) {
+  return "def @main(%x: Tensor[(" + rows + R"(, 8), float32], %w: Tensor[(8, 8), float32]) {
+  let %y = fn (%p0: Tensor[()" +
+         rows + R"(, 8), float32], %p1: Tensor[(8, 8), float32], Primitive=1) {
     nn.dense(%p0, %p1)
   }(%x, %w);
   %y
 }
-)",
-                 R"(
-def @main(%x: Tensor[(?, 8), float32], %w: Tensor[(8, 8), float32]) {
-  %0 = fn (%p0: Tensor[(?, 8), float32], %p1: Tensor[(8, 8), float32], Primitive=1) {
+)";
+}
+std::string ManifestedDense(const std::string& rows, const std::string& storage_size) {
+  return "def @main(%x: Tensor[(" + rows + R"(, 8), float32], %w: Tensor[(8, 8), float32]) {
+  %0 = fn (%p0: Tensor[()" +
+         rows + R"(, 8), float32], %p1: Tensor[(8, 8), float32], Primitive=1) {
     nn.dense(%p0, %p1)
   };
   let %sh0: Tensor[(2,), int64] = shape_of(%x, dtype="int64");
@@ -97,41 +100,24 @@ def @main(%x: Tensor[(?, 8), float32], %w: Tensor[(8, 8), float32]) {
   let %ss0: Storage = memory.alloc_storage(16i64, alignment=64, device="cpu", dtype="int64");
   let %os0: Tensor[(2,), int64] = memory.alloc_tensor(%ss0, 0i64, dtype="int64", assert_shape=[2]);
   let %u0: () = memory.shape_func(%0, (%sh0, %sh1), (%os0,));
-  let %s1: Storage = memory.alloc_storage(%os0, alignment=64, device="cpu", dtype="float32");
+  let %s1: Storage = memory.alloc_storage()" +
+         storage_size + R"(, alignment=64, device="cpu", dtype="float32");
   let %y = memory.alloc_tensor(%s1, 0i64, %os0, dtype="float32", assert_shape=[-1, 8]);
   let %u1: () = memory.invoke_mut(%0, (%x, %w), (%y,));
   %y
 }
-)");
+)";
+}
+
+// docs/memory-dialect.md §2, dynamic output.
+TEST(ManifestAllocTest, DynamicOutputRunsTheShapeFunction) {
+  ExpectManifest(DenseProgram("?"), ManifestedDense("?", "%os0"));
 }
 
 // A bounded `?` (`?<=16`): the shape function still gives the tensor its
 // run-time shape, but the storage is of constant size, for the bound.
 TEST(ManifestAllocTest, BoundedOutputGetsStorageForItsBound) {
-  ExpectManifest(R"(
-def @main(%x: Tensor[(?<=16, 8), float32], %w: Tensor[(8, 8), float32]) {
-  let %y = fn (%p0: Tensor[(?<=16, 8), float32], %p1: Tensor[(8, 8), float32], Primitive=1) {
-    nn.dense(%p0, %p1)
-  }(%x, %w);
-  %y
-}
-)",
-                 R"(
-def @main(%x: Tensor[(?<=16, 8), float32], %w: Tensor[(8, 8), float32]) {
-  %0 = fn (%p0: Tensor[(?<=16, 8), float32], %p1: Tensor[(8, 8), float32], Primitive=1) {
-    nn.dense(%p0, %p1)
-  };
-  let %sh0: Tensor[(2,), int64] = shape_of(%x, dtype="int64");
-  let %sh1: Tensor[(2,), int64] = shape_of(%w, dtype="int64");
-  let %ss0: Storage = memory.alloc_storage(16i64, alignment=64, device="cpu", dtype="int64");
-  let %os0: Tensor[(2,), int64] = memory.alloc_tensor(%ss0, 0i64, dtype="int64", assert_shape=[2]);
-  let %u0: () = memory.shape_func(%0, (%sh0, %sh1), (%os0,));
-  let %s1: Storage = memory.alloc_storage(512i64, alignment=64, device="cpu", dtype="float32");
-  let %y = memory.alloc_tensor(%s1, 0i64, %os0, dtype="float32", assert_shape=[-1, 8]);
-  let %u1: () = memory.invoke_mut(%0, (%x, %w), (%y,));
-  %y
-}
-)");
+  ExpectManifest(DenseProgram("?<=16"), ManifestedDense("?<=16", "512i64"));
 }
 
 // A call that is a function's result rather than let-bound gets a fresh,
