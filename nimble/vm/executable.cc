@@ -28,8 +28,8 @@
 //
 // A string is a uint32 length and its bytes. A parameter type is a uint8 kind
 // (ParamType::Kind), then for a tensor its dtype, uint32 ndim, int64 dims
-// (-1 for `?`) and int64 bounds (-1: none), for a tuple a uint32 count and the fields' types, for
-// another type its name as a string. Counts are checked against the bytes
+// (-1 for `?`) and int64 bounds (-1: none), for a tuple a uint32 count and
+// the fields' types, for another type its name as a string. Counts are checked against the bytes
 // left before anything is allocated. The byte-order mark comes before
 // everything else read as an integer, so that a file whose integers were
 // written big-endian is named as such rather than as a strange version.

@@ -212,7 +212,12 @@ class CallLowering {
 
   // Storage of constant size and a tensor of static `type` in it.
   ir::Var StaticAlloc(const ir::TensorType& type, const ir::Var& var, const std::string& hint) {
-    const ir::Var storage = ConstantStorage(*BoundBytes(*type), type->dtype);
+    const std::optional<int64_t> bytes = BoundBytes(*type);
+    if (!bytes) {
+      throw Error("ManifestAlloc: " + ir::TypeToString(type) + At(span_) +
+                  " has more bytes than int64 holds");
+    }
+    const ir::Var storage = ConstantStorage(*bytes, type->dtype);
     return Bind(
         var, hint, type,
         op::MakeOpCall("memory.alloc_tensor", {storage, Int64Scalar(0)}, TensorAttrs(*type)));

@@ -615,6 +615,19 @@ TEST(ManifestAllocTest, OperatorOutsidePrimitiveIsAnError) {
               "ManifestAlloc: operator 'add' at 1:35 is called outside a primitive function");
 }
 
+// A static output of more bytes than int64 holds is refused rather than
+// given a wrapped-around size; a bound that large is no help and the
+// storage is sized at run time instead.
+TEST(ManifestAllocTest, AStaticOutputTooLargeToSizeIsAnError) {
+  const auto program = [](const std::string& rows) {
+    return "def @main(%x: Tensor[(" + rows + ", 4), float32]) {\n  let %y = fn (%p0: Tensor[(" +
+           rows + ", 4), float32], Primitive=1) { negative(%p0) }(%x);\n  %y\n}\n";
+  };
+  ExpectError(program("4611686018427387904"), "has more bytes than int64 holds");
+  const AllocationStats stats = CountAllocations(Manifest(program("?<=4611686018427387904")));
+  EXPECT_EQ(stats.dynamic_allocations, 1);
+}
+
 TEST(ManifestAllocTest, PrimitiveAsValueIsAnError) {
   ExpectError(R"(
 def @main(%x: float32) {
