@@ -117,14 +117,18 @@ class CudaDevices {
 
 }  // namespace
 
-std::string Device::ToString() const {
+std::string DeviceTypeName(DeviceType type) {
   switch (type) {
     case DeviceType::kCPU:
-      return "cpu(" + std::to_string(id) + ")";
+      return "cpu";
     case DeviceType::kCUDA:
-      return "cuda(" + std::to_string(id) + ")";
+      return "cuda";
   }
-  return "device" + std::to_string(static_cast<int32_t>(type)) + "(" + std::to_string(id) + ")";
+  return "device" + std::to_string(static_cast<int32_t>(type));
+}
+
+std::string Device::ToString() const {
+  return DeviceTypeName(type) + "(" + std::to_string(id) + ")";
 }
 
 DeviceAPI* DeviceAPI::Get(Device device) {

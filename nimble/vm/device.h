@@ -19,6 +19,9 @@ enum class DeviceType : int32_t {
   kCUDA = kDLCUDA,
 };
 
+// "cpu", "cuda".
+std::string DeviceTypeName(DeviceType type);
+
 struct Device {
   DeviceType type = DeviceType::kCPU;
   int32_t id = 0;

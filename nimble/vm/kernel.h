@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "nimble/vm/attrs.h"
+#include "nimble/vm/device.h"
 
 extern "C" {
 typedef int (*NimbleKernelFunc)(void* state, DLTensor* const* args, int32_t num_args);
@@ -47,6 +48,10 @@ struct Kernel {
   std::string name;
   NimbleKernelFunc func = nullptr;
   std::shared_ptr<void> state;  // owned by the kernel; may be null
+  // The device whose memory the kernel reads and writes. The VM refuses to
+  // pass it a tensor that lives elsewhere: a CPU kernel dereferencing a GPU
+  // pointer would read garbage or crash.
+  DeviceType device = DeviceType::kCPU;
 
   // Calls the kernel; throws nimble::Error "kernel NAME: message" on failure.
   void operator()(DLTensor* const* args, int32_t num_args) const;

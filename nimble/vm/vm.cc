@@ -474,6 +474,16 @@ Tensor VirtualMachine::DeviceCopy(const Instruction& in, const Ref<Object>& sour
   return tensor.CopyTo(devices_[in.device_index]);
 }
 
+namespace {
+
+[[noreturn]] void RefuseDevice(const Kernel& kernel, size_t argument, const TensorNode& tensor) {
+  throw Error("kernel " + kernel.name + ": argument " + std::to_string(argument) + " (" +
+              tensor.TypeString() + ") is on " + tensor.device().ToString() +
+              ", and the kernel reads " + DeviceTypeName(kernel.device) + " memory");
+}
+
+}  // namespace
+
 template <bool kProfile>
 void VirtualMachine::InvokePacked(const Instruction& in, const Ref<Object>* regs) {
   const Kernel& kernel = kernels_[in.index];
@@ -481,7 +491,12 @@ void VirtualMachine::InvokePacked(const Instruction& in, const Ref<Object>* regs
   for (RegName reg : in.args) {
     ForEachTensor(
         regs[reg], [&] { return "argument $" + std::to_string(reg) + " of kernel " + kernel.name; },
-        [&](TensorNode* tensor) { packed_tensors_.push_back(AsDLTensor(*tensor)); });
+        [&](TensorNode* tensor) {
+          if (tensor->device().type != kernel.device) {
+            RefuseDevice(kernel, packed_tensors_.size(), *tensor);
+          }
+          packed_tensors_.push_back(AsDLTensor(*tensor));
+        });
   }
   packed_args_.clear();
   for (DLTensor& tensor : packed_tensors_) packed_args_.push_back(&tensor);

@@ -708,6 +708,26 @@ TEST(VirtualMachineTest, KernelArgumentsMustBeTensors) {
                         "closure of function 0"));
 }
 
+TEST(VirtualMachineTest, KernelsOnlyReadTensorsOnTheirDevice) {
+  std::vector<Instruction> code;
+  AllocOutput(code, 2, 3, {3}, kF32);
+  code.push_back(I::InvokePacked(0, {0, 1}, {3}));
+  code.push_back(I::Ret(3));
+  VMOptions options = TestOptions();
+  bool called = false;
+  options.extra_kernels["add"] = [&called](const Attrs&) {
+    Kernel kernel{"gpu_add", [](void*, DLTensor* const*, int32_t) { return 0; }, nullptr};
+    kernel.device = DeviceType::kCUDA;
+    called = true;
+    return kernel;
+  };
+  VirtualMachine vm(MakeExecutable({VMFunction{"main", 2, 4, code}}, {"add"}), options);
+  ASSERT_TRUE(called);
+  EXPECT_EQ(ErrorOf([&] { vm.Invoke("main", {F32({3}, {1, 2, 3}), F32({3}, {1, 2, 3})}); }),
+            "kernel gpu_add: argument 0 (Tensor[(3,), float32]) is on cpu(0), and the kernel "
+            "reads cuda memory\n  at @main pc 2: invoke_packed kernel[0](in: $0, $1; out: $3)");
+}
+
 TEST(VirtualMachineTest, PrimitivesAreBoundAtLoad) {
   EXPECT_THAT(
       ErrorOf([] {

@@ -21,8 +21,8 @@ bool IsReduction(const TensorNode& tensor) {
 class Lowerer {
  public:
   Lowerer(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-          const MatMulKnobs& matmul_knobs)
-      : matmul_knobs_(matmul_knobs) {
+          const MatMulKnobs& matmul_knobs, bool gpu)
+      : matmul_knobs_(matmul_knobs), gpu_(gpu) {
     for (const Tensor& input : inputs) {
       if (!input->is_placeholder()) throw Error("te: kernel input " + input->name + " is computed");
       buffers_[input.get()] = MakeBuffer(*input);
@@ -199,6 +199,7 @@ class Lowerer {
     if (reduce) {
       for (const ReduceAxis& axis : reduce->axes) work = tir::Mul(work, axis.extent);
     }
+    if (gpu_) return LowerGpuStage(tensor, buffer, reduce);
     if (rank == 0) return StoreElement(tensor, buffer, reduce, {});
     if (reduce && tensor.hint == ScheduleHint::kMatMul && rank >= 2 && reduce->axes.size() == 1) {
       return LowerMatMul(tensor, buffer, *reduce);
@@ -230,6 +231,24 @@ class Lowerer {
         inner, inner_extent, reduce ? tir::ForKind::kSerial : tir::ForKind::kVectorized, element);
     return tir::For(outer, outer_extent, tir::ForKind::kParallel, row,
                     ChunkFor(tir::Mul(work, inner_extent)));
+  }
+
+  // One GPU thread per element of the stage (all its loops fused into one),
+  // which accumulates a reduction serially.
+  tir::Stmt LowerGpuStage(const TensorNode& tensor, const tir::Buffer& buffer,
+                          const ReduceNode* reduce) {
+    const tir::Var thread = tir::MakeVar(tensor.name + ".thread");
+    const size_t rank = tensor.shape.size();
+    std::vector<Expr> indices(rank);
+    Expr remaining = thread;
+    Expr extent = tir::IntImm(1);
+    for (size_t d = rank; d-- > 0;) {
+      indices[d] = d == 0 ? remaining : tir::FloorMod(remaining, tensor.shape[d]);
+      remaining = tir::FloorDiv(remaining, tensor.shape[d]);
+      extent = tir::Mul(extent, tensor.shape[d]);
+    }
+    return tir::For(thread, extent, tir::ForKind::kGpuThreads,
+                    StoreElement(tensor, buffer, reduce, indices));
   }
 
   tir::Stmt LowerMatMul(const TensorNode& tensor, const tir::Buffer& buffer,
@@ -269,8 +288,9 @@ class Lowerer {
     tir::Stmt loops = tir::Store(accumulator, zero, combined, /*reassociate=*/true);
     for (size_t k = reduce->axes.size(); k-- > 0;) {
       const bool innermost = k + 1 == reduce->axes.size();
+      const bool vectorized = innermost && !gpu_;
       loops = tir::For(reduce->axes[k].var, LowerExpr(reduce->axes[k].extent, substitution),
-                       innermost ? tir::ForKind::kVectorized : tir::ForKind::kSerial, loops);
+                       vectorized ? tir::ForKind::kVectorized : tir::ForKind::kSerial, loops);
     }
     return tir::Allocate(
         accumulator,
@@ -279,6 +299,7 @@ class Lowerer {
   }
 
   const MatMulKnobs matmul_knobs_;
+  const bool gpu_;
   std::map<const TensorNode*, tir::Buffer> buffers_;
   std::set<const TensorNode*> outputs_;
   std::map<const TensorNode*, int> reads_;
@@ -293,10 +314,12 @@ class Lowerer {
 
 tir::PrimFunc Lower(const std::string& name, const std::vector<Tensor>& inputs,
                     const std::vector<Tensor>& outputs,
-                    const std::vector<Requirement>& requirements, const MatMulKnobs& matmul_knobs) {
-  Lowerer lowerer(inputs, outputs, matmul_knobs);
+                    const std::vector<Requirement>& requirements, const MatMulKnobs& matmul_knobs,
+                    tir::PrimFunc::Device device) {
+  Lowerer lowerer(inputs, outputs, matmul_knobs, device == tir::PrimFunc::Device::kGpu);
   tir::PrimFunc func;
   func.name = name;
+  func.device = device;
   func.params = lowerer.input_buffers();
   func.num_inputs = static_cast<int>(inputs.size());
   std::vector<tir::Buffer> output_buffers;

@@ -13,6 +13,10 @@
 // iteration (a row vector), it is the parallel one. A reduction stage
 // accumulates in a one-element temporary over its reduction loops, the
 // innermost vectorised with reassociation.
+//
+// For the GPU (device kGpu) every stage is one kGpuThreads loop over all its
+// elements, a thread each, reductions accumulated serially by their thread;
+// matrix products get no template (cuBLAS runs the unfused ones).
 #pragma once
 
 #include <string>
@@ -32,6 +36,7 @@ namespace nimble::te {
 tir::PrimFunc Lower(const std::string& name, const std::vector<Tensor>& inputs,
                     const std::vector<Tensor>& outputs,
                     const std::vector<Requirement>& requirements,
-                    const MatMulKnobs& matmul_knobs = {});
+                    const MatMulKnobs& matmul_knobs = {},
+                    tir::PrimFunc::Device device = tir::PrimFunc::Device::kCpu);
 
 }  // namespace nimble::te

@@ -146,6 +146,7 @@ class Simplifier {
     PrimFunc result;
     result.name = func.name;
     result.num_inputs = func.num_inputs;
+    result.device = func.device;
     for (const Buffer& param : func.params) result.params.push_back(MapBuffer(param));
     result.body = Visit(func.body);
     return result;

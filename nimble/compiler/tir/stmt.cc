@@ -62,6 +62,8 @@ std::string ForKindName(ForKind kind) {
       return "vectorized";
     case ForKind::kUnrolled:
       return "unrolled";
+    case ForKind::kGpuThreads:
+      return "gpu_threads";
   }
   return "?";
 }

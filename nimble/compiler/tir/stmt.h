@@ -15,8 +15,10 @@ enum class StmtKind { kFor, kStore, kLet, kIf, kSeq, kAllocate, kAssert };
 // How a loop runs. kParallel splits its range over the process's thread pool
 // in chunks of at least `min_chunk` iterations; kVectorized asks for SIMD
 // lanes over the loop (the body must be free of loop-carried dependences
-// except reductions marked `reassociate`); kUnrolled is a hint.
-enum class ForKind { kSerial, kParallel, kVectorized, kUnrolled };
+// except reductions marked `reassociate`); kUnrolled is a hint. kGpuThreads
+// runs each iteration on a GPU thread of its own: the loop is one kernel
+// launch, and its body reads and writes only device memory.
+enum class ForKind { kSerial, kParallel, kVectorized, kUnrolled, kGpuThreads };
 
 struct StmtNode {
   explicit StmtNode(StmtKind kind) : kind(kind) {}
@@ -120,10 +122,15 @@ Stmt Assert(Expr condition, std::string message, Stmt body);
 // binds each shape variable at its first occurrence and checks every other
 // dimension against the buffer's shape; then it runs `body`.
 struct PrimFunc {
+  // Where the buffers live: kGpu kernels take device pointers, and their
+  // stores and loads happen only inside kGpuThreads loops.
+  enum class Device { kCpu, kGpu };
+
   std::string name;
   std::vector<Buffer> params;
   int num_inputs = 0;
   Stmt body;
+  Device device = Device::kCpu;
 };
 
 std::string ForKindName(ForKind kind);
