@@ -25,6 +25,7 @@
 //   9 source map      string source name; per function of the table a varint
 //                     count (0 or its instruction count), then per instruction
 //                     varint line and varint column (line 0: unknown)
+//  10 device code     the raw bytes: PTX of the GPU kernels (target nvidia), or empty
 //
 // A string is a uint32 length and its bytes. A parameter type is a uint8 kind
 // (ParamType::Kind), then for a tensor its dtype, uint32 ndim, int64 dims
@@ -74,11 +75,12 @@ enum class Section : uint32_t {
   kBytecode,
   kKernelLibrary,
   kSourceMap,
+  kDeviceCode,
 };
 constexpr Section kSectionOrder[] = {
     Section::kTarget,    Section::kDevices,       Section::kFunctions,
     Section::kConstants, Section::kPrimitives,    Section::kMessages,
-    Section::kBytecode,  Section::kKernelLibrary, Section::kSourceMap,
+    Section::kBytecode,  Section::kKernelLibrary, Section::kSourceMap, Section::kDeviceCode,
 };
 
 std::string Hex32(uint32_t value) {
@@ -107,6 +109,8 @@ std::string SectionName(Section section) {
       return "kernel library";
     case Section::kSourceMap:
       return "source map";
+    case Section::kDeviceCode:
+      return "device code";
   }
   return "?";
 }
@@ -598,6 +602,10 @@ void WriteSections(const Executable& exe, Writer& file) {
     }
   }
   file.AppendSection(Section::kSourceMap, source_map);
+
+  Writer device_code;
+  device_code.Bytes(exe.device_code);
+  file.AppendSection(Section::kDeviceCode, device_code);
 }
 
 void ReadTarget(Reader& in, Executable& exe) {
@@ -707,9 +715,9 @@ void ReadBytecode(Reader& in, Executable& exe) {
   }
 }
 
-void ReadKernelLibrary(Reader& in, Executable& exe) {
-  const auto bytes = in.Bytes(in.remaining());
-  exe.kernel_library.assign(bytes.begin(), bytes.end());
+void ReadRawBytes(Reader& in, std::vector<std::byte>& bytes) {
+  const auto payload = in.Bytes(in.remaining());
+  bytes.assign(payload.begin(), payload.end());
 }
 
 void ReadSourceMap(Reader& in, Executable& exe) {
@@ -741,9 +749,11 @@ void ReadSection(Section section, Reader& in, Executable& exe) {
     case Section::kBytecode:
       return ReadBytecode(in, exe);
     case Section::kKernelLibrary:
-      return ReadKernelLibrary(in, exe);
+      return ReadRawBytes(in, exe.kernel_library);
     case Section::kSourceMap:
       return ReadSourceMap(in, exe);
+    case Section::kDeviceCode:
+      return ReadRawBytes(in, exe.device_code);
   }
 }
 
@@ -1195,6 +1205,11 @@ void Executable::Validate() const {
                   " out of range (" + std::to_string(devices.size()) + " devices)");
     }
   }
+  const bool has_cuda = std::any_of(devices.begin(), devices.end(),
+                                    [](const Device& d) { return d.type == DeviceType::kCUDA; });
+  if (!device_code.empty() && (!has_cuda || kernel_library.empty())) {
+    throw Error("executable: device code without a CUDA device and a kernel library to launch it");
+  }
   std::set<std::string> names;
   for (const VMFunction& function : functions) {
     if (!names.insert(function.name).second) {
@@ -1240,6 +1255,7 @@ std::string ExecutableToString(const Executable& exe, bool constants) {
     text += "  message[" + std::to_string(i) + "] " + Quote(exe.messages[i]) + "\n";
   }
   text += "kernel library: " + std::to_string(exe.kernel_library.size()) + " bytes\n";
+  text += "device code: " + std::to_string(exe.device_code.size()) + " bytes\n";
   for (size_t i = 0; i < exe.functions.size(); ++i) {
     text += "\nfunc[" + std::to_string(i) + "] " + AnnotatedFunction(exe.functions[i]);
   }

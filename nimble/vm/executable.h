@@ -102,7 +102,7 @@ struct ConstantEntry {
 
 struct Executable {
   // Bumped on any change of the file layout; loading requires an exact match.
-  static constexpr uint32_t kFormatVersion = 5;
+  static constexpr uint32_t kFormatVersion = 6;
 
   std::string target;  // "intel", "arm" or "nvidia"
   // Devices by index (as used by AllocStorage, DeviceCopy, constants); one of
@@ -114,6 +114,9 @@ struct Executable {
   std::vector<Primitive> primitives;
   std::vector<std::string> messages;      // Fatal's texts
   std::vector<std::byte> kernel_library;  // a shared object for `target`, or empty
+  // PTX of the GPU kernels whose launches kernel_library's host code makes
+  // (target nvidia), or empty.
+  std::vector<std::byte> device_code;
   // The program file the code was compiled from (for "prog.relay:12:5: ..."
   // in run-time errors); may be empty.
   std::string source_name;

@@ -145,7 +145,8 @@ bool HasDynamicOutput(const ir::FunctionNode& primitive) {
 
 // The kernel: placeholders with a shape variable per `?` dimension.
 std::optional<std::pair<tir::PrimFunc, std::vector<std::string>>> BuildKernel(
-    const ir::FunctionNode& primitive, const std::string& name, const te::MatMulKnobs& matmul) {
+    const ir::FunctionNode& primitive, const std::string& name, const te::MatMulKnobs& matmul,
+    tir::PrimFunc::Device device) {
   std::vector<Tensors> params;
   Tensors inputs;
   for (size_t i = 0; i < primitive.params.size(); ++i) {
@@ -158,21 +159,24 @@ std::optional<std::pair<tir::PrimFunc, std::vector<std::string>>> BuildKernel(
         }));
     inputs.insert(inputs.end(), params.back().begin(), params.back().end());
   }
-  te::ComputeContext context;
+  te::ComputeContext context(device == tir::PrimFunc::Device::kGpu);
   Composer composer(context);
   std::optional<Tensors> outputs = composer.Compose(primitive, params);
   if (!outputs) return std::nullopt;
   for (const te::Tensor& output : *outputs) {
     if (output->is_placeholder()) return std::nullopt;  // the body returns a parameter
   }
-  return std::make_pair(te::Lower(name, inputs, *outputs, context.requirements(), matmul),
-                        composer.ops());
+  return std::make_pair(
+      te::Lower(name, inputs, *outputs, context.requirements(), matmul, device), composer.ops());
 }
 
 // The shape function: the same composition on placeholders whose `?`
 // dimensions are loads from the input-shape buffers (one int64 vector per
 // input tensor, as memory manifestation passes them).
-tir::PrimFunc BuildShapeFunc(const ir::FunctionNode& primitive, const std::string& name) {
+// `for_gpu_kernel`: the kernel's composition is the GPU's (te::ComputeContext),
+// though the shape function runs on the CPU.
+tir::PrimFunc BuildShapeFunc(const ir::FunctionNode& primitive, const std::string& name,
+                             bool for_gpu_kernel) {
   tir::PrimFunc func;
   func.name = name;
   std::vector<Tensors> params;
@@ -193,7 +197,7 @@ tir::PrimFunc BuildShapeFunc(const ir::FunctionNode& primitive, const std::strin
         }));
   }
   func.num_inputs = static_cast<int>(func.params.size());
-  te::ComputeContext context;
+  te::ComputeContext context(for_gpu_kernel);
   std::optional<Tensors> outputs = Composer(context).Compose(primitive, params);
   if (!outputs) throw Error("the shape function of " + name + " cannot be composed");
   std::vector<tir::Stmt> stores;
@@ -238,20 +242,23 @@ const GeneratedKernel* PrimitiveKernels::Find(const ir::FunctionNode* primitive)
 
 PrimitiveKernels GenerateKernels(const ir::IRModule& module,
                                  const std::function<bool(const ir::FunctionNode&)>& wanted,
-                                 const te::MatMulKnobs& matmul) {
+                                 const te::MatMulKnobs& matmul,
+                                 const std::function<bool(const ir::FunctionNode&)>& on_gpu) {
   PrimitiveCollector collector;
   for (const ir::IRModuleNode::Definition& definition : module->functions()) {
     collector.VisitExpr(definition.function);
   }
   PrimitiveKernels result;
-  // Structurally equal primitives share a kernel: buckets by hash.
+  // Structurally equal primitives on one device share a kernel: buckets by
+  // hash.
   std::unordered_map<size_t, std::vector<std::pair<const ir::FunctionNode*, size_t>>> seen;
   for (const ir::FunctionNode* primitive : collector.primitives) {
     const ir::Expr expr = ir::RefOf(primitive);
+    const bool gpu = on_gpu && on_gpu(*primitive);
     auto& bucket = seen[ir::StructuralHash(expr)];
     bool shared = false;
     for (const auto& [other, index] : bucket) {
-      if (ir::StructuralEqual(ir::RefOf(other), expr)) {
+      if (result.kernels_[index].gpu == gpu && ir::StructuralEqual(ir::RefOf(other), expr)) {
         result.kernel_of_[primitive] = index;
         shared = true;
         break;
@@ -262,7 +269,8 @@ PrimitiveKernels GenerateKernels(const ir::IRModule& module,
     const size_t index = result.kernels_.size();
     const bool multi_op = primitive->body->kind == ir::ExprKind::kLet;
     std::string name = "fused_" + std::to_string(index);
-    auto built = BuildKernel(*primitive, name, matmul);
+    auto built = BuildKernel(*primitive, name, matmul,
+                             gpu ? tir::PrimFunc::Device::kGpu : tir::PrimFunc::Device::kCpu);
     if (!built) {
       if (multi_op)
         throw Error("a fused primitive with an operator code generation cannot compile");
@@ -270,11 +278,11 @@ PrimitiveKernels GenerateKernels(const ir::IRModule& module,
     }
     name = SymbolFor(built->second, index);
     built->first.name = name;
-    GeneratedKernel kernel{name, "", JoinStrings(built->second, "+"), SignatureOf(*primitive)};
+    GeneratedKernel kernel{name, "", JoinStrings(built->second, "+"), SignatureOf(*primitive), gpu};
     result.funcs_.push_back(std::move(built->first));
     if (HasDynamicOutput(*primitive)) {
       kernel.shape_func = "shape_func." + name;
-      result.funcs_.push_back(BuildShapeFunc(*primitive, kernel.shape_func));
+      result.funcs_.push_back(BuildShapeFunc(*primitive, kernel.shape_func, gpu));
     }
     result.kernels_.push_back(std::move(kernel));
     result.kernel_of_[primitive] = index;

@@ -25,6 +25,7 @@ struct GeneratedKernel {
   std::string shape_func;  // the shape function's symbol; empty for static outputs
   std::string fused;       // the ops it computes, "nn.dense+add+tanh"
   std::string signature;   // "(?, 768) float32, (768) float32 -> (?, 768) float32"
+  bool gpu = false;        // a GPU kernel (its shape function runs on the CPU)
 };
 
 class PrimitiveKernels {
@@ -38,7 +39,8 @@ class PrimitiveKernels {
  private:
   friend PrimitiveKernels GenerateKernels(const ir::IRModule&,
                                           const std::function<bool(const ir::FunctionNode&)>&,
-                                          const te::MatMulKnobs&);
+                                          const te::MatMulKnobs&,
+                                          const std::function<bool(const ir::FunctionNode&)>&);
   std::unordered_map<const ir::FunctionNode*, size_t> kernel_of_;
   std::vector<GeneratedKernel> kernels_;
   std::vector<tir::PrimFunc> funcs_;
@@ -47,10 +49,13 @@ class PrimitiveKernels {
 // Generates kernels for the primitive functions of `module` that `wanted`
 // accepts and code generation supports, matrix products with the template
 // knobs `matmul`; the others are left to the
-// runtime's built-in kernels. Throws nimble::Error for a multi-op primitive
-// that cannot be generated (fusion only groups supported ops).
+// runtime's built-in kernels. Primitives that `on_gpu` accepts are lowered
+// for the GPU (te::Lower's GPU schedule); without it, all for the CPU.
+// Throws nimble::Error for a multi-op primitive that cannot be generated
+// (fusion only groups supported ops).
 PrimitiveKernels GenerateKernels(const ir::IRModule& module,
                                  const std::function<bool(const ir::FunctionNode&)>& wanted,
-                                 const te::MatMulKnobs& matmul);
+                                 const te::MatMulKnobs& matmul,
+                                 const std::function<bool(const ir::FunctionNode&)>& on_gpu = {});
 
 }  // namespace nimble::backend

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "nimble/compiler/backend/kernel_devices.h"
 #include "nimble/compiler/backend/kernel_tuning.h"
 #include "nimble/compiler/backend/primitive_kernels.h"
 #if NIMBLE_HAVE_CODEGEN
@@ -119,8 +120,9 @@ vm::Param SignatureParam(const ir::Var& param) {
 class ExecutableBuilder {
  public:
   ExecutableBuilder(const ir::IRModule& module, const CompileOptions& options,
-                    const PrimitiveKernels& kernels, const KernelChoices& choices)
-      : module_(module), kernels_(kernels), choices_(choices) {
+                    const PrimitiveKernels& kernels, const KernelChoices& choices,
+                    const KernelDeviceMap& devices)
+      : module_(module), kernels_(kernels), choices_(choices), devices_(devices) {
     TargetDevice(options.target);  // rejects an unknown target
     executable_.target = options.target;
     executable_.source_name = options.source_name;
@@ -228,7 +230,14 @@ class ExecutableBuilder {
 
   const PrimitiveKernels& kernels() const { return kernels_; }
   // The runtime kernel measurement chose for `primitive`, else `op`.
-  const std::string& RuntimeKernel(const ir::FunctionNode* primitive, const std::string& op) const {
+  // The runtime's kernel for `primitive`, one call of `op`: the measured
+  // choice, the op's built-in kernel, or on the GPU its library kernel (empty
+  // when there is none).
+  std::string RuntimeKernel(const ir::FunctionNode* primitive, const std::string& op) const {
+    const auto device = devices_.find(primitive);
+    if (device != devices_.end() && device->second == "cuda") {
+      return op == "nn.dense" || op == "nn.batch_matmul" ? op + ".cublas" : "";
+    }
     const auto found = choices_.find(primitive);
     return found == choices_.end() || found->second == kGeneratedKernel ? op : found->second;
   }
@@ -237,6 +246,7 @@ class ExecutableBuilder {
   ir::IRModule module_;
   const PrimitiveKernels& kernels_;
   const KernelChoices& choices_;
+  const KernelDeviceMap& devices_;
   vm::Executable executable_;
   std::unordered_map<std::string, int32_t> functions_;
   std::vector<const ir::FunctionNode*> function_defs_;
@@ -662,9 +672,14 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
     std::vector<RegName> output_regs;
     for (const ir::Expr& output : outputs) Flatten(output, output_regs);
     if (output_regs.empty()) Fail(call, "a kernel call without outputs");
-    const int64_t kernel = builder_.PrimitiveIndex(
-        shape_func ? vm::ShapeFuncKernelName(op) : builder_.RuntimeKernel(primitive, op),
-        op_call->attrs);
+    const std::string runtime_kernel =
+        shape_func ? vm::ShapeFuncKernelName(op) : builder_.RuntimeKernel(primitive, op);
+    if (runtime_kernel.empty()) {
+      Fail(call, "operator " + op +
+                     " runs on the GPU here, and it has no GPU kernel (it is neither generated "
+                     "nor a cuBLAS operator)");
+    }
+    const int64_t kernel = builder_.PrimitiveIndex(runtime_kernel, op_call->attrs);
     Emit(Instruction::InvokePacked(kernel, std::move(input_regs), std::move(output_regs)));
   }
 
@@ -689,6 +704,8 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
     Attrs attrs;
     attrs.Set("fused", generated.fused);
     attrs.Set("signature", generated.signature);
+    // The VM passes a GPU kernel device tensors only (its shape function, host ones).
+    if (generated.gpu && !shape_func) attrs.Set("device", std::string("cuda"));
     const int64_t kernel =
         builder_.PrimitiveIndex(shape_func ? generated.shape_func : generated.name, attrs);
     Emit(Instruction::InvokePacked(kernel, std::move(input_regs), std::move(output_regs)));
@@ -965,13 +982,17 @@ std::string TargetDevice(const std::string& target) {
 }
 
 bool GeneratesOp(const std::string& op, const CompileOptions& options) {
-  if (options.kernels == "builtin") return false;
+  if (options.kernels == "builtin") {
+    if (options.target == "nvidia") {
+      throw Error("--kernels builtin: the built-in kernels run on the CPU only; --target nvidia "
+                  "needs generated kernels (auto, generated or library)");
+    }
+    return false;
+  }
   if (options.kernels != "auto" && options.kernels != "generated" && options.kernels != "library") {
     throw Error("unknown kernel choice '" + options.kernels +
                 "' (auto, generated, builtin or library)");
   }
-  // NVPTX kernels come with the CUDA target; until then the runtime's run.
-  if (options.target == "nvidia") return false;
   if (!NIMBLE_HAVE_CODEGEN) {
     // The cross-built compiler has no LLVM: "auto" falls back to built-ins.
     if (options.kernels == "generated") {
@@ -985,14 +1006,20 @@ bool GeneratesOp(const std::string& op, const CompileOptions& options) {
 
 PrimitiveKernels GeneratedKernels(const ir::IRModule& module, const CompileOptions& options,
                                   const KernelChoices& choices) {
-  return GenerateKernels(module, KernelPolicy(options, choices), options.matmul);
+  const KernelDeviceMap devices = KernelDevices(module);
+  return GenerateKernels(module, KernelPolicy(options, choices), options.matmul,
+                         [&devices](const ir::FunctionNode& primitive) {
+                           const auto found = devices.find(&primitive);
+                           return found != devices.end() && found->second == "cuda";
+                         });
 }
 
 vm::Executable CompileToExecutable(const ir::IRModule& module, const CompileOptions& options) {
   return RunWithDeepStack([&] {
     const KernelChoices choices = ChooseMatMulKernels(module, options);
     const PrimitiveKernels kernels = GeneratedKernels(module, options, choices);
-    ExecutableBuilder builder(module, options, kernels, choices);
+    const KernelDeviceMap devices = KernelDevices(module);
+    ExecutableBuilder builder(module, options, kernels, choices, devices);
     for (const ir::IRModuleNode::Definition& definition : module->functions()) {
       builder.AddFunction(
           FunctionCompiler(builder, definition.global->name).Compile(definition.function.get()));
@@ -1001,8 +1028,11 @@ vm::Executable CompileToExecutable(const ir::IRModule& module, const CompileOpti
 #if NIMBLE_HAVE_CODEGEN
     if (!kernels.funcs().empty()) {
       const codegen::CodegenTarget target = codegen::CodegenTargetFor(options.target);
+      std::string ptx;
       executable.kernel_library =
-          codegen::LinkSharedLibrary(codegen::EmitObject(kernels.funcs(), target), target);
+          codegen::LinkSharedLibrary(codegen::EmitObject(kernels.funcs(), target, &ptx), target);
+      const auto* ptx_bytes = reinterpret_cast<const std::byte*>(ptx.data());
+      executable.device_code.assign(ptx_bytes, ptx_bytes + ptx.size());
     }
 #endif
     executable.Validate();

@@ -70,7 +70,8 @@ bool GeneratesOp(const std::string& op, const CompileOptions& options);
 
 // The kernels CompileToExecutable generates for `module` (already through
 // the pipeline) under `options` and the measured `choices`
-// (backend/kernel_tuning.h; empty: none measured), as loop IR.
+// (backend/kernel_tuning.h; empty: none measured), as loop IR: for the GPU
+// those of primitives placed on it (backend/kernel_devices.h).
 PrimitiveKernels GeneratedKernels(
     const ir::IRModule& module, const CompileOptions& options,
     const std::unordered_map<const ir::FunctionNode*, std::string>& choices = {});

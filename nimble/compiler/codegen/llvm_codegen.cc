@@ -5,6 +5,7 @@
 #include <llvm/IR/DiagnosticInfo.h>
 #include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
@@ -20,6 +21,7 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +29,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -62,7 +65,18 @@ static_assert(offsetof(DLTensor, device) == 8 && offsetof(DLTensor, ndim) == 16 
               offsetof(DLTensor, strides) == 32 && offsetof(DLTensor, byte_offset) == 40);
 
 // NimbleRuntimeHooks (kernel.h).
-enum HookField : unsigned { kSetError, kParallelFor };
+enum HookField : unsigned {
+  kSetError,
+  kParallelFor,
+  kDeviceCode,
+  kLaunch,
+  kDeviceAlloc,
+  kDeviceFree,
+  kNumHookFields
+};
+
+// Threads per block of a kGpuThreads loop's launch (the runtime's, kernel.h).
+constexpr unsigned kGpuBlockThreads = 256;
 
 void InitializeLLVMTargets() {
   static std::once_flag once;
@@ -75,22 +89,42 @@ void InitializeLLVMTargets() {
     LLVMInitializeAArch64Target();
     LLVMInitializeAArch64TargetMC();
     LLVMInitializeAArch64AsmPrinter();
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMInitializeNVPTXAsmPrinter();
   });
 }
 
-std::unique_ptr<llvm::TargetMachine> MakeTargetMachine(const CodegenTarget& target) {
+std::unique_ptr<llvm::TargetMachine> MakeTargetMachine(const std::string& name,
+                                                       const std::string& triple,
+                                                       const std::string& cpu,
+                                                       const std::string& features) {
   InitializeLLVMTargets();
   std::string error;
-  const llvm::Target* llvm_target = llvm::TargetRegistry::lookupTarget(target.triple, error);
-  if (!llvm_target) throw Error("code generation for " + target.name + ": " + error);
-  std::unique_ptr<llvm::TargetMachine> machine(llvm_target->createTargetMachine(
-      target.triple, target.cpu, target.features, llvm::TargetOptions(), llvm::Reloc::PIC_,
-      std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  const llvm::Target* llvm_target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!llvm_target) throw Error("code generation for " + name + ": " + error);
+  std::unique_ptr<llvm::TargetMachine> machine(
+      llvm_target->createTargetMachine(triple, cpu, features, llvm::TargetOptions(),
+                                       llvm::Reloc::PIC_, std::nullopt,
+                                       llvm::CodeGenOptLevel::Aggressive));
   if (!machine) {
-    throw Error("code generation for " + target.name + ": no target machine for " + target.triple +
-                " (cpu " + target.cpu + ")");
+    throw Error("code generation for " + name + ": no target machine for " + triple + " (cpu " +
+                cpu + ")");
   }
   return machine;
+}
+
+std::unique_ptr<llvm::TargetMachine> MakeHostMachine(const CodegenTarget& target) {
+  return MakeTargetMachine(target.name, target.triple, target.cpu, target.features);
+}
+
+std::unique_ptr<llvm::TargetMachine> MakeDeviceMachine(const CodegenTarget& target) {
+  if (target.device_triple.empty()) {
+    throw Error("code generation for " + target.name + ": the target has no GPU");
+  }
+  return MakeTargetMachine(target.name, target.device_triple, target.device_cpu,
+                           target.device_features);
 }
 
 bool IsSigned(DataType dtype) {
@@ -196,14 +230,15 @@ class UseCollector {
   std::unordered_set<const void*> seen_;
 };
 
-// What every function of the module shares: the runtime hooks, the helpers
-// that call them, libc's allocator and the message strings.
+// What every function of a module shares. The host's: the runtime hooks, the
+// helpers that call them, libc's allocator and the message strings. A GPU
+// module (`host` false) holds only the device functions of kGpuThreads loops.
 class ModuleState {
  public:
   // Declares the exported symbols (`nimble_runtime`, then one function per
   // kernel) before anything internal, so that a name clash renames an
   // internal function, never an exported one.
-  ModuleState(llvm::Module& module, std::span<const tir::PrimFunc> kernels)
+  ModuleState(llvm::Module& module, std::span<const tir::PrimFunc> kernels, bool host)
       : module(module),
         ctx(module.getContext()),
         ptr(llvm::PointerType::getUnqual(ctx)),
@@ -214,9 +249,11 @@ class ModuleState {
             {ptr, i32, i32, i32, llvm::Type::getInt8Ty(ctx), llvm::Type::getInt8Ty(ctx),
              llvm::Type::getInt16Ty(ctx), ptr, ptr, i64},
             "DLTensor")),
-        hooks_type(llvm::StructType::create(ctx, {ptr, ptr}, "NimbleRuntimeHooks")),
+        hooks_type(llvm::StructType::create(
+            ctx, std::vector<llvm::Type*>(kNumHookFields, ptr), "NimbleRuntimeHooks")),
         kernel_type(llvm::FunctionType::get(i32, {ptr, ptr, i32}, false)),
         chunk_type(llvm::FunctionType::get(i32, {i64, i64, ptr}, false)) {
+    if (!host) return;
     runtime = new llvm::GlobalVariable(
         module, hooks_type, /*isConstant=*/false, llvm::GlobalValue::ExternalLinkage,
         llvm::ConstantAggregateZero::get(hooks_type), "nimble_runtime");
@@ -232,9 +269,15 @@ class ModuleState {
     }
     set_error = MakeSetError();
     parallel_for = MakeParallelFor();
+    llvm::Type* void_type = llvm::Type::getVoidTy(ctx);
     malloc_fn = module.getOrInsertFunction("malloc", llvm::FunctionType::get(ptr, {i64}, false));
-    free_fn = module.getOrInsertFunction(
-        "free", llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr}, false));
+    free_fn = module.getOrInsertFunction("free", llvm::FunctionType::get(void_type, {ptr}, false));
+    launch = MakeDeviceHook(kLaunch, "nimble_launch",
+                            llvm::FunctionType::get(i32, {ptr, i64, ptr}, false), i32, 1);
+    device_alloc = MakeDeviceHook(kDeviceAlloc, "nimble_device_alloc",
+                                  llvm::FunctionType::get(ptr, {i64}, false), ptr, 0);
+    device_free = MakeDeviceHook(kDeviceFree, "nimble_device_free",
+                                 llvm::FunctionType::get(void_type, {ptr}, false), void_type, 0);
   }
 
   // A private NUL-terminated constant holding `text`.
@@ -268,12 +311,16 @@ class ModuleState {
   llvm::StructType* const hooks_type;
   llvm::FunctionType* const kernel_type;
   llvm::FunctionType* const chunk_type;  // int32 (int64 begin, int64 end, void* closure)
-  llvm::GlobalVariable* runtime;
-  std::vector<llvm::Function*> wrappers;  // parallel to the kernels
-  llvm::Function* set_error;              // void (const char* message)
-  llvm::Function* parallel_for;           // int32 (int64 n, int64 min_chunk, chunk*, void*)
+  llvm::GlobalVariable* runtime = nullptr;
+  std::vector<llvm::Function*> wrappers;    // parallel to the kernels
+  llvm::Function* set_error = nullptr;      // void (const char* message)
+  llvm::Function* parallel_for = nullptr;   // int32 (int64 n, int64 min_chunk, chunk*, void*)
   llvm::FunctionCallee malloc_fn;
   llvm::FunctionCallee free_fn;
+  // The GPU hooks, with the loaded device code as first argument.
+  llvm::Function* launch = nullptr;        // int32 (const char* kernel, int64 threads, void** params)
+  llvm::Function* device_alloc = nullptr;  // void* (int64 bytes); null on failure
+  llvm::Function* device_free = nullptr;   // void (void*)
 
  private:
   llvm::Value* LoadHook(llvm::IRBuilder<>& b, HookField field) {
@@ -317,6 +364,43 @@ class ModuleState {
     b.SetInsertPoint(serial);
     b.CreateRet(b.CreateCall(chunk_type, function->getArg(2),
                              {b.getInt64(0), function->getArg(0), function->getArg(3)}));
+    return function;
+  }
+
+  // A function passing its arguments to hook `field` after the device code;
+  // in a library whose GPU code is not loaded it records why and returns
+  // `missing` (of type `result`).
+  llvm::Function* MakeDeviceHook(HookField field, const std::string& name,
+                                 llvm::FunctionType* type, llvm::Type* result, int missing) {
+    llvm::Function* function = Internal(type, name);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", function));
+    llvm::BasicBlock* call = llvm::BasicBlock::Create(ctx, "call", function);
+    llvm::BasicBlock* absent = llvm::BasicBlock::Create(ctx, "absent", function);
+    llvm::Value* hook = LoadHook(b, field);
+    b.CreateCondBr(b.CreateIsNotNull(hook), call, absent);
+    b.SetInsertPoint(call);
+    std::vector<llvm::Value*> args = {LoadHook(b, kDeviceCode)};
+    std::vector<llvm::Type*> params = {ptr};
+    for (llvm::Argument& arg : function->args()) {
+      args.push_back(&arg);
+      params.push_back(arg.getType());
+    }
+    llvm::Value* value =
+        b.CreateCall(llvm::FunctionType::get(result, params, false), hook, args);
+    if (result->isVoidTy()) {
+      b.CreateRetVoid();
+    } else {
+      b.CreateRet(value);
+    }
+    b.SetInsertPoint(absent);
+    b.CreateCall(set_error, {String("the kernel library's GPU code is not loaded")});
+    if (result->isVoidTy()) {
+      b.CreateRetVoid();
+    } else if (result->isPointerTy()) {
+      b.CreateRet(llvm::ConstantPointerNull::get(ptr));
+    } else {
+      b.CreateRet(llvm::ConstantInt::get(result, missing));
+    }
     return function;
   }
 
@@ -475,20 +559,28 @@ class Float32Math {
 // One kernel's name and the count of functions outlined from it.
 struct KernelState {
   std::string name;
+  ModuleState* gpu_module;  // where its kGpuThreads loops go; null for CPU targets
   int num_parallel_loops = 0;
+  int num_gpu_loops = 0;
 };
 
+// Where a function's code runs: on the host, as a kernel (or its argument
+// checks), a chunk of one of its parallel loops, or the host side of a GPU
+// kernel (which launches its loops and never touches its buffers' memory);
+// or on the GPU, as the body of one kGpuThreads loop.
+enum class Place { kCpu, kCpuParallelChunk, kGpuHost, kGpuThread };
+
 // Emits the statements and expressions of one LLVM function: a kernel's
-// body, the body of one of its parallel loops, or its argument checks.
+// body, the body of one of its parallel or GPU loops, or its argument checks.
 class FunctionEmitter {
  public:
   FunctionEmitter(ModuleState& module, KernelState& kernel, llvm::Function* function,
-                  bool in_parallel_loop)
+                  Place place)
       : m_(module),
         k_(kernel),
         function_(function),
         b_(llvm::BasicBlock::Create(module.ctx, "entry", function)),
-        in_parallel_loop_(in_parallel_loop) {
+        place_(place) {
     llvm::FastMathFlags contract;
     contract.setAllowContract(true);
     b_.setFastMathFlags(contract);
@@ -502,15 +594,21 @@ class FunctionEmitter {
   // Unless `ok`, fails the function: records "KERNEL: message" (no message
   // when `message` is null: a callee recorded one), frees the heap buffers
   // live here and returns 1.
+  // A GPU thread has nowhere to record a message: it traps, which fails the
+  // launch, and the runtime reports that when it next waits for the device.
   void FailUnless(Value* ok, const std::string* message) {
     llvm::BasicBlock* fail = llvm::BasicBlock::Create(m_.ctx, "fail", function_);
     llvm::BasicBlock* pass = llvm::BasicBlock::Create(m_.ctx, "pass", function_);
     b_.CreateCondBr(ok, pass, fail, llvm::MDBuilder(m_.ctx).createLikelyBranchWeights());
     b_.SetInsertPoint(fail);
-    if (message) b_.CreateCall(m_.set_error, {m_.String(k_.name + ": " + *message)});
-    for (auto heap = heap_.rbegin(); heap != heap_.rend(); ++heap) {
-      b_.CreateCall(m_.free_fn, {*heap});
+    if (place_ == Place::kGpuThread) {
+      b_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {});
+      b_.CreateUnreachable();
+      b_.SetInsertPoint(pass);
+      return;
     }
+    if (message) b_.CreateCall(m_.set_error, {m_.String(k_.name + ": " + *message)});
+    for (auto heap = heap_.rbegin(); heap != heap_.rend(); ++heap) b_.CreateCall(Free(), {*heap});
     b_.CreateRet(b_.getInt32(1));
     b_.SetInsertPoint(pass);
   }
@@ -618,6 +716,7 @@ class FunctionEmitter {
         return EmitCall(static_cast<const tir::CallNode&>(*expr));
       case tir::ExprKind::kLoad: {
         const auto& op = static_cast<const tir::LoadNode&>(*expr);
+        RequireMemoryAccess(*op.buffer);
         llvm::Type* type = MemoryType(op.dtype);
         Value* element = b_.CreateInBoundsGEP(type, BufferData(*op.buffer), EmitIndex(op.index));
         Value* value = b_.CreateAlignedLoad(type, element, llvm::Align(op.dtype.bytes()));
@@ -769,6 +868,13 @@ class FunctionEmitter {
         tir::IntrinsicName(call.intrinsic) + " of " + dtype.name() + " is not supported";
     if (dtype.is_int()) {
       if (call.intrinsic == tir::Intrinsic::kRound) return x;
+      if (call.intrinsic == tir::Intrinsic::kCheckIndex) {
+        Value* bound = b_.CreateIntCast(args[1], x->getType(), true);
+        FailUnless(b_.CreateAnd(b_.CreateICmpSGE(x, llvm::ConstantInt::get(x->getType(), 0)),
+                                b_.CreateICmpSLT(x, bound)),
+                   "an index is out of range");
+        return x;
+      }
       if (call.intrinsic != tir::Intrinsic::kAbs) Unsupported(unsupported);
       return IsSigned(dtype) ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, x, b_.getFalse()) : x;
     }
@@ -776,6 +882,7 @@ class FunctionEmitter {
     const bool is_float32 = dtype.bits() == 32;
     Float32Math math(b_);
     auto libm = [&](const char* name) {
+      if (place_ == Place::kGpuThread) Unsupported(unsupported + " on the GPU");
       return b_.CreateCall(m_.module.getOrInsertFunction(name, x->getType(), x->getType()), {x});
     };
     switch (call.intrinsic) {
@@ -805,7 +912,10 @@ class FunctionEmitter {
       case tir::Intrinsic::kRound:  // halves to even, as nearbyint in the default rounding mode
         return b_.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, x);
       case tir::Intrinsic::kPow:
+        if (place_ == Place::kGpuThread) Unsupported(unsupported + " on the GPU");
         return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, args[1]);
+      case tir::Intrinsic::kCheckIndex:
+        break;
     }
     Unsupported(unsupported);
   }
@@ -827,13 +937,24 @@ class FunctionEmitter {
         const auto& op = static_cast<const tir::ForNode&>(*stmt);
         if (!op.var->dtype.is_int())
           Unsupported("loop variable " + op.var->name + " is not an integer");
-        if (op.for_kind == tir::ForKind::kParallel) return EmitParallelFor(op);
+        const bool on_gpu = place_ == Place::kGpuHost || place_ == Place::kGpuThread;
+        if (op.for_kind == tir::ForKind::kGpuThreads) {
+          if (place_ != Place::kGpuHost) {
+            Unsupported("gpu_threads loop " + op.var->name + " outside a GPU kernel's host code");
+          }
+          return EmitGpuLaunch(op);
+        }
+        if (op.for_kind == tir::ForKind::kParallel) {
+          if (on_gpu) Unsupported("parallel loop " + op.var->name + " in a GPU kernel");
+          return EmitParallelFor(op);
+        }
         llvm::Type* type = ValueType(op.var->dtype);
         return EmitLoop(*op.var, llvm::ConstantInt::get(type, 0),
                         b_.CreateIntCast(EmitIndex(op.extent), type, true), op.body, op.for_kind);
       }
       case tir::StmtKind::kStore: {
         const auto& op = static_cast<const tir::StoreNode&>(*stmt);
+        RequireMemoryAccess(*op.buffer);
         Value* value = op.reassociate && op.value->kind == tir::ExprKind::kBinary
                            ? EmitBinary(static_cast<const tir::BinaryNode&>(*op.value), true)
                            : Emit(op.value);
@@ -876,7 +997,9 @@ class FunctionEmitter {
         // to free the allocation, and its message would be recorded on a
         // worker thread.
         if (allocate_depth_ > 0) Unsupported("an Assert inside an Allocate is not supported");
-        if (in_parallel_loop_) Unsupported("an Assert inside a parallel loop is not supported");
+        if (place_ == Place::kCpuParallelChunk || place_ == Place::kGpuThread) {
+          Unsupported("an Assert inside a parallel or GPU loop is not supported");
+        }
         FailUnless(Emit(op.condition), op.message);
         return Emit(op.body);
       }
@@ -884,6 +1007,18 @@ class FunctionEmitter {
   }
 
  private:
+  // The host side of a GPU kernel holds device pointers: its memory is read
+  // and written only by the GPU loops it launches.
+  void RequireMemoryAccess(const tir::BufferNode& buffer) {
+    if (place_ == Place::kGpuHost) {
+      Unsupported("buffer " + buffer.name + " is accessed outside the GPU loops of a GPU kernel");
+    }
+  }
+
+  llvm::FunctionCallee Free() {
+    return place_ == Place::kGpuHost ? llvm::FunctionCallee(m_.device_free) : m_.free_fn;
+  }
+
   template <typename Fn>
   void WithVar(const tir::VarNode* var, Value* value, const Fn& fn) {
     const auto [slot, inserted] = vars_.try_emplace(var, value);
@@ -950,22 +1085,28 @@ class FunctionEmitter {
     const auto bytes = static_cast<int64_t>(buffer.dtype.bytes());
     ++allocate_depth_;
     int64_t constant_count;
-    if (tir::AsInt(count, &constant_count) && constant_count >= 0 &&
-        constant_count <= kMaxStackBytes / bytes) {
+    const bool small = tir::AsInt(count, &constant_count) && constant_count >= 0 &&
+                       constant_count <= kMaxStackBytes / bytes;
+    if (small && place_ != Place::kGpuHost) {
       BindBuffer(&buffer, EntryAlloca(llvm::ArrayType::get(type, constant_count)));
       Emit(op.body);
+    } else if (place_ == Place::kGpuThread) {
+      Unsupported("buffer " + buffer.name + " is too large or not of constant size for a GPU thread");
     } else {
-      // malloc(0) may return null: ask for at least one byte.
+      // malloc(0) may return null: ask for at least one byte. A GPU kernel's
+      // temporaries are device memory, allocated and freed in stream order.
       Value* size = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umax,
                                              b_.CreateMul(EmitIndex(count), b_.getInt64(bytes)),
                                              b_.getInt64(1));
-      Value* data = b_.CreateCall(m_.malloc_fn, {size});
+      Value* data = b_.CreateCall(place_ == Place::kGpuHost ? llvm::FunctionCallee(m_.device_alloc)
+                                                            : m_.malloc_fn,
+                                  {size});
       FailUnless(b_.CreateIsNotNull(data), "cannot allocate memory for buffer " + buffer.name);
       BindBuffer(&buffer, data);
       heap_.push_back(data);
       Emit(op.body);
       heap_.pop_back();
-      b_.CreateCall(m_.free_fn, {data});
+      b_.CreateCall(Free(), {data});
     }
     buffers_.erase(&buffer);
     --allocate_depth_;
@@ -975,25 +1116,49 @@ class FunctionEmitter {
   // calls on its threads over disjoint ranges: the closure holds every value
   // the body uses from around the loop. chunk passes them to an inlined
   // function, so that buffer pointers are noalias there as in the kernel.
-  void EmitParallelFor(const tir::ForNode& loop) {
-    UseCollector uses;
-    uses.Visit(loop.body);
-    std::vector<Value*> captured;
-    std::vector<llvm::Type*> body_params = {b_.getInt64Ty(), b_.getInt64Ty()};
+  // What a loop's body uses from around it: the buffers, then the variables
+  // (the loop's own excluded), and their values here.
+  struct Captures {
     std::vector<const tir::BufferNode*> buffers;
     std::vector<const tir::VarNode*> vars;
+    std::vector<Value*> values;  // the buffers' then the variables'
+  };
+
+  Captures Capture(const tir::ForNode& loop) {
+    UseCollector uses;
+    uses.Visit(loop.body);
+    Captures captures;
     for (const tir::BufferNode* buffer : uses.buffers) {
       if (const auto found = buffers_.find(buffer); found != buffers_.end()) {
-        buffers.push_back(buffer);
-        captured.push_back(found->second);
+        captures.buffers.push_back(buffer);
+        captures.values.push_back(found->second);
       }
     }
     for (const tir::VarNode* var : uses.vars) {
       if (const auto found = vars_.find(var); found != vars_.end() && var != loop.var.get()) {
-        vars.push_back(var);
-        captured.push_back(found->second);
+        captures.vars.push_back(var);
+        captures.values.push_back(found->second);
       }
     }
+    return captures;
+  }
+
+  // Binds the captures to `function`'s parameters from `first` on: buffers
+  // are noalias there, as in the kernel.
+  void BindCaptures(const Captures& captures, llvm::Function* function, unsigned first) {
+    for (size_t i = 0; i < captures.buffers.size(); ++i) {
+      function->addParamAttr(first + i, llvm::Attribute::NoAlias);
+      BindBuffer(captures.buffers[i], function->getArg(first + i));
+    }
+    for (size_t i = 0; i < captures.vars.size(); ++i) {
+      BindVar(captures.vars[i], function->getArg(first + captures.buffers.size() + i));
+    }
+  }
+
+  void EmitParallelFor(const tir::ForNode& loop) {
+    const Captures captures = Capture(loop);
+    const std::vector<Value*>& captured = captures.values;
+    std::vector<llvm::Type*> body_params = {b_.getInt64Ty(), b_.getInt64Ty()};
     for (Value* value : captured) body_params.push_back(value->getType());
 
     const std::string name = k_.name + "_parallel" + std::to_string(k_.num_parallel_loops++);
@@ -1001,14 +1166,8 @@ class FunctionEmitter {
         m_.Internal(llvm::FunctionType::get(b_.getInt32Ty(), body_params, false), name + "_body");
     body->addFnAttr(llvm::Attribute::AlwaysInline);
     {
-      FunctionEmitter inner(m_, k_, body, /*in_parallel_loop=*/true);
-      for (size_t i = 0; i < buffers.size(); ++i) {
-        body->addParamAttr(2 + i, llvm::Attribute::NoAlias);
-        inner.BindBuffer(buffers[i], body->getArg(2 + i));
-      }
-      for (size_t i = 0; i < vars.size(); ++i) {
-        inner.BindVar(vars[i], body->getArg(2 + buffers.size() + i));
-      }
+      FunctionEmitter inner(m_, k_, body, Place::kCpuParallelChunk);
+      inner.BindCaptures(captures, body, 2);
       llvm::Type* type = inner.ValueType(loop.var->dtype);
       inner.EmitLoop(*loop.var, inner.b_.CreateIntCast(body->getArg(0), type, true),
                      inner.b_.CreateIntCast(body->getArg(1), type, true), loop.body,
@@ -1039,11 +1198,63 @@ class FunctionEmitter {
     FailUnless(b_.CreateIsNull(status), nullptr);
   }
 
+  // The loop's body becomes the GPU kernel NAME_gpuK(captures..., int64
+  // extent) of the GPU module, a thread per iteration (threads past the
+  // extent do nothing); here, the runtime's launch hook queues it with
+  // pointers to the captured values, as cuLaunchKernel takes them.
+  void EmitGpuLaunch(const tir::ForNode& loop) {
+    const Captures captures = Capture(loop);
+    std::vector<llvm::Type*> params;
+    for (Value* value : captures.values) params.push_back(value->getType());
+    params.push_back(b_.getInt64Ty());
+    const std::string name = k_.name + "_gpu" + std::to_string(k_.num_gpu_loops++);
+    ModuleState& gpu = *k_.gpu_module;
+    llvm::Function* kernel = llvm::Function::Create(
+        llvm::FunctionType::get(llvm::Type::getVoidTy(gpu.ctx), params, false),
+        llvm::GlobalValue::ExternalLinkage, name, gpu.module);
+    if (kernel->getName() != name) Unsupported("GPU kernel name " + name + " is used twice");
+    kernel->setCallingConv(llvm::CallingConv::PTX_Kernel);
+    {
+      FunctionEmitter thread(gpu, k_, kernel, Place::kGpuThread);
+      thread.BindCaptures(captures, kernel, 0);
+      llvm::IRBuilder<>& b = thread.b_;
+      auto special = [&](llvm::Intrinsic::ID id) {
+        return b.CreateZExt(b.CreateIntrinsic(id, {}, {}), b.getInt64Ty());
+      };
+      Value* index = b.CreateAdd(
+          b.CreateMul(special(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x),
+                      special(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x)),
+          special(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x));
+      llvm::BasicBlock* body = llvm::BasicBlock::Create(gpu.ctx, "thread", kernel);
+      llvm::BasicBlock* done = llvm::BasicBlock::Create(gpu.ctx, "done", kernel);
+      b.CreateCondBr(b.CreateICmpSLT(index, kernel->getArg(captures.values.size())), body, done);
+      b.SetInsertPoint(body);
+      thread.WithVar(loop.var.get(),
+                     b.CreateIntCast(index, thread.ValueType(loop.var->dtype), true),
+                     [&] { thread.Emit(loop.body); });
+      b.CreateBr(done);
+      b.SetInsertPoint(done);
+      b.CreateRetVoid();
+    }
+
+    Value* extent = EmitIndex(loop.extent);
+    std::vector<Value*> values = captures.values;
+    values.push_back(extent);
+    llvm::AllocaInst* pointers = EntryAlloca(llvm::ArrayType::get(m_.ptr, values.size()));
+    for (size_t i = 0; i < values.size(); ++i) {
+      llvm::AllocaInst* slot = EntryAlloca(values[i]->getType());
+      b_.CreateStore(values[i], slot);
+      b_.CreateStore(slot, b_.CreateConstInBoundsGEP1_64(m_.ptr, pointers, i));
+    }
+    Value* status = b_.CreateCall(m_.launch, {m_.String(name), extent, pointers});
+    FailUnless(b_.CreateIsNull(status), nullptr);
+  }
+
   ModuleState& m_;
   KernelState& k_;
   llvm::Function* function_;
   llvm::IRBuilder<> b_;
-  const bool in_parallel_loop_;
+  const Place place_;
   int allocate_depth_ = 0;
   std::unordered_map<const tir::VarNode*, Value*> vars_;
   std::unordered_map<const tir::BufferNode*, Value*> buffers_;
@@ -1053,8 +1264,11 @@ class FunctionEmitter {
 // One kernel: the exported function checks the arguments and binds the shape
 // variables, then calls NAME_body (alwaysinline), whose buffer parameters are
 // noalias: an output never aliases an input in the VM.
-void EmitKernel(ModuleState& m, const tir::PrimFunc& func, llvm::Function* wrapper) {
-  KernelState kernel{func.name};
+void EmitKernel(ModuleState& m, ModuleState* gpu, const tir::PrimFunc& func,
+                llvm::Function* wrapper) {
+  const bool on_gpu = func.device == tir::PrimFunc::Device::kGpu;
+  if (on_gpu && !gpu) throw Error("kernel " + func.name + " is for the GPU, and the target has none");
+  KernelState kernel{func.name, gpu};
   struct Dimension {
     size_t param;
     size_t dim;
@@ -1090,7 +1304,7 @@ void EmitKernel(ModuleState& m, const tir::PrimFunc& func, llvm::Function* wrapp
       m.Internal(llvm::FunctionType::get(m.i32, body_params, false), func.name + "_body");
   body->addFnAttr(llvm::Attribute::AlwaysInline);
   {
-    FunctionEmitter emitter(m, kernel, body, /*in_parallel_loop=*/false);
+    FunctionEmitter emitter(m, kernel, body, on_gpu ? Place::kGpuHost : Place::kCpu);
     for (size_t p = 0; p < func.params.size(); ++p) {
       emitter.MemoryType(func.params[p]->dtype);  // rejects unsupported dtypes
       body->addParamAttr(p, llvm::Attribute::NoAlias);
@@ -1103,7 +1317,7 @@ void EmitKernel(ModuleState& m, const tir::PrimFunc& func, llvm::Function* wrapp
     emitter.builder().CreateRet(emitter.builder().getInt32(0));
   }
 
-  FunctionEmitter checks(m, kernel, wrapper, /*in_parallel_loop=*/false);
+  FunctionEmitter checks(m, kernel, wrapper, Place::kCpu);
   llvm::IRBuilder<>& b = checks.builder();
   auto field = [&](Value* tensor, DLTensorField index, llvm::Type* type) {
     return b.CreateLoad(type, b.CreateStructGEP(m.dltensor, tensor, index));
@@ -1119,8 +1333,9 @@ void EmitKernel(ModuleState& m, const tir::PrimFunc& func, llvm::Function* wrapp
     const std::string argument = "argument " + std::to_string(p) + " (" + buffer.name + "): ";
     const size_t rank = buffer.shape.size();
     Value* tensor = b.CreateLoad(m.ptr, b.CreateConstInBoundsGEP1_64(m.ptr, wrapper->getArg(1), p));
-    checks.FailUnless(b.CreateICmpEQ(field(tensor, kDeviceType, m.i32), b.getInt32(kDLCPU)),
-                      argument + "is not on the CPU");
+    checks.FailUnless(
+        b.CreateICmpEQ(field(tensor, kDeviceType, m.i32), b.getInt32(on_gpu ? kDLCUDA : kDLCPU)),
+        argument + (on_gpu ? "is not on the GPU" : "is not on the CPU"));
     checks.FailUnless(
         b.CreateICmpEQ(field(tensor, kNdim, m.i32), b.getInt32(static_cast<uint32_t>(rank))),
         argument + "rank is not " + std::to_string(rank));
@@ -1188,25 +1403,14 @@ void ThrowOnErrors(const std::vector<std::string>& errors, const CodegenTarget& 
   throw Error(message);
 }
 
-// Builds, verifies and optimises the module of `kernels`.
-std::unique_ptr<llvm::Module> Compile(llvm::LLVMContext& ctx,
-                                      std::span<const tir::PrimFunc> kernels,
-                                      llvm::TargetMachine& machine, const CodegenTarget& target,
-                                      std::vector<std::string>* errors) {
-  ctx.setDiagnosticHandlerCallBack(CollectErrors, errors);
-  auto module = std::make_unique<llvm::Module>("nimble_kernels", ctx);
-  module->setTargetTriple(target.triple);
-  module->setDataLayout(machine.createDataLayout());
-  module->setPICLevel(llvm::PICLevel::BigPIC);
-  ModuleState state(*module, kernels);
-  for (size_t i = 0; i < kernels.size(); ++i) EmitKernel(state, kernels[i], state.wrappers[i]);
-
+// Verifies `module` and optimises it at O3 for `machine`.
+void Optimise(llvm::Module& module, llvm::TargetMachine& machine, const CodegenTarget& target,
+              const std::vector<std::string>& errors) {
   std::string broken;
   llvm::raw_string_ostream out(broken);
-  if (llvm::verifyModule(*module, &out)) {
+  if (llvm::verifyModule(module, &out)) {
     throw Error("code generation produced invalid LLVM IR (internal error): " + out.str());
   }
-
   llvm::LoopAnalysisManager loops;
   llvm::FunctionAnalysisManager functions;
   llvm::CGSCCAnalysisManager cgscc;
@@ -1220,41 +1424,99 @@ std::unique_ptr<llvm::Module> Compile(llvm::LLVMContext& ctx,
   passes.registerFunctionAnalyses(functions);
   passes.registerLoopAnalyses(loops);
   passes.crossRegisterProxies(loops, functions, cgscc, modules);
-  passes.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(*module, modules);
-  ThrowOnErrors(*errors, target);
+  passes.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(module, modules);
+  ThrowOnErrors(errors, target);
+}
+
+std::unique_ptr<llvm::Module> NewModule(llvm::LLVMContext& ctx, llvm::TargetMachine& machine) {
+  auto module = std::make_unique<llvm::Module>("nimble_kernels", ctx);
+  module->setTargetTriple(machine.getTargetTriple().str());
+  module->setDataLayout(machine.createDataLayout());
   return module;
+}
+
+// The host module of `kernels` and, when some run on the GPU, the GPU module
+// of their loops; both verified and optimised.
+struct Modules {
+  std::unique_ptr<llvm::Module> host;
+  std::unique_ptr<llvm::Module> gpu;  // null without GPU kernels
+};
+
+Modules Compile(llvm::LLVMContext& ctx, std::span<const tir::PrimFunc> kernels,
+                const CodegenTarget& target, std::vector<std::string>* errors,
+                std::unique_ptr<llvm::TargetMachine>* host_machine,
+                std::unique_ptr<llvm::TargetMachine>* gpu_machine) {
+  ctx.setDiagnosticHandlerCallBack(CollectErrors, errors);
+  *host_machine = MakeHostMachine(target);
+  Modules modules{NewModule(ctx, **host_machine), nullptr};
+  modules.host->setPICLevel(llvm::PICLevel::BigPIC);
+  const bool any_gpu = std::any_of(kernels.begin(), kernels.end(), [](const tir::PrimFunc& k) {
+    return k.device == tir::PrimFunc::Device::kGpu;
+  });
+  std::optional<ModuleState> gpu_state;
+  if (any_gpu && !target.device_triple.empty()) {
+    *gpu_machine = MakeDeviceMachine(target);
+    modules.gpu = NewModule(ctx, **gpu_machine);
+    gpu_state.emplace(*modules.gpu, std::span<const tir::PrimFunc>(), /*host=*/false);
+  }
+  ModuleState state(*modules.host, kernels, /*host=*/true);
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    EmitKernel(state, gpu_state ? &*gpu_state : nullptr, kernels[i], state.wrappers[i]);
+  }
+  Optimise(*modules.host, **host_machine, target, *errors);
+  if (modules.gpu) Optimise(*modules.gpu, **gpu_machine, target, *errors);
+  return modules;
+}
+
+// `module` emitted by `machine` as a file of `type`.
+std::string EmitFile(llvm::Module& module, llvm::TargetMachine& machine,
+                     llvm::CodeGenFileType type, const CodegenTarget& target,
+                     const std::vector<std::string>& errors) {
+  llvm::SmallVector<char, 0> bytes;
+  llvm::raw_svector_ostream out(bytes);
+  llvm::legacy::PassManager codegen;
+  if (machine.addPassesToEmitFile(codegen, out, nullptr, type)) {
+    throw Error("code generation for " + target.name + ": LLVM cannot emit " +
+                (type == llvm::CodeGenFileType::ObjectFile ? "an object file" : "assembly") +
+                " for " + machine.getTargetTriple().str());
+  }
+  codegen.run(module);
+  ThrowOnErrors(errors, target);
+  return std::string(bytes.data(), bytes.size());
+}
+
+std::string ModuleText(const llvm::Module& module) {
+  std::string text;
+  llvm::raw_string_ostream out(text);
+  module.print(out, nullptr);
+  return out.str();
 }
 
 }  // namespace
 
 std::vector<std::byte> EmitObject(std::span<const tir::PrimFunc> kernels,
-                                  const CodegenTarget& target) {
-  const std::unique_ptr<llvm::TargetMachine> machine = MakeTargetMachine(target);
+                                  const CodegenTarget& target, std::string* ptx) {
   llvm::LLVMContext ctx;
   std::vector<std::string> errors;
-  const std::unique_ptr<llvm::Module> module = Compile(ctx, kernels, *machine, target, &errors);
-  llvm::SmallVector<char, 0> object;
-  llvm::raw_svector_ostream out(object);
-  llvm::legacy::PassManager codegen;
-  if (machine->addPassesToEmitFile(codegen, out, nullptr, llvm::CodeGenFileType::ObjectFile)) {
-    throw Error("code generation for " + target.name + ": LLVM cannot emit an object file for " +
-                target.triple);
+  std::unique_ptr<llvm::TargetMachine> host_machine, gpu_machine;
+  const Modules modules = Compile(ctx, kernels, target, &errors, &host_machine, &gpu_machine);
+  if (modules.gpu) {
+    if (!ptx) throw Error("code generation for " + target.name + ": GPU kernels need a PTX output");
+    *ptx = EmitFile(*modules.gpu, *gpu_machine, llvm::CodeGenFileType::AssemblyFile, target,
+                    errors);
   }
-  codegen.run(*module);
-  ThrowOnErrors(errors, target);
+  const std::string object = EmitFile(*modules.host, *host_machine,
+                                      llvm::CodeGenFileType::ObjectFile, target, errors);
   const auto* bytes = reinterpret_cast<const std::byte*>(object.data());
   return std::vector<std::byte>(bytes, bytes + object.size());
 }
 
 std::string EmitLLVMText(std::span<const tir::PrimFunc> kernels, const CodegenTarget& target) {
-  const std::unique_ptr<llvm::TargetMachine> machine = MakeTargetMachine(target);
   llvm::LLVMContext ctx;
   std::vector<std::string> errors;
-  const std::unique_ptr<llvm::Module> module = Compile(ctx, kernels, *machine, target, &errors);
-  std::string text;
-  llvm::raw_string_ostream out(text);
-  module->print(out, nullptr);
-  return out.str();
+  std::unique_ptr<llvm::TargetMachine> host_machine, gpu_machine;
+  const Modules modules = Compile(ctx, kernels, target, &errors, &host_machine, &gpu_machine);
+  return ModuleText(*modules.host) + (modules.gpu ? ModuleText(*modules.gpu) : "");
 }
 
 }  // namespace nimble::codegen

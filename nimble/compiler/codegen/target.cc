@@ -29,17 +29,29 @@ std::string HostFeatures() {
 }  // namespace
 
 CodegenTarget CodegenTargetFor(const std::string& target) {
-  if (target == "intel") {
+  CodegenTarget result;
+  result.name = target;
+  if (target == "intel" || target == "nvidia") {
+    result.triple = "x86_64-unknown-linux-gnu";
     const bool x86_host =
         llvm::Triple(llvm::sys::getProcessTriple()).getArch() == llvm::Triple::x86_64;
-    if (x86_host) {
-      return {target, "x86_64-unknown-linux-gnu", llvm::sys::getHostCPUName().str(),
-              HostFeatures()};
+    result.cpu = x86_host ? llvm::sys::getHostCPUName().str() : "x86-64";
+    if (x86_host) result.features = HostFeatures();
+    if (target == "nvidia") {
+      result.device_triple = "nvptx64-nvidia-cuda";
+      result.device_cpu = "sm_80";
+      result.device_features = "+ptx80";
     }
-    return {target, "x86_64-unknown-linux-gnu", "x86-64", ""};
+    return result;
   }
-  if (target == "arm") return {target, "aarch64-unknown-linux-gnu", "generic", "+neon"};
-  throw Error("code generation does not support target '" + target + "' (expected intel or arm)");
+  if (target == "arm") {
+    result.triple = "aarch64-unknown-linux-gnu";
+    result.cpu = "generic";
+    result.features = "+neon";
+    return result;
+  }
+  throw Error("code generation does not support target '" + target +
+              "' (expected intel, arm or nvidia)");
 }
 
 }  // namespace nimble::codegen

@@ -594,13 +594,16 @@ std::vector<te::Tensor> SplitCompute(te::ComputeContext& context,
   return outputs;
 }
 
-// take's "fast" mode fails on an out-of-range index, which a compute
-// definition cannot report: it is left to the built-in kernel.
+// take's "fast" mode fails on an out-of-range index: on the CPU it is left to
+// the built-in kernel, which names the index; on the GPU the kernel checks it
+// (check_index).
 std::vector<te::Tensor> TakeCompute(te::ComputeContext& context, std::span<const te::Tensor> inputs,
                                     const ir::Attrs& attrs,
                                     std::span<const DataType> output_dtypes) {
   const rules::TakeMode mode = rules::ParseTakeMode(attrs);
-  if (HasFloat16(inputs, output_dtypes) || mode == rules::TakeMode::kFast) return {};
+  if (HasFloat16(inputs, output_dtypes) || (mode == rules::TakeMode::kFast && !context.gpu())) {
+    return {};
+  }
   const te::Tensor& data = inputs[0];
   const te::Tensor& indices = inputs[1];
   const bool flat = attrs.IsNone("axis");
@@ -632,6 +635,7 @@ std::vector<te::Tensor> TakeCompute(te::ComputeContext& context, std::span<const
   // never negative where it counts and nothing overflows.
   const auto row = [&](const Expr& index) {
     const Expr one = tir::IntImm(1);
+    if (mode == rules::TakeMode::kFast) return tir::Call(tir::Intrinsic::kCheckIndex, {index, extent});
     if (mode == rules::TakeMode::kClip) {
       return tir::Min(tir::Max(index, tir::IntImm(0)), tir::Sub(extent, one));
     }

@@ -107,11 +107,18 @@ struct Requirement {
 // Builds compute definitions for one kernel: collects requirements.
 class ComputeContext {
  public:
+  // `gpu`: the kernel is for the GPU, where no built-in kernel stands in for
+  // a definition that checks element values (take's "fast" mode then checks
+  // its indices with check_index).
+  explicit ComputeContext(bool gpu = false) : gpu_(gpu) {}
+  bool gpu() const { return gpu_; }
+
   void Require(Expr condition, std::string message);
   const std::vector<Requirement>& requirements() const { return requirements_; }
 
  private:
   std::vector<Requirement> requirements_;
+  bool gpu_;
 };
 
 }  // namespace nimble::te

@@ -206,7 +206,7 @@ Expr Cast(DataType dtype, Expr value) {
 }
 
 Expr Call(Intrinsic intrinsic, std::vector<Expr> args) {
-  const size_t arity = intrinsic == Intrinsic::kPow ? 2 : 1;
+  const size_t arity = intrinsic == Intrinsic::kPow || intrinsic == Intrinsic::kCheckIndex ? 2 : 1;
   if (args.size() != arity) {
     throw Error("tir: " + IntrinsicName(intrinsic) + " takes " + std::to_string(arity) +
                 " argument(s), got " + std::to_string(args.size()));
@@ -401,6 +401,8 @@ std::string IntrinsicName(Intrinsic intrinsic) {
       return "round";
     case Intrinsic::kPow:
       return "pow";
+    case Intrinsic::kCheckIndex:
+      return "check_index";
   }
   return "?";
 }

@@ -40,6 +40,8 @@ enum class CompareOp { kEq, kNe, kLt, kLe, kGt, kGe };
 enum class LogicalOp { kAnd, kOr };
 // Math functions of one float argument (kPow: two). Code generation expands
 // each into inline instructions so that loops around them vectorise.
+// kCheckIndex(i, n) is the integer i, checked to lie in [0, n): the kernel
+// fails otherwise (a GPU thread traps).
 enum class Intrinsic {
   kExp,
   kLog,
@@ -51,7 +53,8 @@ enum class Intrinsic {
   kErfc,
   kAbs,
   kRound,
-  kPow
+  kPow,
+  kCheckIndex
 };
 
 struct ExprNode {

@@ -101,6 +101,8 @@ double Math(Intrinsic intrinsic, double x, double y) {
       return std::nearbyint(x);
     case Intrinsic::kPow:
       return std::pow(x, y);
+    case Intrinsic::kCheckIndex:
+      break;
   }
   Fail("unknown intrinsic");
 }
@@ -273,6 +275,11 @@ class Interpreter {
       }
       case ExprKind::kCall: {
         const auto& node = static_cast<const CallNode&>(*expr);
+        if (node.intrinsic == Intrinsic::kCheckIndex) {
+          const int64_t index = Eval(node.args[0]).i;
+          if (index < 0 || index >= Eval(node.args[1]).i) Fail("an index is out of range");
+          return Int(index);
+        }
         if (!dtype.is_float()) Fail(IntrinsicName(node.intrinsic) + " of " + dtype.name());
         const double x = Eval(node.args[0]).f;
         const double y = node.args.size() > 1 ? Eval(node.args[1]).f : 0;
