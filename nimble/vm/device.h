@@ -10,7 +10,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
+
+#include "nimble/vm/error.h"
 
 namespace nimble {
 
@@ -32,6 +36,40 @@ struct Device {
   DLDevice ToDLDevice() const { return DLDevice{static_cast<DLDeviceType>(type), id}; }
 };
 
+// A kernel of a device's own library: the calling convention of kernel.h's
+// NimbleKernelFunc, with a DeviceKernelState as its state.
+using DeviceKernelFunc = int (*)(void* state, DLTensor* const* args, int32_t num_args);
+
+class DeviceAPI;
+
+// What a device's library kernel is bound to: its device, and the attributes
+// of the matrix products (nn.batch_matmul's; nn.dense is transpose_b).
+struct DeviceKernelState {
+  DeviceAPI* api = nullptr;
+  // NimbleKernelSetError: a device module does not link the runtime.
+  void (*set_error)(const char* message) = nullptr;
+  bool transpose_a = false;
+  bool transpose_b = true;
+};
+
+// GPU code loaded on a device (DeviceAPI::LoadCode): the kernels that the
+// host code of generated GPU kernels launches, and the device memory their
+// temporaries use. All of it is queued on the device's stream, in order, so
+// nothing waits for the device.
+class DeviceCode {
+ public:
+  virtual ~DeviceCode() = default;
+  // Queues kernel `kernel` over `threads` threads (a thread per iteration;
+  // the device picks the block size) with cuLaunchKernel's `params`: a
+  // pointer to each argument. Throws nimble::Error.
+  virtual void Launch(const char* kernel, int64_t threads, void** params) = 0;
+  // Device memory, allocated and freed in stream order; throws nimble::Error.
+  virtual void* Alloc(int64_t bytes) = 0;
+  virtual void Free(void* data) = 0;
+};
+
+// Every member is defined here: the CUDA module, which does not link the
+// runtime, derives from this class and needs its type information.
 class DeviceAPI {
  public:
   virtual ~DeviceAPI() = default;
@@ -43,6 +81,15 @@ class DeviceAPI {
                     size_t bytes) = 0;
   // Waits for all work queued on the device.
   virtual void Synchronize() = 0;
+  // Loads `code` (PTX, for the CUDA device); throws nimble::Error where the
+  // device runs no such code or the code does not load.
+  virtual std::unique_ptr<DeviceCode> LoadCode(std::span<const std::byte> /*code*/) {
+    throw Error("this device runs no device code");
+  }
+  // The device's library kernel `name` (the CUDA device's cuBLAS products:
+  // nn.dense.cublas, nn.batch_matmul.cublas), or null. It reads this
+  // device's memory and takes a DeviceKernelState of this API as its state.
+  virtual DeviceKernelFunc LibraryKernel(const std::string& /*name*/) { return nullptr; }
 
   // The API of `device`; throws nimble::Error ("no CUDA device: ...") when it
   // is not available on this machine.

@@ -39,6 +39,13 @@ struct NimbleRuntimeHooks {
   int32_t (*parallel_for)(int64_t n, int64_t min_chunk,
                           int32_t (*body)(int64_t begin, int64_t end, void* closure),
                           void* closure);
+  // The GPU code that the library's GPU kernels launch (a nimble::DeviceCode),
+  // or null when none is loaded; the three hooks below take it first and
+  // return non-zero (or null) with a message recorded on failure.
+  void* device_code;
+  int32_t (*launch)(void* device_code, const char* kernel, int64_t threads, void** params);
+  void* (*device_alloc)(void* device_code, int64_t bytes);
+  void (*device_free)(void* device_code, void* data);
 };
 }
 

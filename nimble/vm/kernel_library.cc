@@ -50,12 +50,49 @@ int32_t ParallelForHook(int64_t n, int64_t min_chunk,
   }
 }
 
+// Calls `action` on the DeviceCode behind a GPU hook, turning an exception
+// into a recorded message and `failed`.
+template <typename Result, typename Action>
+Result OnDeviceCode(void* device_code, Result failed, const Action& action) {
+  try {
+    return action(*static_cast<DeviceCode*>(device_code));
+  } catch (const std::exception& error) {
+    NimbleKernelSetError(error.what());
+    return failed;
+  }
+}
+
+int32_t LaunchHook(void* device_code, const char* kernel, int64_t threads, void** params) {
+  return OnDeviceCode(device_code, 1, [&](DeviceCode& code) {
+    code.Launch(kernel, threads, params);
+    return 0;
+  });
+}
+
+void* DeviceAllocHook(void* device_code, int64_t bytes) {
+  return OnDeviceCode(device_code, static_cast<void*>(nullptr),
+                      [&](DeviceCode& code) { return code.Alloc(bytes); });
+}
+
+void DeviceFreeHook(void* device_code, void* data) {
+  OnDeviceCode(device_code, 0, [&](DeviceCode& code) {
+    code.Free(data);
+    return 0;
+  });
+}
+
 // Fills in the runtime hooks of a generated library (kernel.h); other
-// libraries have none.
-void ConnectRuntimeHooks(void* handle) {
+// libraries have none. The GPU hooks only with GPU code to launch.
+void ConnectRuntimeHooks(void* handle, DeviceCode* device_code) {
   if (auto* hooks = static_cast<NimbleRuntimeHooks*>(dlsym(handle, "nimble_runtime"))) {
     hooks->set_error = NimbleKernelSetError;
     hooks->parallel_for = ParallelForHook;
+    if (device_code) {
+      hooks->device_code = device_code;
+      hooks->launch = LaunchHook;
+      hooks->device_alloc = DeviceAllocHook;
+      hooks->device_free = DeviceFreeHook;
+    }
   }
 }
 
@@ -86,7 +123,7 @@ void* LoadFromTempFile(std::span<const std::byte> bytes, const std::string& memf
 
 }  // namespace
 
-KernelLibrary::KernelLibrary(std::span<const std::byte> bytes) {
+KernelLibrary::KernelLibrary(std::span<const std::byte> bytes, DeviceCode* device_code) {
   if (bytes.empty()) throw Error(LoadFailure(bytes, "it is empty"));
   std::string memfd_reason;
   const int fd = memfd_create("nimble-kernels", MFD_CLOEXEC);
@@ -102,7 +139,7 @@ KernelLibrary::KernelLibrary(std::span<const std::byte> bytes) {
       memfd_reason = "a library is already loaded as " + path;
     } else if ((handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL))) {
       memfd_ = fd;
-      ConnectRuntimeHooks(handle_);
+      ConnectRuntimeHooks(handle_, device_code);
       return;
     } else {
       memfd_reason = LoaderError();
@@ -110,7 +147,7 @@ KernelLibrary::KernelLibrary(std::span<const std::byte> bytes) {
   }
   if (fd >= 0) close(fd);
   handle_ = LoadFromTempFile(bytes, memfd_reason);
-  ConnectRuntimeHooks(handle_);
+  ConnectRuntimeHooks(handle_, device_code);
 }
 
 KernelLibrary::~KernelLibrary() {

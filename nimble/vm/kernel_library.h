@@ -16,9 +16,10 @@ namespace nimble::vm {
 class KernelLibrary {
  public:
   // Loads the shared object in `bytes` and fills in its `nimble_runtime`
-  // hooks when it has them (a generated library, kernel.h); throws
+  // hooks when it has them (a generated library, kernel.h), the GPU ones with
+  // `device_code` (which must outlive the library) when given; throws
   // nimble::Error with the loader's message when it is not a loadable library.
-  explicit KernelLibrary(std::span<const std::byte> bytes);
+  explicit KernelLibrary(std::span<const std::byte> bytes, DeviceCode* device_code = nullptr);
   ~KernelLibrary();
   KernelLibrary(const KernelLibrary&) = delete;
   KernelLibrary& operator=(const KernelLibrary&) = delete;

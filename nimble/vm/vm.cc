@@ -213,9 +213,10 @@ constexpr const char* kHostTarget =
     "";
 #endif
 
-// Throws nimble::Error unless this host's processor runs `target`'s kernels.
+// Throws nimble::Error unless this host's processor runs `target`'s kernels
+// (nvidia's host code is intel's).
 void CheckKernelsRunHere(const std::string& target) {
-  if (target == kHostTarget) return;
+  if (target == kHostTarget || (target == "nvidia" && std::string(kHostTarget) == "intel")) return;
   throw Error("the executable's generated kernels are for target '" + target +
               "', and this host runs '" + std::string(kHostTarget) +
               "' kernels: compile it with --target " + kHostTarget +
@@ -228,7 +229,11 @@ void CheckKernelsRunHere(const std::string& target) {
 void VirtualMachine::BindPrimitives(const VMOptions& options) {
   if (!executable_.kernel_library.empty()) {
     CheckKernelsRunHere(executable_.target);
-    kernel_library_ = std::make_unique<KernelLibrary>(executable_.kernel_library);
+    if (!executable_.device_code.empty()) {
+      device_code_ = DeviceAPI::Get(GpuDevice())->LoadCode(executable_.device_code);
+    }
+    kernel_library_ =
+        std::make_unique<KernelLibrary>(executable_.kernel_library, device_code_.get());
   }
   KernelRegistry extra_kernels;
   for (const auto& [name, factory] : options.extra_kernels) extra_kernels.Register(name, factory);
@@ -239,7 +244,10 @@ void VirtualMachine::BindPrimitives(const VMOptions& options) {
     std::string library_miss = "the executable embeds no kernel library";
     if (kernel_library_) {
       if (NimbleKernelFunc func = kernel_library_->Find(primitive.name, &library_miss)) {
-        kernels_.push_back(Kernel{primitive.name, func, nullptr});
+        const bool gpu = primitive.attrs.Has("device") &&
+                         primitive.attrs.GetString("device") == DeviceTypeName(DeviceType::kCUDA);
+        kernels_.push_back(Kernel{primitive.name, func, nullptr,
+                                  gpu ? DeviceType::kCUDA : DeviceType::kCPU});
         continue;
       }
     }
@@ -253,12 +261,40 @@ void VirtualMachine::BindPrimitives(const VMOptions& options) {
         kernels_.push_back(builtin.Bind(primitive.name, primitive.attrs));
         continue;
       }
+      if (std::optional<Kernel> kernel = DeviceLibraryKernel(primitive.name, primitive.attrs)) {
+        kernels_.push_back(std::move(*kernel));
+        continue;
+      }
     } catch (const Error& error) {
       throw Error(where + ": " + error.what());
     }
     throw Error(where + " has no kernel: it is not in the executable's kernel library (" +
-                library_miss + "), among the VM's extra kernels or among the built-in kernels");
+                library_miss +
+                "), among the VM's extra kernels, the built-in kernels or its devices' libraries");
   }
+}
+
+Device VirtualMachine::GpuDevice() const {
+  for (const Device& device : devices_) {
+    if (device.type == DeviceType::kCUDA) return device;
+  }
+  throw Error("the executable has GPU code but no CUDA device");
+}
+
+std::optional<Kernel> VirtualMachine::DeviceLibraryKernel(const std::string& name,
+                                                         const Attrs& attrs) const {
+  for (const Device& device : devices_) {
+    if (device.type == DeviceType::kCPU) continue;
+    DeviceAPI* api = DeviceAPI::Get(device);
+    if (DeviceKernelFunc func = api->LibraryKernel(name)) {
+      auto state = std::make_shared<DeviceKernelState>(
+          DeviceKernelState{.api = api, .set_error = NimbleKernelSetError});
+      if (attrs.Has("transpose_a")) state->transpose_a = attrs.GetBool("transpose_a");
+      if (attrs.Has("transpose_b")) state->transpose_b = attrs.GetBool("transpose_b");
+      return Kernel{name, func, std::move(state), device.type};
+    }
+  }
+  return std::nullopt;
 }
 
 Ref<Object> VirtualMachine::Invoke(const std::string& function,

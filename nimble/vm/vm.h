@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -111,11 +112,16 @@ class VirtualMachine {
   Tensor DeviceCopy(const Instruction& in, const Ref<Object>& source) const;
   template <bool kProfile>
   void InvokePacked(const Instruction& in, const Ref<Object>* regs);
+  // The executable's CUDA device (as chosen by the options).
+  Device GpuDevice() const;
+  // Library kernel `name` of one of the executable's devices (cuBLAS), if any.
+  std::optional<Kernel> DeviceLibraryKernel(const std::string& name, const Attrs& attrs) const;
   Tensor Scalar(const Instruction& in, const Ref<Object>* regs);
   Tensor ShapeOf(const Instruction& in, const Ref<Object>& value);
 
   Executable executable_;
   std::vector<Device> devices_;
+  std::unique_ptr<DeviceCode> device_code_;  // what kernel_library_'s GPU kernels launch
   std::unique_ptr<KernelLibrary> kernel_library_;
   std::vector<Kernel> kernels_;
   std::vector<LoadedFunction> functions_;

@@ -575,7 +575,9 @@ TEST(ExecutableTest, RejectsBadSignaturesAndSourceMaps) {
 
   const Bytes bytes = MakeSampleExecutable().Save();
   const size_t source_map = PayloadOffset(bytes, kSourceMap);
-  const Bytes payload(bytes.begin() + static_cast<ptrdiff_t>(source_map), bytes.end());
+  const size_t device_code = PayloadOffset(bytes, kDeviceCode) - kSectionHeaderBytes;
+  const Bytes payload(bytes.begin() + static_cast<ptrdiff_t>(source_map),
+                      bytes.begin() + static_cast<ptrdiff_t>(device_code));
   EXPECT_EQ(LoadError(WithPayload(bytes, kSourceMap, Bytes(payload.begin(), payload.end() - 3))),
             "executable: truncated source map section (function @closure_body)");
   Bytes unknown_kind = bytes;
@@ -621,7 +623,7 @@ TEST(ExecutableTest, ExecutableToStringListsTablesAndCode) {
   EXPECT_THAT(text, HasSubstr("  const[3] Tensor[(0, 3), float16] on device[1]\n"));
   EXPECT_THAT(text, HasSubstr("messages:\n  message[0] \"non-exhaustive match at 3:7\"\n"
                               "  message[1] \"\"\n  message[2] \"quote \\\" and\\nnewline\"\n"));
-  EXPECT_THAT(text, HasSubstr("kernel library: 300 bytes\n\nfunc[0] def @main($0, $1) registers "
+  EXPECT_THAT(text, HasSubstr("kernel library: 300 bytes\ndevice code: 0 bytes\n\nfunc[0] def @main($0, $1) registers "
                               "16:\n  signature @main(%x: Tensor[(?, 16), float32], %pair: "
                               "(Tensor[(), int64], (List[float32],)))\n"
                               "   0: $2 = load_const const[0]  ; 3:7\n"

@@ -29,7 +29,8 @@ enum Tag : uint32_t {
   kMessages,
   kBytecode,
   kKernelLibrary,
-  kSourceMap
+  kSourceMap,
+  kDeviceCode
 };
 constexpr size_t kFileHeaderBytes = 16;  // magic, byte-order mark, version
 constexpr size_t kSectionHeaderBytes = 12;

@@ -75,9 +75,6 @@ enum HookField : unsigned {
   kNumHookFields
 };
 
-// Threads per block of a kGpuThreads loop's launch (the runtime's, kernel.h).
-constexpr unsigned kGpuBlockThreads = 256;
-
 void InitializeLLVMTargets() {
   static std::once_flag once;
   std::call_once(once, [] {

@@ -503,29 +503,32 @@ std::vector<te::Tensor> ConcatenateCompute(te::ComputeContext& context,
   if (HasFloat16(inputs, output_dtypes)) return {};
   const size_t axis = static_cast<size_t>(NormalizeAxis(
       attrs.GetInt("axis"), static_cast<int64_t>(inputs[0]->shape.size()), "concatenate"));
-  std::vector<int64_t> sizes;
+  // Sizes along the axis may be symbolic: an input of size 0 at run time is
+  // then never selected, and its clamped read never taken.
+  std::vector<Expr> sizes;
+  Expr total = tir::IntImm(0);  // constant sizes fold into a constant
   for (const te::Tensor& input : inputs) {
-    sizes.emplace_back();
-    if (!tir::AsInt(input->shape[axis], &sizes.back())) return {};
+    sizes.push_back(input->shape[axis]);
+    total = tir::Add(total, sizes.back());
   }
   Indices shape = SharedDims(context, "concatenate", inputs, axis);
-  int64_t total = 0;
-  for (int64_t size : sizes) total += size;
-  shape[axis] = tir::IntImm(total);
+  shape[axis] = total;
   return {te::Compute("concatenate", shape, [&](const Indices& indices) {
     const Expr& at = indices[axis];
     Expr value = tir::Constant(output_dtypes[0], 0);  // stored by no element: total is 0
-    int64_t end = total;
+    bool last = true;
+    Expr end = total;
     for (size_t i = inputs.size(); i-- > 0;) {
-      const int64_t start = end - sizes[i];
-      if (sizes[i] > 0) {
+      const Expr start = tir::Sub(end, sizes[i]);
+      int64_t size;
+      if (!tir::AsInt(sizes[i], &size) || size > 0) {
         Indices source = indices;
-        source[axis] = tir::Min(tir::Max(tir::Sub(at, tir::IntImm(start)), tir::IntImm(0)),
-                                tir::IntImm(sizes[i] - 1));
+        source[axis] = tir::Min(tir::Max(tir::Sub(at, start), tir::IntImm(0)),
+                                tir::Sub(sizes[i], tir::IntImm(1)));
         const Expr read = te::Read(inputs[i], source);
-        value = end == total ? read
-                             : tir::Select(tir::Compare(tir::CompareOp::kLt, at, tir::IntImm(end)),
-                                           read, value);
+        value = last ? read
+                     : tir::Select(tir::Compare(tir::CompareOp::kLt, at, end), read, value);
+        last = false;
       }
       end = start;
     }

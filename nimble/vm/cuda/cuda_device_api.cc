@@ -1,16 +1,23 @@
 // The CUDA device: memory through the CUDA runtime, with one stream per device
-// on which copies between devices are queued. Built as the loadable module
-// libnimble_cuda.so (see cuda_device_api.h); it does not link the runtime
-// library, only its headers.
+// on which copies, kernel launches and cuBLAS calls are queued. Generated PTX
+// is loaded with the driver API (cuModuleLoadDataEx), whose entry points the
+// runtime hands out (cudaGetDriverEntryPointByVersion), so nothing links
+// libcuda. Built as the loadable module libnimble_cuda.so (see
+// cuda_device_api.h); it does not link the runtime library, only its headers.
 #include "nimble/vm/cuda/cuda_device_api.h"
 
+#include <cublas_v2.h>
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
+#include <vector>
 
 #include "nimble/vm/device.h"
 #include "nimble/vm/error.h"
@@ -44,11 +51,152 @@ void Check(cudaError_t status, const std::string& what) {
   }
 }
 
+void Check(cublasStatus_t status, const std::string& what) {
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    throw Error("cuBLAS " + what + " failed: " + cublasGetStatusString(status) + " (status " +
+                std::to_string(static_cast<int>(status)) + ")");
+  }
+}
+
+// The driver API functions used, from the CUDA runtime (no link to libcuda).
+struct DriverApi {
+  CUresult (*module_load_data_ex)(CUmodule*, const void*, unsigned, CUjit_option*, void**);
+  CUresult (*module_unload)(CUmodule);
+  CUresult (*module_get_function)(CUfunction*, CUmodule, const char*);
+  CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                            unsigned, CUstream, void**, void**);
+  CUresult (*get_error_string)(CUresult, const char**);
+
+  static const DriverApi& Get() {
+    static const DriverApi api = [] {
+      DriverApi loaded;
+      Entry("cuModuleLoadDataEx", &loaded.module_load_data_ex);
+      Entry("cuModuleUnload", &loaded.module_unload);
+      Entry("cuModuleGetFunction", &loaded.module_get_function);
+      Entry("cuLaunchKernel", &loaded.launch_kernel);
+      Entry("cuGetErrorString", &loaded.get_error_string);
+      return loaded;
+    }();
+    return api;
+  }
+
+  void Check(CUresult status, const std::string& what) const {
+    if (status == CUDA_SUCCESS) return;
+    const char* text = nullptr;
+    get_error_string(status, &text);
+    throw Error("CUDA " + what + " failed: " + (text ? text : "unknown error") + " (CUresult " +
+                std::to_string(static_cast<int>(status)) + ")");
+  }
+
+ private:
+  template <typename Function>
+  static void Entry(const char* symbol, Function* function) {
+    void* address = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    nimble::Check(cudaGetDriverEntryPointByVersion(symbol, &address, 12000, cudaEnableDefault,
+                                                   &found),
+                  std::string("lookup of the driver's ") + symbol);
+    if (found != cudaDriverEntryPointSuccess || !address) {
+      throw Error(std::string("the CUDA driver has no ") + symbol);
+    }
+    *function = reinterpret_cast<Function>(address);
+  }
+};
+
+constexpr unsigned kBlockThreads = 256;
+
+// Generated PTX loaded as a driver module; launches and temporaries go on the
+// device's stream.
+class CudaCode final : public DeviceCode {
+ public:
+  CudaCode(std::span<const std::byte> ptx, cudaStream_t stream, int32_t device_id)
+      : stream_(stream), device_id_(device_id) {
+    // The driver wants NUL-terminated PTX; its JIT log says what failed.
+    std::string text(reinterpret_cast<const char*>(ptx.data()), ptx.size());
+    std::vector<char> log(8192, '\0');
+    CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void* values[] = {log.data(), reinterpret_cast<void*>(static_cast<uintptr_t>(log.size()))};
+    const DriverApi& driver = DriverApi::Get();
+    const CUresult status =
+        driver.module_load_data_ex(&module_, text.c_str(), 2, options, values);
+    if (status != CUDA_SUCCESS) {
+      const char* reason = nullptr;
+      driver.get_error_string(status, &reason);
+      throw Error("CUDA cannot load the executable's PTX (" + std::to_string(ptx.size()) +
+                  " bytes) on cuda(" + std::to_string(device_id) +
+                  "): " + (reason ? reason : "unknown error") + "; JIT log: " + log.data());
+    }
+  }
+
+  ~CudaCode() override { DriverApi::Get().module_unload(module_); }
+
+  void Launch(const char* kernel, int64_t threads, void** params) override {
+    if (threads <= 0) return;
+    Select();
+    const int64_t blocks = (threads + kBlockThreads - 1) / kBlockThreads;
+    if (blocks > 0x7fffffff) {
+      throw Error("GPU kernel " + std::string(kernel) + ": " + std::to_string(threads) +
+                  " threads are more than one launch holds");
+    }
+    const DriverApi& driver = DriverApi::Get();
+    driver.Check(driver.launch_kernel(Function(kernel), static_cast<unsigned>(blocks), 1, 1,
+                                      kBlockThreads, 1, 1, 0, stream_, params, nullptr),
+                 std::string("launch of ") + kernel);
+  }
+
+  void* Alloc(int64_t bytes) override {
+    Select();
+    void* data = nullptr;
+    Check(cudaMallocAsync(&data, static_cast<size_t>(std::max<int64_t>(bytes, 1)), stream_),
+          "cudaMallocAsync of " + std::to_string(bytes) + " bytes on " + DeviceName(device_id_));
+    return data;
+  }
+
+  void Free(void* data) override {
+    Select();
+    Check(cudaFreeAsync(data, stream_), "cudaFreeAsync");
+  }
+
+ private:
+  void Select() const {
+    Check(cudaSetDevice(device_id_), "cudaSetDevice on " + DeviceName(device_id_));
+  }
+
+  CUfunction Function(const char* kernel) {
+    auto [slot, inserted] = functions_.try_emplace(kernel, nullptr);
+    if (inserted) {
+      const DriverApi& driver = DriverApi::Get();
+      const CUresult status = driver.module_get_function(&slot->second, module_, kernel);
+      if (status != CUDA_SUCCESS) functions_.erase(slot);
+      driver.Check(status, std::string("lookup of GPU kernel ") + kernel);
+    }
+    return slot->second;
+  }
+
+  CUmodule module_ = nullptr;
+  cudaStream_t stream_;
+  int32_t device_id_;
+  std::unordered_map<std::string, CUfunction> functions_;
+};
+
 class CudaDeviceAPI final : public DeviceAPI {
  public:
   explicit CudaDeviceAPI(int32_t id) : id_(id) {
     Check(cudaSetDevice(id_), "cudaSetDevice on " + DeviceName(id_));
     Check(cudaStreamCreate(&stream_), "cudaStreamCreate on " + DeviceName(id_));
+    Check(cublasCreate(&blas_), "cublasCreate on " + DeviceName(id_));
+    Check(cublasSetStream(blas_, stream_), "cublasSetStream");
+  }
+
+  std::unique_ptr<DeviceCode> LoadCode(std::span<const std::byte> code) override {
+    Select();
+    return std::make_unique<CudaCode>(code, stream_, id_);
+  }
+
+  DeviceKernelFunc LibraryKernel(const std::string& name) override {
+    if (name == "nn.dense.cublas") return &CudaDeviceAPI::MatMulKernel<false>;
+    if (name == "nn.batch_matmul.cublas") return &CudaDeviceAPI::MatMulKernel<true>;
+    return nullptr;
   }
 
   void* Alloc(size_t bytes, size_t alignment) override {
@@ -102,11 +250,73 @@ class CudaDeviceAPI final : public DeviceAPI {
   }
 
  private:
+  // nn.dense (x [m, k], w [n, k] -> [m, n]) or nn.batch_matmul (a [ba, m, k]
+  // or [ba, k, m], b [bb, n, k] or [bb, k, n] -> [max(ba, bb), m, n], a batch
+  // of 1 broadcast) in float32 on the stream. Row-major C = op(A) op(B) is
+  // column-major C^T = op(B)^T op(A)^T, which cuBLAS computes in place.
+  template <bool kBatched>
+  static int MatMulKernel(void* state, DLTensor* const* args, int32_t num_args) {
+    const auto& bound = *static_cast<const DeviceKernelState*>(state);
+    const char* name = kBatched ? "nn.batch_matmul.cublas" : "nn.dense.cublas";
+    try {
+      const int32_t rank = kBatched ? 3 : 2;
+      if (num_args != 3) throw Error("expected 3 arguments, got " + std::to_string(num_args));
+      for (int32_t i = 0; i < 3; ++i) {
+        const DLTensor& t = *args[i];
+        if (t.device.device_type != kDLCUDA || t.dtype.code != kDLFloat || t.dtype.bits != 32 ||
+            t.ndim != rank || t.strides) {
+          throw Error("argument " + std::to_string(i) + " is not a compact float32 tensor of rank " +
+                      std::to_string(rank) + " on the GPU");
+        }
+      }
+      const DLTensor& a = *args[0];
+      const DLTensor& b = *args[1];
+      const DLTensor& c = *args[2];
+      const bool transpose_a = kBatched && bound.transpose_a;
+      const bool transpose_b = !kBatched || bound.transpose_b;
+      const int64_t* as = a.shape + (rank - 2);
+      const int64_t* bs = b.shape + (rank - 2);
+      const int64_t m = transpose_a ? as[1] : as[0];
+      const int64_t k = transpose_a ? as[0] : as[1];
+      const int64_t n = transpose_b ? bs[0] : bs[1];
+      const int64_t batch_a = kBatched ? a.shape[0] : 1;
+      const int64_t batch_b = kBatched ? b.shape[0] : 1;
+      const int64_t batch = std::max(batch_a, batch_b);
+      const int64_t* cs = c.shape + (rank - 2);
+      if ((transpose_b ? bs[1] : bs[0]) != k || cs[0] != m || cs[1] != n ||
+          (kBatched && (c.shape[0] != batch || (batch_a != batch && batch_a != 1) ||
+                        (batch_b != batch && batch_b != 1)))) {
+        throw Error("shapes do not multiply");
+      }
+      if (m == 0 || n == 0 || batch == 0) return 0;
+      auto* api = static_cast<CudaDeviceAPI*>(bound.api);
+      api->Select();
+      const float one = 1.0f;
+      const float zero = 0.0f;
+      const auto data = [](const DLTensor& t) {
+        return reinterpret_cast<float*>(static_cast<char*>(t.data) + t.byte_offset);
+      };
+      Check(cublasSgemmStridedBatched(
+                api->blas_, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                static_cast<int>(k), &one, data(b), static_cast<int>(bs[1]),
+                batch_b == 1 ? 0 : n * k, data(a), static_cast<int>(as[1]),
+                batch_a == 1 ? 0 : m * k, &zero, data(c), static_cast<int>(n), m * n,
+                static_cast<int>(batch)),
+            "sgemm");
+      return 0;
+    } catch (const std::exception& error) {
+      bound.set_error((std::string(name) + ": " + error.what()).c_str());
+      return 1;
+    }
+  }
+
   // The current device is per host thread; make it ours before each call.
   void Select() { Check(cudaSetDevice(id_), "cudaSetDevice on " + DeviceName(id_)); }
 
   int32_t id_;
   cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
 };
 
 DeviceAPI* CreateDeviceAPI(int32_t device_id) {

@@ -68,6 +68,9 @@ struct Case {
   // A difference between the engines not fixed yet: the case is skipped with
   // this reason, so the gap stays listed in every test run.
   std::string known_gap{};
+  // Why the program cannot run on the GPU (an operator without a GPU kernel):
+  // its GPU case is skipped with this reason.
+  std::string gpu_gap{};
   // The argument sets; they get the parsed module for its constructors' tags.
   std::function<std::vector<ArgSet>(const ir::IRModule&)> args{};
 };
@@ -199,6 +202,7 @@ std::vector<Case> Cases() {
        .args = Sets({{"given", {F32({1, 2}, {9, 9})}}, {"random", {RandomF32({1, 2}, rng)}}})},
       {.name = "storage_reuse",
        .file = Program("storage_reuse"),
+       .gpu_gap = "unique has no GPU kernel (its output size depends on the values)",
        .args = Sets(ForRows({0, 1, 3, 7},
                             [](int64_t rows, std::mt19937& r) -> Args {
                               return {RandomF32({rows, 4}, r), RandomF32({4, 4}, r),
@@ -471,6 +475,9 @@ void ExpectSameValue(const Ref<Object>& expected, const Ref<Object>& actual,
 
 class Differential : public ::testing::TestWithParam<Case> {};
 
+void ExpectVMAgreesWithEvaluator(const Case& c, const ir::IRModule& module,
+                                 const vm::Executable& executable);
+
 TEST_P(Differential, VMAgreesWithEvaluator) {
   const Case& c = GetParam();
   if (!c.known_gap.empty()) GTEST_SKIP() << "known gap: " << c.known_gap;
@@ -491,6 +498,41 @@ TEST_P(Differential, VMAgreesWithEvaluator) {
   } catch (const Error& error) {
     FAIL() << "backend::Compile fails: " << error.what();
   }
+  ExpectVMAgreesWithEvaluator(c, module, *executable);
+}
+
+// Why the CUDA device cannot be used here, or "" when it can.
+std::string CudaMissing() {
+  try {
+    DeviceAPI::Get(Device{DeviceType::kCUDA, 0});
+    return "";
+  } catch (const Error& error) {
+    return error.what();
+  }
+}
+
+// The same programs for the GPU: each compiles for --target nvidia (its
+// kernels to PTX, its matrix products to cuBLAS) and, where a GPU exists,
+// agrees with the evaluator.
+TEST_P(Differential, GpuAgreesWithEvaluator) {
+  const Case& c = GetParam();
+  if (!c.known_gap.empty()) GTEST_SKIP() << "known gap: " << c.known_gap;
+  if (!c.type_error.empty()) GTEST_SKIP() << "a type error, checked on the CPU";
+  if (!c.gpu_gap.empty()) GTEST_SKIP() << "GPU gap: " << c.gpu_gap;
+  ir::IRModule module = LoadCase(c);
+  typing::InferTypes(module);
+  std::optional<vm::Executable> executable;
+  try {
+    executable = Compile(module, {.target = "nvidia"});
+  } catch (const Error& error) {
+    FAIL() << "backend::Compile for nvidia fails: " << error.what();
+  }
+  if (const std::string missing = CudaMissing(); !missing.empty()) GTEST_SKIP() << missing;
+  ExpectVMAgreesWithEvaluator(c, module, *executable);
+}
+
+void ExpectVMAgreesWithEvaluator(const Case& c, const ir::IRModule& module,
+                                 const vm::Executable& executable) {
   for (const ArgSet& set : c.args(module)) {
     SCOPED_TRACE("argument set '" + set.label + "'");
     const Outcome expected = Capture([&] { return eval::Evaluate(module, c.entry, set.values); });
@@ -498,7 +540,7 @@ TEST_P(Differential, VMAgreesWithEvaluator) {
     for (const Ref<Object>& value : set.values) args.push_back(DeepCopy(value));
     // A fresh VM per set, so that one set's failure cannot leak into the next.
     const Outcome actual = Capture([&] {
-      vm::VirtualMachine machine(*executable);
+      vm::VirtualMachine machine(executable);
       return machine.Invoke(c.entry, args);
     });
     if (expected.error && actual.error) {

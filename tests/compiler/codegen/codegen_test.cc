@@ -112,7 +112,12 @@ TEST(CodegenTargetTest, NamesTheTargets) {
   const CodegenTarget intel = CodegenTargetFor("intel");
   EXPECT_EQ(intel.triple, "x86_64-unknown-linux-gnu");
   EXPECT_FALSE(intel.cpu.empty());
-  EXPECT_THAT(ErrorOf([] { CodegenTargetFor("nvidia"); }), HasSubstr("'nvidia'"));
+  const CodegenTarget nvidia = CodegenTargetFor("nvidia");
+  EXPECT_EQ(nvidia.triple, intel.triple) << "the host code of GPU kernels";
+  EXPECT_EQ(nvidia.device_triple, "nvptx64-nvidia-cuda");
+  EXPECT_EQ(nvidia.device_cpu, "sm_80");
+  EXPECT_TRUE(intel.device_triple.empty());
+  EXPECT_THAT(ErrorOf([] { CodegenTargetFor("riscv"); }), HasSubstr("'riscv'"));
 }
 
 // ---------------------------------------------------------------------------
@@ -844,7 +849,7 @@ TEST(CodegenTest, RejectsWhatItCannotCompile) {
                 1,
                 For(i, IntImm(4), ForKind::kParallel,
                     Assert(Compare(CompareOp::kLt, i, IntImm(2)), "m", Store(f, i, FloatImm(0))))}),
-      "kernel k: an Assert inside a parallel loop is not supported");
+      "kernel k: an Assert inside a parallel or GPU loop is not supported");
   EXPECT_THAT(ErrorOf([&] {
                 EmitObject(std::vector<PrimFunc>{{"k", {f}, 1, Store(f, IntImm(0), FloatImm(0))},
                                                  {"k", {f}, 1, Store(f, IntImm(0), FloatImm(0))}},

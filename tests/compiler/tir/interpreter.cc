@@ -264,10 +264,8 @@ class Interpreter {
         return Int(Eval(static_cast<const NotNode&>(*expr).a).i == 0);
       case ExprKind::kSelect: {
         const auto& node = static_cast<const SelectNode&>(*expr);
-        const Value condition = Eval(node.condition);
-        const Value true_value = Eval(node.true_value);
-        const Value false_value = Eval(node.false_value);
-        return condition.i ? true_value : false_value;
+        // Only the side taken, as code generation evaluates a load there.
+        return Eval(node.condition).i ? Eval(node.true_value) : Eval(node.false_value);
       }
       case ExprKind::kCast: {
         const auto& value = static_cast<const CastNode&>(*expr).value;
