@@ -190,6 +190,19 @@ TEST(BertTest, VmMatchesEvaluatorOnSeveralLengths) {
   }
 }
 
+TEST(BertTest, GpuMatchesEvaluator) {
+  const ir::IRModule module = TinySharpened().Module();
+  std::string missing;
+  std::optional<vm::Executable> executable = CompileForGpu(module, "main", &missing);
+  if (!executable) GTEST_SKIP() << missing;
+  CompiledModel compiled(std::move(*executable), "main");
+  for (const int64_t length : {1, 5, 13}) {
+    const std::vector<Ref<Object>> args = SentencePair(length, 50);
+    ExpectAllClose(compiled.Run(args), Evaluate(module, args), kVmVsEvaluatorTolerance,
+                   "length " + std::to_string(length));
+  }
+}
+
 TEST(BertTest, StaticProgramMatchesDynamic) {
   BertOptions options = Tiny();
   options.seq_len = 5;

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "nimble/vm/error.h"
 #include "nimble/vm/tensor.h"
 #include "nimble/vm/vm.h"
+#include "tests/cuda_device.h"
 
 extern char** environ;
 
@@ -101,7 +103,9 @@ inline Tensor TensorResult(const Ref<Object>& value) {
 class CompiledModel {
  public:
   explicit CompiledModel(const ir::IRModule& module, const std::string& entry = "main")
-      : entry_(entry), machine_(backend::Compile(module, {.entry_functions = {entry}})) {}
+      : CompiledModel(backend::Compile(module, {.entry_functions = {entry}}), entry) {}
+  CompiledModel(vm::Executable executable, const std::string& entry)
+      : entry_(entry), machine_(std::move(executable)) {}
 
   Tensor Run(const std::vector<Ref<Object>>& args) {
     return TensorResult(machine_.Invoke(entry_, args));
@@ -111,6 +115,32 @@ class CompiledModel {
   std::string entry_;
   vm::VirtualMachine machine_;
 };
+
+// `module` compiled for --target nvidia. Its PTX must assemble for sm_80 and
+// sm_90 (checked where the CUDA toolkit is installed); where no GPU runs it,
+// the VM must refuse it with "no CUDA device", and the result is nullopt with
+// the reason in `missing`.
+inline std::optional<vm::Executable> CompileForGpu(const ir::IRModule& module,
+                                                   const std::string& entry,
+                                                   std::string* missing) {
+  vm::Executable executable =
+      backend::Compile(module, {.target = "nvidia", .entry_functions = {entry}});
+  EXPECT_FALSE(executable.device_code.empty());
+  if (!testing::Ptxas().empty()) {
+    for (const char* arch : {"sm_80", "sm_90"}) {
+      EXPECT_EQ(testing::PtxasRejects(executable.device_code, arch), "");
+    }
+  }
+  *missing = testing::CudaMissing();
+  if (missing->empty()) return executable;
+  try {
+    vm::VirtualMachine refused(executable);
+    ADD_FAILURE() << "a VM ran an nvidia executable without a GPU";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("no CUDA device"), std::string::npos) << error.what();
+  }
+  return std::nullopt;
+}
 
 inline Tensor Evaluate(const ir::IRModule& module, const std::vector<Ref<Object>>& args,
                        const std::string& entry = "main") {

@@ -131,6 +131,19 @@ TEST(TreeLstm, VmMatchesEvaluator) {
   }
 }
 
+TEST(TreeLstm, GpuMatchesEvaluator) {
+  const ir::IRModule module = BuildTreeLstm(Small()).Module();
+  std::string missing;
+  std::optional<vm::Executable> executable = CompileForGpu(module, "main", &missing);
+  if (!executable) GTEST_SKIP() << missing;
+  CompiledModel compiled(std::move(*executable), "main");
+  for (const NamedTree& tree : Trees()) {
+    const std::vector<Ref<Object>> args =
+        TreeArguments(module, tree.tree, LeafVectors(tree.tree, 8, tree.tree.left.size()));
+    ExpectAllClose(compiled.Run(args), Evaluate(module, args), kVmVsEvaluatorTolerance, tree.name);
+  }
+}
+
 // @main_arrays's form of a tree: (left, right) per node, (-1, j) for leaf j.
 Tensor ChildrenArray(const BinaryTree& tree) {
   std::vector<int32_t> rows;

@@ -35,6 +35,7 @@
 #include "nimble/vm/error.h"
 #include "nimble/vm/npy.h"
 #include "nimble/vm/vm.h"
+#include "tests/cuda_device.h"
 #include "tests/error_of.h"
 #include "tests/programs/generated_programs.h"
 #include "tests/programs/test_programs.h"
@@ -501,16 +502,6 @@ TEST_P(Differential, VMAgreesWithEvaluator) {
   ExpectVMAgreesWithEvaluator(c, module, *executable);
 }
 
-// Why the CUDA device cannot be used here, or "" when it can.
-std::string CudaMissing() {
-  try {
-    DeviceAPI::Get(Device{DeviceType::kCUDA, 0});
-    return "";
-  } catch (const Error& error) {
-    return error.what();
-  }
-}
-
 // The same programs for the GPU: each compiles for --target nvidia (its
 // kernels to PTX, its matrix products to cuBLAS) and, where a GPU exists,
 // agrees with the evaluator.
@@ -527,7 +518,9 @@ TEST_P(Differential, GpuAgreesWithEvaluator) {
   } catch (const Error& error) {
     FAIL() << "backend::Compile for nvidia fails: " << error.what();
   }
-  if (const std::string missing = CudaMissing(); !missing.empty()) GTEST_SKIP() << missing;
+  if (const std::string missing = testing::CudaMissing(); !missing.empty()) {
+    GTEST_SKIP() << missing;
+  }
   ExpectVMAgreesWithEvaluator(c, module, *executable);
 }
 
