@@ -540,6 +540,8 @@ void VirtualMachine::InvokePacked(const Instruction& in, const Ref<Object>* regs
   if constexpr (kProfile) {
     const Clock::time_point start = Clock::now();
     kernel(packed_args_.data(), num_args);
+    // A GPU kernel is queued: its time is until the device has run it.
+    if (kernel.device != DeviceType::kCPU) DeviceAPI::Get(GpuDevice())->Synchronize();
     profiler_->AddKernelTime(static_cast<size_t>(in.index), Clock::now() - start);
   } else {
     kernel(packed_args_.data(), num_args);

@@ -250,7 +250,8 @@ class CudaDeviceAPI final : public DeviceAPI {
   }
 
  private:
-  // nn.dense (x [m, k], w [n, k] -> [m, n]) or nn.batch_matmul (a [ba, m, k]
+  // nn.dense (x [..., k], w [n, k] -> [..., n], the leading dimensions of x
+  // as m rows) or nn.batch_matmul (a [ba, m, k]
   // or [ba, k, m], b [bb, n, k] or [bb, k, n] -> [max(ba, bb), m, n], a batch
   // of 1 broadcast) in float32 on the stream. Row-major C = op(A) op(B) is
   // column-major C^T = op(B)^T op(A)^T, which cuBLAS computes in place.
@@ -259,14 +260,14 @@ class CudaDeviceAPI final : public DeviceAPI {
     const auto& bound = *static_cast<const DeviceKernelState*>(state);
     const char* name = kBatched ? "nn.batch_matmul.cublas" : "nn.dense.cublas";
     try {
-      const int32_t rank = kBatched ? 3 : 2;
       if (num_args != 3) throw Error("expected 3 arguments, got " + std::to_string(num_args));
       for (int32_t i = 0; i < 3; ++i) {
         const DLTensor& t = *args[i];
+        const bool rank_ok = kBatched ? t.ndim == 3 : (i == 1 ? t.ndim == 2 : t.ndim >= 1);
         if (t.device.device_type != kDLCUDA || t.dtype.code != kDLFloat || t.dtype.bits != 32 ||
-            t.ndim != rank || t.strides) {
-          throw Error("argument " + std::to_string(i) + " is not a compact float32 tensor of rank " +
-                      std::to_string(rank) + " on the GPU");
+            !rank_ok || t.strides) {
+          throw Error("argument " + std::to_string(i) + " (rank " + std::to_string(t.ndim) +
+                      ") is not a compact float32 tensor of the op's rank on the GPU");
         }
       }
       const DLTensor& a = *args[0];
@@ -274,16 +275,22 @@ class CudaDeviceAPI final : public DeviceAPI {
       const DLTensor& c = *args[2];
       const bool transpose_a = kBatched && bound.transpose_a;
       const bool transpose_b = !kBatched || bound.transpose_b;
-      const int64_t* as = a.shape + (rank - 2);
-      const int64_t* bs = b.shape + (rank - 2);
-      const int64_t m = transpose_a ? as[1] : as[0];
-      const int64_t k = transpose_a ? as[0] : as[1];
-      const int64_t n = transpose_b ? bs[0] : bs[1];
+      // [rows, columns] of a, b and c, batches aside.
+      const auto matrix = [](const DLTensor& t, bool batched) {
+        int64_t rows = 1;
+        for (int32_t d = batched ? 1 : 0; d + 1 < t.ndim; ++d) rows *= t.shape[d];
+        return std::pair<int64_t, int64_t>(rows, t.shape[t.ndim - 1]);
+      };
+      const auto [a_rows, a_cols] = matrix(a, kBatched);
+      const auto [b_rows, b_cols] = matrix(b, kBatched);
+      const auto [c_rows, c_cols] = matrix(c, kBatched);
+      const int64_t m = transpose_a ? a_cols : a_rows;
+      const int64_t k = transpose_a ? a_rows : a_cols;
+      const int64_t n = transpose_b ? b_rows : b_cols;
       const int64_t batch_a = kBatched ? a.shape[0] : 1;
       const int64_t batch_b = kBatched ? b.shape[0] : 1;
       const int64_t batch = std::max(batch_a, batch_b);
-      const int64_t* cs = c.shape + (rank - 2);
-      if ((transpose_b ? bs[1] : bs[0]) != k || cs[0] != m || cs[1] != n ||
+      if ((transpose_b ? b_cols : b_rows) != k || c_rows != m || c_cols != n ||
           (kBatched && (c.shape[0] != batch || (batch_a != batch && batch_a != 1) ||
                         (batch_b != batch && batch_b != 1)))) {
         throw Error("shapes do not multiply");
@@ -299,8 +306,8 @@ class CudaDeviceAPI final : public DeviceAPI {
       Check(cublasSgemmStridedBatched(
                 api->blas_, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                 transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-                static_cast<int>(k), &one, data(b), static_cast<int>(bs[1]),
-                batch_b == 1 ? 0 : n * k, data(a), static_cast<int>(as[1]),
+                static_cast<int>(k), &one, data(b), static_cast<int>(b_cols),
+                batch_b == 1 ? 0 : n * k, data(a), static_cast<int>(a_cols),
                 batch_a == 1 ? 0 : m * k, &zero, data(c), static_cast<int>(n), m * n,
                 static_cast<int>(batch)),
             "sgemm");
