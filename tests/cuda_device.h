@@ -45,8 +45,8 @@ inline std::string PtxasRejects(std::span<const std::byte> ptx, const std::strin
   const std::string log = std::string(dir) + "/log";
   std::ofstream(input, std::ios::binary)
       .write(reinterpret_cast<const char*>(ptx.data()), static_cast<std::streamsize>(ptx.size()));
-  const std::string command = Ptxas() + " -arch=" + arch + " " + input + " -o " + dir +
-                              "/kernels.cubin > " + log + " 2>&1";
+  const std::string command =
+      Ptxas() + " -arch=" + arch + " " + input + " -o " + dir + "/kernels.cubin > " + log + " 2>&1";
   const int status = std::system(command.c_str());
   std::ifstream in(log);
   std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -7,6 +7,7 @@
 #include "harness/bench/migration_001.h"
 #include "harness/bench/migration_002.h"
 #include "harness/bench/migration_003.h"
+#include "harness/bench/migration_004.h"
 #include "harness/bench/sqlite_util.h"
 #include "nimble/vm/error.h"
 
@@ -15,7 +16,7 @@ namespace nimble::bench {
 namespace {
 
 // results/migrations/NNN.sql, in order: entry i takes version i to i + 1.
-constexpr const char* kMigrations[] = {kMigration001, kMigration002, kMigration003};
+constexpr const char* kMigrations[] = {kMigration001, kMigration002, kMigration003, kMigration004};
 static_assert(std::size(kMigrations) == ResultsDb::kSchemaVersion);
 
 }  // namespace
@@ -76,8 +77,8 @@ int64_t ResultsDb::InsertRun(const RunInfo& info, const std::string& status) {
       db_,
       "INSERT INTO runs (started_at, status, commit_id, host, cpu_model, cpu_flags, "
       "cores, threads, target, model, configuration, dataset, split, sentences, "
-      "warmup, repeat, kind, arch, emulated, emulator, job_id, agent, framework) VALUES "
-      "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      "warmup, repeat, kind, arch, emulated, emulator, job_id, agent, framework, gpu) VALUES "
+      "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
       path_);
   insert.Bind(1, info.started_at.empty() ? NowUtc() : info.started_at)
       .Bind(2, status)
@@ -109,6 +110,11 @@ int64_t ResultsDb::InsertRun(const RunInfo& info, const std::string& status) {
     insert.BindNull(21).BindNull(22);
   }
   insert.Bind(23, info.framework);
+  if (info.gpu.empty()) {
+    insert.BindNull(24);
+  } else {
+    insert.Bind(24, info.gpu);
+  }
   insert.Step();
   return sqlite3_last_insert_rowid(db_);
 }
@@ -175,7 +181,7 @@ RunRecord ResultsDb::Run(int64_t run_id) const {
   Statement select(db_,
                    "SELECT started_at, commit_id, host, cpu_model, cpu_flags, cores, threads, "
                    "target, model, configuration, dataset, split, sentences, warmup, repeat, kind, "
-                   "arch, emulated, emulator, job_id, agent, framework FROM runs WHERE id = ?",
+                   "arch, emulated, emulator, job_id, agent, framework, gpu FROM runs WHERE id = ?",
                    path_);
   select.Bind(1, run_id);
   if (!select.Step()) throw Error(path_ + ": no run " + std::to_string(run_id));
@@ -201,7 +207,8 @@ RunRecord ResultsDb::Run(int64_t run_id) const {
                         .emulator = select.Text(18),
                         .job_id = select.Integer(19),
                         .agent = select.Text(20),
-                        .framework = select.Text(21)};
+                        .framework = select.Text(21),
+                        .gpu = select.Text(22)};
   record.measurements = Measurements(run_id);
   return record;
 }

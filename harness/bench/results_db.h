@@ -39,6 +39,9 @@ struct RunInfo {
   std::string agent;
   // nimble, or the peer that produced the figures (pytorch, onnxruntime).
   std::string framework = "nimble";
+  // The GPU that ran a target nvidia run's kernels (DeviceAPI::Describe);
+  // empty for a CPU run.
+  std::string gpu = {};
 };
 
 struct Measurement {
@@ -56,7 +59,7 @@ struct RunRecord {
 class ResultsDb {
  public:
   // The schema version this build writes (PRAGMA user_version).
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   // Opens or creates `path`. A new file gets the schema; an older version is
   // migrated in one transaction; a newer version, or a file that is not a

@@ -32,6 +32,7 @@ nlohmann::json ToJson(const RunRecord& record) {
           {"job_id", info.job_id},
           {"agent", info.agent},
           {"framework", info.framework},
+          {"gpu", info.gpu},
           {"measurements", measurements}};
 }
 
@@ -62,6 +63,7 @@ RunRecord RunRecordFromJson(const nlohmann::json& json) {
     info.job_id = json.value("job_id", int64_t{0});
     info.agent = json.value("agent", std::string());
     info.framework = json.value("framework", std::string("nimble"));
+    info.gpu = json.value("gpu", std::string());
     for (const nlohmann::json& figure : json.at("measurements")) {
       record.measurements.push_back({figure.at("name").get<std::string>(),
                                      figure.at("value").get<double>(),

@@ -28,6 +28,7 @@
 #include "harness/protocol/tls.h"
 #include "nimble/compiler/backend/kernel_tuning.h"
 #include "nimble/compiler/backend/pipeline.h"
+#include "nimble/vm/device.h"
 #include "nimble/vm/error.h"
 #include "nimble/vm/thread_pool.h"
 
@@ -174,6 +175,8 @@ RunInfo LocalRunInfo(const RunCommand& command, const HostInfo& host) {
   info.sentences = command.bench.dataset.count;
   info.warmup = command.bench.warmup;
   info.repeat = command.bench.repeat;
+  // A GPU run names its GPU: "no CUDA device" here, before anything is recorded.
+  if (info.target == "nvidia") info.gpu = DeviceAPI::Get(Device{DeviceType::kCUDA, 0})->Describe();
   return info;
 }
 
@@ -329,6 +332,7 @@ std::string RunSummary(const RunCommand& command, const RunInfo& info, int64_t r
       << "  host           " << info.host << ": " << info.cpu_model << " (" << info.arch
       << (info.emulated ? ", emulated by " + info.emulator : "") << "), " << info.threads
       << " threads, target " << info.target << "\n";
+  if (!info.gpu.empty()) out << "  gpu            " << info.gpu << "\n";
   if (command.count_instructions) {
     // A counted run has no times to show.
     out << "  instructions   " << Count(figures, "cpu_instructions") << " in one pass ("

@@ -81,6 +81,9 @@ class DeviceAPI {
                     size_t bytes) = 0;
   // Waits for all work queued on the device.
   virtual void Synchronize() = 0;
+  // What the device is, for records of what ran where ("NVIDIA H200, sm_90,
+  // 139.8 GiB"); "" for the CPU, which hosts describe themselves.
+  virtual std::string Describe() { return ""; }
   // Loads `code` (PTX, for the CUDA device); throws nimble::Error where the
   // device runs no such code or the code does not load.
   virtual std::unique_ptr<DeviceCode> LoadCode(std::span<const std::byte> /*code*/) {

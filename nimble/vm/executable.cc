@@ -78,9 +78,9 @@ enum class Section : uint32_t {
   kDeviceCode,
 };
 constexpr Section kSectionOrder[] = {
-    Section::kTarget,    Section::kDevices,       Section::kFunctions,
-    Section::kConstants, Section::kPrimitives,    Section::kMessages,
-    Section::kBytecode,  Section::kKernelLibrary, Section::kSourceMap, Section::kDeviceCode,
+    Section::kTarget,     Section::kDevices,    Section::kFunctions, Section::kConstants,
+    Section::kPrimitives, Section::kMessages,   Section::kBytecode,  Section::kKernelLibrary,
+    Section::kSourceMap,  Section::kDeviceCode,
 };
 
 std::string Hex32(uint32_t value) {

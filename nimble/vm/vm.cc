@@ -246,8 +246,8 @@ void VirtualMachine::BindPrimitives(const VMOptions& options) {
       if (NimbleKernelFunc func = kernel_library_->Find(primitive.name, &library_miss)) {
         const bool gpu = primitive.attrs.Has("device") &&
                          primitive.attrs.GetString("device") == DeviceTypeName(DeviceType::kCUDA);
-        kernels_.push_back(Kernel{primitive.name, func, nullptr,
-                                  gpu ? DeviceType::kCUDA : DeviceType::kCPU});
+        kernels_.push_back(
+            Kernel{primitive.name, func, nullptr, gpu ? DeviceType::kCUDA : DeviceType::kCPU});
         continue;
       }
     }
@@ -282,7 +282,7 @@ Device VirtualMachine::GpuDevice() const {
 }
 
 std::optional<Kernel> VirtualMachine::DeviceLibraryKernel(const std::string& name,
-                                                         const Attrs& attrs) const {
+                                                          const Attrs& attrs) const {
   for (const Device& device : devices_) {
     if (device.type == DeviceType::kCPU) continue;
     DeviceAPI* api = DeviceAPI::Get(device);

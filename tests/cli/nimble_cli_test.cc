@@ -403,7 +403,8 @@ TEST_F(NimbleCli, DumpsTheLoopIrOfAGeneratedKernel) {
   ExpectUserError(missing, "--tir: no generated kernel named 'fused_nope'");
   EXPECT_THAT(missing.err, HasSubstr("are fused_add_add_0, fused_split_1, "));
   // For the nvidia target a kernel is a GPU loop per stage, a thread per element.
-  const Outcome gpu = Nimble({"dump", lstm, "--params", params, "--tir", "all", "--target", "nvidia"});
+  const Outcome gpu =
+      Nimble({"dump", lstm, "--params", params, "--tir", "all", "--target", "nvidia"});
   ASSERT_EQ(gpu.status, 0) << gpu.err;
   EXPECT_THAT(gpu.out, AllOf(HasSubstr("gpu kernel fused_sigmoid_sigmoid_tanh_multiply_2("),
                              HasSubstr("for add.thread in [0, 16) gpu_threads {")));

@@ -121,8 +121,7 @@ class CompiledModel {
 // the VM must refuse it with "no CUDA device", and the result is nullopt with
 // the reason in `missing`.
 inline std::optional<vm::Executable> CompileForGpu(const ir::IRModule& module,
-                                                   const std::string& entry,
-                                                   std::string* missing) {
+                                                   const std::string& entry, std::string* missing) {
   vm::Executable executable =
       backend::Compile(module, {.target = "nvidia", .entry_functions = {entry}});
   EXPECT_FALSE(executable.device_code.empty());

@@ -623,11 +623,14 @@ TEST(ExecutableTest, ExecutableToStringListsTablesAndCode) {
   EXPECT_THAT(text, HasSubstr("  const[3] Tensor[(0, 3), float16] on device[1]\n"));
   EXPECT_THAT(text, HasSubstr("messages:\n  message[0] \"non-exhaustive match at 3:7\"\n"
                               "  message[1] \"\"\n  message[2] \"quote \\\" and\\nnewline\"\n"));
-  EXPECT_THAT(text, HasSubstr("kernel library: 300 bytes\ndevice code: 0 bytes\n\nfunc[0] def @main($0, $1) registers "
-                              "16:\n  signature @main(%x: Tensor[(?, 16), float32], %pair: "
-                              "(Tensor[(), int64], (List[float32],)))\n"
-                              "   0: $2 = load_const const[0]  ; 3:7\n"
-                              "   1: $3 = load_consti 1\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "kernel library: 300 bytes\ndevice code: 0 bytes\n\nfunc[0] def @main($0, $1) registers "
+          "16:\n  signature @main(%x: Tensor[(?, 16), float32], %pair: "
+          "(Tensor[(), int64], (List[float32],)))\n"
+          "   0: $2 = load_const const[0]  ; 3:7\n"
+          "   1: $3 = load_consti 1\n"));
   EXPECT_THAT(text, HasSubstr("   2: if $3 == 1 then +1 (pc 3) else +2 (pc 4)\n"));
   EXPECT_THAT(text, HasSubstr("  26: fatal message[0]  ; 12:1\n  27: ret $2\n"));
   EXPECT_THAT(text,

@@ -723,7 +723,9 @@ TEST(VirtualMachineTest, KernelsOnlyReadTensorsOnTheirDevice) {
   };
   VirtualMachine vm(MakeExecutable({VMFunction{"main", 2, 4, code}}, {"add"}), options);
   ASSERT_TRUE(called);
-  EXPECT_EQ(ErrorOf([&] { vm.Invoke("main", {F32({3}, {1, 2, 3}), F32({3}, {1, 2, 3})}); }),
+  EXPECT_EQ(ErrorOf([&] {
+              vm.Invoke("main", {F32({3}, {1, 2, 3}), F32({3}, {1, 2, 3})});
+            }),
             "kernel gpu_add: argument 0 (Tensor[(3,), float32]) is on cpu(0), and the kernel "
             "reads cuda memory\n  at @main pc 2: invoke_packed kernel[0](in: $0, $1; out: $3)");
 }

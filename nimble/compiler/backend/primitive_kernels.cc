@@ -166,8 +166,8 @@ std::optional<std::pair<tir::PrimFunc, std::vector<std::string>>> BuildKernel(
   for (const te::Tensor& output : *outputs) {
     if (output->is_placeholder()) return std::nullopt;  // the body returns a parameter
   }
-  return std::make_pair(
-      te::Lower(name, inputs, *outputs, context.requirements(), matmul, device), composer.ops());
+  return std::make_pair(te::Lower(name, inputs, *outputs, context.requirements(), matmul, device),
+                        composer.ops());
 }
 
 // The shape function: the same composition on placeholders whose `?`

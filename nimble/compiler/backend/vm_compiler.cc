@@ -984,8 +984,9 @@ std::string TargetDevice(const std::string& target) {
 bool GeneratesOp(const std::string& op, const CompileOptions& options) {
   if (options.kernels == "builtin") {
     if (options.target == "nvidia") {
-      throw Error("--kernels builtin: the built-in kernels run on the CPU only; --target nvidia "
-                  "needs generated kernels (auto, generated or library)");
+      throw Error(
+          "--kernels builtin: the built-in kernels run on the CPU only; --target nvidia "
+          "needs generated kernels (auto, generated or library)");
     }
     return false;
   }

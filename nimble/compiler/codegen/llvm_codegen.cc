@@ -5,8 +5,8 @@
 #include <llvm/IR/DiagnosticInfo.h>
 #include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/IRBuilder.h>
-#include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/MDBuilder.h>
@@ -101,10 +101,9 @@ std::unique_ptr<llvm::TargetMachine> MakeTargetMachine(const std::string& name,
   std::string error;
   const llvm::Target* llvm_target = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!llvm_target) throw Error("code generation for " + name + ": " + error);
-  std::unique_ptr<llvm::TargetMachine> machine(
-      llvm_target->createTargetMachine(triple, cpu, features, llvm::TargetOptions(),
-                                       llvm::Reloc::PIC_, std::nullopt,
-                                       llvm::CodeGenOptLevel::Aggressive));
+  std::unique_ptr<llvm::TargetMachine> machine(llvm_target->createTargetMachine(
+      triple, cpu, features, llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt,
+      llvm::CodeGenOptLevel::Aggressive));
   if (!machine) {
     throw Error("code generation for " + name + ": no target machine for " + triple + " (cpu " +
                 cpu + ")");
@@ -246,8 +245,8 @@ class ModuleState {
             {ptr, i32, i32, i32, llvm::Type::getInt8Ty(ctx), llvm::Type::getInt8Ty(ctx),
              llvm::Type::getInt16Ty(ctx), ptr, ptr, i64},
             "DLTensor")),
-        hooks_type(llvm::StructType::create(
-            ctx, std::vector<llvm::Type*>(kNumHookFields, ptr), "NimbleRuntimeHooks")),
+        hooks_type(llvm::StructType::create(ctx, std::vector<llvm::Type*>(kNumHookFields, ptr),
+                                            "NimbleRuntimeHooks")),
         kernel_type(llvm::FunctionType::get(i32, {ptr, ptr, i32}, false)),
         chunk_type(llvm::FunctionType::get(i32, {i64, i64, ptr}, false)) {
     if (!host) return;
@@ -309,13 +308,13 @@ class ModuleState {
   llvm::FunctionType* const kernel_type;
   llvm::FunctionType* const chunk_type;  // int32 (int64 begin, int64 end, void* closure)
   llvm::GlobalVariable* runtime = nullptr;
-  std::vector<llvm::Function*> wrappers;    // parallel to the kernels
-  llvm::Function* set_error = nullptr;      // void (const char* message)
-  llvm::Function* parallel_for = nullptr;   // int32 (int64 n, int64 min_chunk, chunk*, void*)
+  std::vector<llvm::Function*> wrappers;   // parallel to the kernels
+  llvm::Function* set_error = nullptr;     // void (const char* message)
+  llvm::Function* parallel_for = nullptr;  // int32 (int64 n, int64 min_chunk, chunk*, void*)
   llvm::FunctionCallee malloc_fn;
   llvm::FunctionCallee free_fn;
   // The GPU hooks, with the loaded device code as first argument.
-  llvm::Function* launch = nullptr;        // int32 (const char* kernel, int64 threads, void** params)
+  llvm::Function* launch = nullptr;  // int32 (const char* kernel, int64 threads, void** params)
   llvm::Function* device_alloc = nullptr;  // void* (int64 bytes); null on failure
   llvm::Function* device_free = nullptr;   // void (void*)
 
@@ -367,8 +366,8 @@ class ModuleState {
   // A function passing its arguments to hook `field` after the device code;
   // in a library whose GPU code is not loaded it records why and returns
   // `missing` (of type `result`).
-  llvm::Function* MakeDeviceHook(HookField field, const std::string& name,
-                                 llvm::FunctionType* type, llvm::Type* result, int missing) {
+  llvm::Function* MakeDeviceHook(HookField field, const std::string& name, llvm::FunctionType* type,
+                                 llvm::Type* result, int missing) {
     llvm::Function* function = Internal(type, name);
     llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", function));
     llvm::BasicBlock* call = llvm::BasicBlock::Create(ctx, "call", function);
@@ -382,8 +381,7 @@ class ModuleState {
       args.push_back(&arg);
       params.push_back(arg.getType());
     }
-    llvm::Value* value =
-        b.CreateCall(llvm::FunctionType::get(result, params, false), hook, args);
+    llvm::Value* value = b.CreateCall(llvm::FunctionType::get(result, params, false), hook, args);
     if (result->isVoidTy()) {
       b.CreateRetVoid();
     } else {
@@ -571,8 +569,7 @@ enum class Place { kCpu, kCpuParallelChunk, kGpuHost, kGpuThread };
 // body, the body of one of its parallel or GPU loops, or its argument checks.
 class FunctionEmitter {
  public:
-  FunctionEmitter(ModuleState& module, KernelState& kernel, llvm::Function* function,
-                  Place place)
+  FunctionEmitter(ModuleState& module, KernelState& kernel, llvm::Function* function, Place place)
       : m_(module),
         k_(kernel),
         function_(function),
@@ -1088,16 +1085,16 @@ class FunctionEmitter {
       BindBuffer(&buffer, EntryAlloca(llvm::ArrayType::get(type, constant_count)));
       Emit(op.body);
     } else if (place_ == Place::kGpuThread) {
-      Unsupported("buffer " + buffer.name + " is too large or not of constant size for a GPU thread");
+      Unsupported("buffer " + buffer.name +
+                  " is too large or not of constant size for a GPU thread");
     } else {
       // malloc(0) may return null: ask for at least one byte. A GPU kernel's
       // temporaries are device memory, allocated and freed in stream order.
       Value* size = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umax,
                                              b_.CreateMul(EmitIndex(count), b_.getInt64(bytes)),
                                              b_.getInt64(1));
-      Value* data = b_.CreateCall(place_ == Place::kGpuHost ? llvm::FunctionCallee(m_.device_alloc)
-                                                            : m_.malloc_fn,
-                                  {size});
+      Value* data = b_.CreateCall(
+          place_ == Place::kGpuHost ? llvm::FunctionCallee(m_.device_alloc) : m_.malloc_fn, {size});
       FailUnless(b_.CreateIsNotNull(data), "cannot allocate memory for buffer " + buffer.name);
       BindBuffer(&buffer, data);
       heap_.push_back(data);
@@ -1218,10 +1215,9 @@ class FunctionEmitter {
       auto special = [&](llvm::Intrinsic::ID id) {
         return b.CreateZExt(b.CreateIntrinsic(id, {}, {}), b.getInt64Ty());
       };
-      Value* index = b.CreateAdd(
-          b.CreateMul(special(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x),
-                      special(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x)),
-          special(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x));
+      Value* index = b.CreateAdd(b.CreateMul(special(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x),
+                                             special(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x)),
+                                 special(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x));
       llvm::BasicBlock* body = llvm::BasicBlock::Create(gpu.ctx, "thread", kernel);
       llvm::BasicBlock* done = llvm::BasicBlock::Create(gpu.ctx, "done", kernel);
       b.CreateCondBr(b.CreateICmpSLT(index, kernel->getArg(captures.values.size())), body, done);
@@ -1264,7 +1260,8 @@ class FunctionEmitter {
 void EmitKernel(ModuleState& m, ModuleState* gpu, const tir::PrimFunc& func,
                 llvm::Function* wrapper) {
   const bool on_gpu = func.device == tir::PrimFunc::Device::kGpu;
-  if (on_gpu && !gpu) throw Error("kernel " + func.name + " is for the GPU, and the target has none");
+  if (on_gpu && !gpu)
+    throw Error("kernel " + func.name + " is for the GPU, and the target has none");
   KernelState kernel{func.name, gpu};
   struct Dimension {
     size_t param;
@@ -1466,9 +1463,8 @@ Modules Compile(llvm::LLVMContext& ctx, std::span<const tir::PrimFunc> kernels,
 }
 
 // `module` emitted by `machine` as a file of `type`.
-std::string EmitFile(llvm::Module& module, llvm::TargetMachine& machine,
-                     llvm::CodeGenFileType type, const CodegenTarget& target,
-                     const std::vector<std::string>& errors) {
+std::string EmitFile(llvm::Module& module, llvm::TargetMachine& machine, llvm::CodeGenFileType type,
+                     const CodegenTarget& target, const std::vector<std::string>& errors) {
   llvm::SmallVector<char, 0> bytes;
   llvm::raw_svector_ostream out(bytes);
   llvm::legacy::PassManager codegen;
@@ -1499,11 +1495,11 @@ std::vector<std::byte> EmitObject(std::span<const tir::PrimFunc> kernels,
   const Modules modules = Compile(ctx, kernels, target, &errors, &host_machine, &gpu_machine);
   if (modules.gpu) {
     if (!ptx) throw Error("code generation for " + target.name + ": GPU kernels need a PTX output");
-    *ptx = EmitFile(*modules.gpu, *gpu_machine, llvm::CodeGenFileType::AssemblyFile, target,
-                    errors);
+    *ptx =
+        EmitFile(*modules.gpu, *gpu_machine, llvm::CodeGenFileType::AssemblyFile, target, errors);
   }
-  const std::string object = EmitFile(*modules.host, *host_machine,
-                                      llvm::CodeGenFileType::ObjectFile, target, errors);
+  const std::string object =
+      EmitFile(*modules.host, *host_machine, llvm::CodeGenFileType::ObjectFile, target, errors);
   const auto* bytes = reinterpret_cast<const std::byte*>(object.data());
   return std::vector<std::byte>(bytes, bytes + object.size());
 }

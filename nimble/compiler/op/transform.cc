@@ -526,8 +526,7 @@ std::vector<te::Tensor> ConcatenateCompute(te::ComputeContext& context,
         source[axis] = tir::Min(tir::Max(tir::Sub(at, start), tir::IntImm(0)),
                                 tir::Sub(sizes[i], tir::IntImm(1)));
         const Expr read = te::Read(inputs[i], source);
-        value = last ? read
-                     : tir::Select(tir::Compare(tir::CompareOp::kLt, at, end), read, value);
+        value = last ? read : tir::Select(tir::Compare(tir::CompareOp::kLt, at, end), read, value);
         last = false;
       }
       end = start;
@@ -638,7 +637,8 @@ std::vector<te::Tensor> TakeCompute(te::ComputeContext& context, std::span<const
   // never negative where it counts and nothing overflows.
   const auto row = [&](const Expr& index) {
     const Expr one = tir::IntImm(1);
-    if (mode == rules::TakeMode::kFast) return tir::Call(tir::Intrinsic::kCheckIndex, {index, extent});
+    if (mode == rules::TakeMode::kFast)
+      return tir::Call(tir::Intrinsic::kCheckIndex, {index, extent});
     if (mode == rules::TakeMode::kClip) {
       return tir::Min(tir::Max(index, tir::IntImm(0)), tir::Sub(extent, one));
     }

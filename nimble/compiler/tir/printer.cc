@@ -132,8 +132,8 @@ std::string ToString(const Stmt& stmt, int indent) {
 }
 
 std::string ToString(const PrimFunc& func) {
-  std::string text =
-      std::string(func.device == PrimFunc::Device::kGpu ? "gpu " : "") + "kernel " + func.name + "(";
+  std::string text = std::string(func.device == PrimFunc::Device::kGpu ? "gpu " : "") + "kernel " +
+                     func.name + "(";
   for (size_t i = 0; i < func.params.size(); ++i) {
     const Buffer& buffer = func.params[i];
     std::string shape;

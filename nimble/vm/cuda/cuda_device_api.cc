@@ -93,9 +93,9 @@ struct DriverApi {
   static void Entry(const char* symbol, Function* function) {
     void* address = nullptr;
     cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    nimble::Check(cudaGetDriverEntryPointByVersion(symbol, &address, 12000, cudaEnableDefault,
-                                                   &found),
-                  std::string("lookup of the driver's ") + symbol);
+    nimble::Check(
+        cudaGetDriverEntryPointByVersion(symbol, &address, 12000, cudaEnableDefault, &found),
+        std::string("lookup of the driver's ") + symbol);
     if (found != cudaDriverEntryPointSuccess || !address) {
       throw Error(std::string("the CUDA driver has no ") + symbol);
     }
@@ -117,8 +117,7 @@ class CudaCode final : public DeviceCode {
     CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
     void* values[] = {log.data(), reinterpret_cast<void*>(static_cast<uintptr_t>(log.size()))};
     const DriverApi& driver = DriverApi::Get();
-    const CUresult status =
-        driver.module_load_data_ex(&module_, text.c_str(), 2, options, values);
+    const CUresult status = driver.module_load_data_ex(&module_, text.c_str(), 2, options, values);
     if (status != CUDA_SUCCESS) {
       const char* reason = nullptr;
       driver.get_error_string(status, &reason);
@@ -186,6 +185,16 @@ class CudaDeviceAPI final : public DeviceAPI {
     Check(cudaStreamCreate(&stream_), "cudaStreamCreate on " + DeviceName(id_));
     Check(cublasCreate(&blas_), "cublasCreate on " + DeviceName(id_));
     Check(cublasSetStream(blas_, stream_), "cublasSetStream");
+  }
+
+  std::string Describe() override {
+    cudaDeviceProp properties{};
+    Check(cudaGetDeviceProperties(&properties, id_), "cudaGetDeviceProperties");
+    char memory[32];
+    std::snprintf(memory, sizeof(memory), "%.1f GiB",
+                  static_cast<double>(properties.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+    return std::string(properties.name) + ", sm_" + std::to_string(properties.major) +
+           std::to_string(properties.minor) + ", " + memory;
   }
 
   std::unique_ptr<DeviceCode> LoadCode(std::span<const std::byte> code) override {
@@ -303,13 +312,12 @@ class CudaDeviceAPI final : public DeviceAPI {
       const auto data = [](const DLTensor& t) {
         return reinterpret_cast<float*>(static_cast<char*>(t.data) + t.byte_offset);
       };
-      Check(cublasSgemmStridedBatched(
-                api->blas_, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-                static_cast<int>(k), &one, data(b), static_cast<int>(b_cols),
-                batch_b == 1 ? 0 : n * k, data(a), static_cast<int>(a_cols),
-                batch_a == 1 ? 0 : m * k, &zero, data(c), static_cast<int>(n), m * n,
-                static_cast<int>(batch)),
+      Check(cublasSgemmStridedBatched(api->blas_, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                      transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
+                                      static_cast<int>(m), static_cast<int>(k), &one, data(b),
+                                      static_cast<int>(b_cols), batch_b == 1 ? 0 : n * k, data(a),
+                                      static_cast<int>(a_cols), batch_a == 1 ? 0 : m * k, &zero,
+                                      data(c), static_cast<int>(n), m * n, static_cast<int>(batch)),
             "sgemm");
       return 0;
     } catch (const std::exception& error) {

@@ -204,11 +204,11 @@ std::vector<Case> Cases() {
       {.name = "storage_reuse",
        .file = Program("storage_reuse"),
        .gpu_gap = "unique has no GPU kernel (its output size depends on the values)",
-       .args = Sets(ForRows({0, 1, 3, 7},
-                            [](int64_t rows, std::mt19937& r) -> Args {
-                              return {RandomF32({rows, 4}, r), RandomF32({4, 4}, r),
-                                      Bool(rows % 2 == 1)};
-                            }))},
+       .args = Sets(
+           ForRows({0, 1, 3, 7},
+                   [](int64_t rows, std::mt19937& r) -> Args {
+                     return {RandomF32({rows, 4}, r), RandomF32({4, 4}, r), Bool(rows % 2 == 1)};
+                   }))},
       {.name = "non_tail_recursion",
        .file = Program("non_tail_recursion"),
        .entry = "count",

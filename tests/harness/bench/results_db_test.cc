@@ -92,6 +92,12 @@ TEST_F(ResultsDbTest, RunsAndFiguresRoundTrip) {
   EXPECT_DOUBLE_EQ(figures[1].value, 61.5);
   EXPECT_EQ(figures[1].unit, "us");
 
+  EXPECT_EQ(record.info.gpu, "") << "a CPU run names no GPU";
+  RunInfo gpu_run = Info("bert");
+  gpu_run.target = "nvidia";
+  gpu_run.gpu = "NVIDIA H200, sm_90, 139.8 GiB";
+  EXPECT_EQ(db.Run(db.BeginRun(gpu_run)).info.gpu, gpu_run.gpu);
+
   const int64_t failed = db.BeginRun(Info("bert"));
   db.FailRun(failed, "boom");
   EXPECT_EQ(db.Status(failed), "failed");
