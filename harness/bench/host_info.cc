@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "nimble/vm/device.h"
 #include "nimble/vm/error.h"
 
 namespace nimble::bench {
@@ -83,6 +84,14 @@ std::vector<std::string> NvidiaGpus() {
     }
   }
   std::sort(gpus.begin(), gpus.end());
+  if (gpus.empty()) {
+    // Sandboxed GPU hosts may hide the driver's /proc entries: ask the CUDA
+    // device itself (its "no CUDA device" answer means none).
+    try {
+      gpus.push_back(DeviceAPI::Get(Device{DeviceType::kCUDA, 0})->Describe());
+    } catch (const Error&) {
+    }
+  }
   return gpus;
 }
 

@@ -22,7 +22,9 @@ struct HostInfo {
   std::string cpu_flags;  // e.g. "avx2 fma avx512f" or "neon asimd"
   int64_t cores = 0;
   int64_t memory_bytes = 0;
-  std::vector<std::string> gpus;  // GPU models the driver lists; empty without one
+  // GPU models the driver lists (else the CUDA device's description); empty
+  // without one.
+  std::vector<std::string> gpus;
 };
 
 HostInfo DescribeHost();
