@@ -590,6 +590,20 @@ TEST(ExecutableTest, RejectsBadSignaturesAndSourceMaps) {
             "executable: functions section, function 0: unknown parameter type kind 7");
 }
 
+// PTX travels in its own section; it needs a CUDA device and a kernel
+// library whose host code launches it.
+TEST(ExecutableTest, DeviceCodeRoundTripsAndNeedsAGpuAndALibrary) {
+  Executable exe = MakeTinyExecutable();
+  exe.device_code = MakeBytes({'.', 'v', 'e', 'r'});
+  EXPECT_THAT([&] { exe.Validate(); },
+              ::testing::ThrowsMessage<Error>(
+                  "executable: device code without a CUDA device and a kernel library to launch "
+                  "it"));
+  exe.devices.push_back(Device{DeviceType::kCUDA, 0});
+  exe.kernel_library = MakeBytes({1, 2, 3});
+  EXPECT_EQ(Executable::Load(exe.Save()).device_code, exe.device_code);
+}
+
 TEST(ExecutableTest, ConstantWithoutTensorIsRejected) {
   Executable exe = MakeSampleExecutable();
   exe.constants[1].tensor = nullptr;
