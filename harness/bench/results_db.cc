@@ -8,10 +8,14 @@
 #include "harness/bench/migration_002.h"
 #include "harness/bench/migration_003.h"
 #include "harness/bench/migration_004.h"
-#include "harness/bench/sqlite_util.h"
+#include "nimble/compiler/support/sqlite_util.h"
 #include "nimble/vm/error.h"
 
 namespace nimble::bench {
+
+using sqlite::InTransaction;
+using sqlite::NowUtc;
+using sqlite::Statement;
 
 namespace {
 
@@ -46,7 +50,7 @@ ResultsDb::~ResultsDb() {
 }
 
 void ResultsDb::Execute(const std::string& sql) const {
-  bench::Execute(db_, path_, sql);
+  sqlite::Execute(db_, path_, sql);
 }
 
 void ResultsDb::Migrate() {

@@ -19,7 +19,7 @@
 #include "harness/bench/host_info.h"
 #include "harness/bench/results_db.h"
 #include "harness/bench/run_record.h"
-#include "harness/bench/sqlite_util.h"
+#include "nimble/compiler/support/sqlite_util.h"
 #include "harness/cli/callgrind.h"
 #include "harness/cli/progress_bar.h"
 #include "harness/protocol/auth.h"
@@ -90,7 +90,7 @@ std::string BuildIdentity() {
 
 RunInfo HostRunInfo(const HostInfo& host) {
   RunInfo info;
-  info.started_at = NowUtc();
+  info.started_at = sqlite::NowUtc();
   info.commit_id = BuildIdentity();
   info.host = host.host;
   info.cpu_model = host.cpu_model;

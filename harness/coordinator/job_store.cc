@@ -1,24 +1,24 @@
 #include "harness/coordinator/job_store.h"
 
-#include "harness/bench/sqlite_util.h"
+#include "nimble/compiler/support/sqlite_util.h"
 
 namespace nimble::coordinator {
 
-using bench::InTransaction;
-using bench::NowUtc;
-using bench::Statement;
+using sqlite::InTransaction;
+using sqlite::NowUtc;
+using sqlite::Statement;
 
 JobStore::JobStore(bench::ResultsDb& db) : db_(db) {
   // In WAL mode, NORMAL syncs at checkpoints instead of every commit: a
   // killed coordinator loses nothing (the WAL is in the OS's hands), only a
   // power cut may lose the last commits. Leases and results commit at the
   // queue's rate, which FULL would bound by the disk's flush latency.
-  bench::Execute(db.handle(), db.path(), "PRAGMA synchronous = NORMAL");
+  sqlite::Execute(db.handle(), db.path(), "PRAGMA synchronous = NORMAL");
 }
 
 void JobStore::Recover(double now, double grace_s) {
   InTransaction(db_.handle(), db_.path(), [&] {
-    bench::Execute(db_.handle(), db_.path(),
+    sqlite::Execute(db_.handle(), db_.path(),
                    "UPDATE agents SET state = 'disconnected' WHERE state = 'connected'");
     Statement grace(db_.handle(), "UPDATE jobs SET lease_expires = ? WHERE state = 'leased'",
                     db_.path());

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "harness/bench/build_info.h"
-#include "harness/bench/sqlite_util.h"
+#include "nimble/compiler/support/sqlite_util.h"
 #include "nimble/vm/error.h"
 
 namespace nimble::reports {
@@ -241,8 +241,8 @@ int64_t UpdateBaseline(const std::string& baseline_path, const std::vector<Selec
   if (current.empty()) throw Error(source + ": no finished runs to take as the baseline");
   bench::ResultsDb baseline(baseline_path);
   const std::vector<SelectedRun> existing = SelectRuns(baseline, {});
-  bench::InTransaction(baseline.handle(), baseline.path(), [&] {
-    bench::Statement remove(baseline.handle(), "DELETE FROM runs WHERE id = ?", baseline.path());
+  sqlite::InTransaction(baseline.handle(), baseline.path(), [&] {
+    sqlite::Statement remove(baseline.handle(), "DELETE FROM runs WHERE id = ?", baseline.path());
     const auto drop = [&](int64_t id) {
       remove.Bind(1, id);
       remove.Step();
@@ -266,11 +266,11 @@ int64_t UpdateBaseline(const std::string& baseline_path, const std::vector<Selec
       info.job_id = 0;
       baseline.RecordRun(info, run.record.measurements);
     }
-    bench::Statement note(baseline.handle(),
+    sqlite::Statement note(baseline.handle(),
                           "INSERT INTO baseline_updates (updated_at, commit_id, source, runs, "
                           "reason) VALUES (?, ?, ?, ?, ?)",
                           baseline.path());
-    note.Bind(1, bench::NowUtc())
+    note.Bind(1, sqlite::NowUtc())
         .Bind(2, std::string(kBuildCommit))
         .Bind(3, source)
         .Bind(4, static_cast<int64_t>(current.size()))

@@ -7,7 +7,7 @@
 #include <tuple>
 
 #include "harness/bench/dispatch_figures.h"
-#include "harness/bench/sqlite_util.h"
+#include "nimble/compiler/support/sqlite_util.h"
 
 namespace nimble::reports {
 
@@ -547,7 +547,7 @@ Report BuildReport(const std::vector<SelectedRun>& runs, const std::string& data
   Report report;
   report.database = database;
   report.filter = filter;
-  report.generated_at = bench::NowUtc();
+  report.generated_at = sqlite::NowUtc();
   report.tables.push_back(builder.Latency("lstm", "table1", "Table 1: LSTM, µs/token",
                                           {kNimble, kPyTorch, kMxnet, kTensorFlow}));
   report.tables.push_back(builder.Latency("treelstm", "table2", "Table 2: Tree-LSTM, µs/token",

@@ -6,7 +6,7 @@
 #include <set>
 #include <tuple>
 
-#include "harness/bench/sqlite_util.h"
+#include "nimble/compiler/support/sqlite_util.h"
 #include "nimble/vm/error.h"
 
 namespace nimble::reports {
@@ -39,7 +39,7 @@ std::string ComparisonKey(const bench::RunInfo& info) {
 std::vector<SelectedRun> SelectRuns(const bench::ResultsDb& db, const RunFilter& filter) {
   const std::set<int64_t> wanted(filter.run_ids.begin(), filter.run_ids.end());
   const std::set<std::string> kinds(filter.kinds.begin(), filter.kinds.end());
-  bench::Statement select(db.handle(),
+  sqlite::Statement select(db.handle(),
                           "SELECT id, status, finished_at, commit_id, host, kind FROM runs "
                           "ORDER BY finished_at, id",
                           db.path());

@@ -7,7 +7,7 @@
 // products at 128 tokens.
 //
 // A shape class is the primitive's input shapes with each `?` dimension
-// measured at kDynamicExtent. Under auto the libraries compete only where
+// measured at kDynamicExtent (matmul_sites.h). Under auto the libraries compete only where
 // there is no `?`: oneDNN builds a primitive per shape and OpenBLAS wakes its
 // threads, costs that one length measured back to back does not show. Each
 // candidate is timed with the same short parallel work on the runtime's
@@ -23,27 +23,30 @@
 
 #include <string>
 #include <unordered_map>
+#include <vector>
 
+#include "nimble/compiler/backend/matmul_sites.h"
 #include "nimble/compiler/backend/vm_compiler.h"
 #include "nimble/compiler/ir/module.h"
 
 namespace nimble::backend {
 
-// The extent a `?` dimension is measured at: a typical sentence.
-inline constexpr int64_t kDynamicExtent = 64;
-
-// A primitive's chosen kernel: kGeneratedKernel (code generation), or a
-// runtime kernel name ("nn.dense", "nn.dense.dnnl", "nn.dense.openblas").
-inline constexpr const char* kGeneratedKernel = "generated";
-using KernelChoices = std::unordered_map<const ir::FunctionNode*, std::string>;
-
 // The choice for every single-op nn.dense and nn.batch_matmul primitive of
-// `module` (after the pipeline) under options.kernels: "auto" weighs all
-// four candidates, "library" oneDNN against OpenBLAS; other choices, other
-// targets than the host's, and float types other than float32 choose nothing
-// (the primitive keeps what GeneratesOp says). Throws nimble::Error when the
-// tuning database cannot be opened or written.
+// `module` (after the pipeline) under options.kernels. A site that
+// `nimble-bench tune` tuned on this host (tuned_sites) takes the tuned
+// choice: under auto its best candidate, under generated its best template
+// configuration (unless options.tuned_matmul is off). Otherwise "auto" weighs
+// the generated kernel (options.matmul) against the runtime's candidates
+// (LibraryCandidates) and "library" oneDNN against OpenBLAS, by measurement.
+// Other choices, other targets than the host's, and float types other than
+// float32 choose nothing (the primitive keeps what GeneratesOp says). Throws
+// nimble::Error when the tuning database cannot be opened or written.
 KernelChoices ChooseMatMulKernels(const ir::IRModule& module, const CompileOptions& options);
+
+// The runtime kernels `choice` ("auto" or "library") weighs at a site of
+// `op` (nn.dense, nn.batch_matmul), `dynamic` when its shapes have a `?`.
+std::vector<std::string> LibraryCandidates(const std::string& op, bool dynamic,
+                                           const std::string& choice);
 
 // Whether nn.dense on these data and weight types (float32, the weight a
 // static [units, k]) runs faster on the runtime's packed kernel

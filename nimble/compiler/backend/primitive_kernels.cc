@@ -242,7 +242,7 @@ const GeneratedKernel* PrimitiveKernels::Find(const ir::FunctionNode* primitive)
 
 PrimitiveKernels GenerateKernels(const ir::IRModule& module,
                                  const std::function<bool(const ir::FunctionNode&)>& wanted,
-                                 const te::MatMulKnobs& matmul,
+                                 const MatMulKnobsOf& matmul,
                                  const std::function<bool(const ir::FunctionNode&)>& on_gpu) {
   PrimitiveCollector collector;
   for (const ir::IRModuleNode::Definition& definition : module->functions()) {
@@ -269,7 +269,7 @@ PrimitiveKernels GenerateKernels(const ir::IRModule& module,
     const size_t index = result.kernels_.size();
     const bool multi_op = primitive->body->kind == ir::ExprKind::kLet;
     std::string name = "fused_" + std::to_string(index);
-    auto built = BuildKernel(*primitive, name, matmul,
+    auto built = BuildKernel(*primitive, name, matmul(*primitive),
                              gpu ? tir::PrimFunc::Device::kGpu : tir::PrimFunc::Device::kCpu);
     if (!built) {
       if (multi_op)

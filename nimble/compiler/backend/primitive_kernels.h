@@ -28,6 +28,10 @@ struct GeneratedKernel {
   bool gpu = false;        // a GPU kernel (its shape function runs on the CPU)
 };
 
+// The matrix-product template's knobs for a primitive (tuning chooses them
+// per shape class: backend/template_tuning.h).
+using MatMulKnobsOf = std::function<te::MatMulKnobs(const ir::FunctionNode&)>;
+
 class PrimitiveKernels {
  public:
   // The kernels of `primitive`, or null when it runs a built-in kernel.
@@ -39,7 +43,7 @@ class PrimitiveKernels {
  private:
   friend PrimitiveKernels GenerateKernels(const ir::IRModule&,
                                           const std::function<bool(const ir::FunctionNode&)>&,
-                                          const te::MatMulKnobs&,
+                                          const MatMulKnobsOf&,
                                           const std::function<bool(const ir::FunctionNode&)>&);
   std::unordered_map<const ir::FunctionNode*, size_t> kernel_of_;
   std::vector<GeneratedKernel> kernels_;
@@ -48,14 +52,14 @@ class PrimitiveKernels {
 
 // Generates kernels for the primitive functions of `module` that `wanted`
 // accepts and code generation supports, matrix products with the template
-// knobs `matmul`; the others are left to the
+// knobs `matmul` gives their primitive; the others are left to the
 // runtime's built-in kernels. Primitives that `on_gpu` accepts are lowered
 // for the GPU (te::Lower's GPU schedule); without it, all for the CPU.
 // Throws nimble::Error for a multi-op primitive that cannot be generated
 // (fusion only groups supported ops).
 PrimitiveKernels GenerateKernels(const ir::IRModule& module,
                                  const std::function<bool(const ir::FunctionNode&)>& wanted,
-                                 const te::MatMulKnobs& matmul,
+                                 const MatMulKnobsOf& matmul,
                                  const std::function<bool(const ir::FunctionNode&)>& on_gpu = {});
 
 }  // namespace nimble::backend

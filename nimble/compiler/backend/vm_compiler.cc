@@ -49,7 +49,7 @@ std::function<bool(const ir::FunctionNode&)> KernelPolicy(const CompileOptions& 
                                                           const KernelChoices& choices) {
   return [&options, &choices](const ir::FunctionNode& primitive) {
     const auto chosen = choices.find(&primitive);
-    if (chosen != choices.end()) return chosen->second == kGeneratedKernel;
+    if (chosen != choices.end()) return chosen->second.kernel == kGeneratedKernel;
     CalledOps ops;
     ops.VisitExpr(primitive.body);
     for (const std::string& op : ops.names) {
@@ -239,7 +239,8 @@ class ExecutableBuilder {
       return op == "nn.dense" || op == "nn.batch_matmul" ? op + ".cublas" : "";
     }
     const auto found = choices_.find(primitive);
-    return found == choices_.end() || found->second == kGeneratedKernel ? op : found->second;
+    return found == choices_.end() || found->second.kernel == kGeneratedKernel ? op
+                                                                             : found->second.kernel;
   }
 
  private:
@@ -1008,7 +1009,11 @@ bool GeneratesOp(const std::string& op, const CompileOptions& options) {
 PrimitiveKernels GeneratedKernels(const ir::IRModule& module, const CompileOptions& options,
                                   const KernelChoices& choices) {
   const KernelDeviceMap devices = KernelDevices(module);
-  return GenerateKernels(module, KernelPolicy(options, choices), options.matmul,
+  const MatMulKnobsOf matmul = [&](const ir::FunctionNode& primitive) {
+    const auto chosen = choices.find(&primitive);
+    return chosen == choices.end() ? options.matmul : chosen->second.matmul;
+  };
+  return GenerateKernels(module, KernelPolicy(options, choices), matmul,
                          [&devices](const ir::FunctionNode& primitive) {
                            const auto found = devices.find(&primitive);
                            return found != devices.end() && found->second == "cuda";

@@ -59,6 +59,9 @@ struct CompileOptions {
   // The matrix-product template's tile sizes and the dispatch degree of a
   // symbolic row dimension (`--dispatch`; te/matmul_schedule.h).
   te::MatMulKnobs matmul = {};
+  // On: a site `nimble-bench tune` tuned on this host takes the tuned tile
+  // instead of matmul's (kernel_tuning.h); off when a tile is asked for.
+  bool tuned_matmul = true;
 };
 
 // The accelerator of `target` ("cuda" for nvidia), or "cpu".
@@ -68,13 +71,22 @@ std::string TargetDevice(const std::string& target);
 // `options.kernels`; throws nimble::Error for an unknown choice.
 bool GeneratesOp(const std::string& op, const CompileOptions& options);
 
+// The kernel chosen for a primitive by measurement (backend/kernel_tuning.h):
+// kGeneratedKernel (code generation) with the template knobs `matmul`, or a
+// runtime kernel name ("nn.dense", "nn.dense.dnnl", "nn.dense.openblas").
+inline constexpr const char* kGeneratedKernel = "generated";
+struct KernelChoice {
+  std::string kernel;
+  te::MatMulKnobs matmul;
+};
+using KernelChoices = std::unordered_map<const ir::FunctionNode*, KernelChoice>;
+
 // The kernels CompileToExecutable generates for `module` (already through
 // the pipeline) under `options` and the measured `choices`
 // (backend/kernel_tuning.h; empty: none measured), as loop IR: for the GPU
 // those of primitives placed on it (backend/kernel_devices.h).
-PrimitiveKernels GeneratedKernels(
-    const ir::IRModule& module, const CompileOptions& options,
-    const std::unordered_map<const ir::FunctionNode*, std::string>& choices = {});
+PrimitiveKernels GeneratedKernels(const ir::IRModule& module, const CompileOptions& options,
+                                  const KernelChoices& choices = {});
 
 // Throws nimble::Error naming the construct (and its line:col when it has
 // one) for IR outside the accepted form.

@@ -106,7 +106,7 @@ const std::string kGeneratedKey = "nn.dense.generated tile 4x3 dispatch/4";
 
 std::vector<std::string> Chosen(const KernelChoices& choices) {
   std::vector<std::string> kernels;
-  for (const auto& [primitive, kernel] : choices) kernels.push_back(kernel);
+  for (const auto& [primitive, choice] : choices) kernels.push_back(choice.kernel);
   return kernels;
 }
 
@@ -123,7 +123,7 @@ TEST_F(KernelTuningTest, AutoWeighsAllFourKernelsAndKeepsTheFastest) {
     EXPECT_GT(seconds, 0) << kernel;
     if (fastest.empty() || seconds < rows.at(fastest)) fastest = kernel;
   }
-  const std::string chosen = choices.begin()->second;
+  const std::string chosen = choices.begin()->second.kernel;
   EXPECT_EQ(chosen == kGeneratedKernel ? kGeneratedKey : chosen, fastest);
 }
 

@@ -11,7 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "harness/bench/migration_001.h"
-#include "harness/bench/sqlite_util.h"
+#include "nimble/compiler/support/sqlite_util.h"
 #include "harness/coordinator/coordinator.h"
 
 namespace nimble::coordinator {
@@ -50,7 +50,7 @@ class JobStoreTest : public ::testing::Test {
         agent, {"intel", "any"}, [](const protocol::JobSpec&) { return true; }, now, 10);
   }
   int64_t CountRows(const std::string& sql) {
-    bench::Statement count(db_->handle(), sql, path_);
+    sqlite::Statement count(db_->handle(), sql, path_);
     count.Step();
     return count.Integer(0);
   }

@@ -1,5 +1,5 @@
-// Small RAII helpers over the SQLite C API, shared by results.db and the
-// coordinator's job queue (which live in one file): a prepared statement
+// Small RAII helpers over the SQLite C API, shared by results.db, the
+// coordinator's job queue (which live in one file) and the tuning database: a prepared statement
 // finalised on every path, transactions that nest, and UTC timestamps.
 // Every error names the database's path and SQLite's message.
 #pragma once
@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-namespace nimble::bench {
+namespace nimble::sqlite {
 
 // The current time as ISO 8601 UTC with milliseconds ("2026-11-24T16:42:08.123Z"),
 // which SQLite's date functions read.
@@ -66,4 +66,4 @@ void InTransaction(sqlite3* db, const std::string& path, Body body) {
   Execute(db, path, outermost ? "COMMIT" : "RELEASE nested");
 }
 
-}  // namespace nimble::bench
+}  // namespace nimble::sqlite

@@ -1,4 +1,4 @@
-#include "harness/bench/sqlite_util.h"
+#include "nimble/compiler/support/sqlite_util.h"
 
 #include <chrono>
 #include <cstdio>
@@ -6,7 +6,7 @@
 
 #include "nimble/vm/error.h"
 
-namespace nimble::bench {
+namespace nimble::sqlite {
 
 std::string NowUtc() {
   const auto now = std::chrono::system_clock::now();
@@ -94,4 +94,4 @@ void Execute(sqlite3* db, const std::string& path, const std::string& sql) {
   }
 }
 
-}  // namespace nimble::bench
+}  // namespace nimble::sqlite

@@ -1,0 +1,259 @@
+#include "nimble/compiler/backend/matmul_sites.h"
+
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <optional>
+
+#include "nimble/compiler/backend/primitive_kernels.h"
+#include "nimble/compiler/ir/functor.h"
+#include "nimble/compiler/transform/pass_util.h"
+#include "nimble/vm/dlpack.h"
+#include "nimble/vm/error.h"
+#include "nimble/vm/thread_pool.h"
+
+#if NIMBLE_HAVE_CODEGEN
+#include "nimble/compiler/codegen/link.h"
+#include "nimble/compiler/codegen/llvm_codegen.h"
+#include "nimble/compiler/codegen/target.h"
+#include "nimble/vm/kernel_library.h"
+#endif
+
+namespace nimble::backend {
+namespace {
+
+std::optional<Shape> ShapeClass(const ir::Type& type) {
+  if (!type || type->kind != ir::TypeKind::kTensor) return std::nullopt;
+  const auto& tensor = static_cast<const ir::TensorTypeNode&>(*type);
+  if (tensor.dtype != DataType::Float32()) return std::nullopt;
+  Shape shape;
+  for (const ir::Dim& dim : tensor.shape) shape.push_back(dim.is_any() ? kSymbolicDim : dim.value());
+  return shape;
+}
+
+Shape AtExtent(const Shape& shape_class, int64_t extent) {
+  Shape shape = shape_class;
+  for (int64_t& dim : shape) {
+    if (dim == kSymbolicDim) dim = extent;
+  }
+  return shape;
+}
+
+std::optional<MatMulSite> AsMatMulSite(const ir::FunctionNode* primitive) {
+  const ir::Expr& body = primitive->body;
+  if (body->kind != ir::ExprKind::kCall) return std::nullopt;
+  const auto* call = static_cast<const ir::CallNode*>(body.get());
+  if (call->callee->kind != ir::ExprKind::kOp) return std::nullopt;
+  const std::string& op = static_cast<const ir::OpNode*>(call->callee.get())->name;
+  if (op != "nn.dense" && op != "nn.batch_matmul") return std::nullopt;
+  MatMulSite site;
+  site.primitive = primitive;
+  site.op = op;
+  site.attrs = call->attrs;
+  // The kernel takes the call's arguments, which are the primitive's
+  // parameters in order when fusion left the op alone.
+  if (call->args.size() != primitive->params.size()) return std::nullopt;
+  for (size_t i = 0; i < call->args.size(); ++i) {
+    if (call->args[i].get() != primitive->params[i].get()) return std::nullopt;
+    const ir::Var& param = primitive->params[i];
+    std::optional<Shape> shape =
+        ShapeClass(param->checked_type ? param->checked_type : param->type_annotation);
+    if (!shape) return std::nullopt;
+    site.input_class.push_back(std::move(*shape));
+  }
+  std::optional<Shape> output = ShapeClass(body->checked_type);
+  if (!output) return std::nullopt;
+  site.output_class = std::move(*output);
+  return site.AtExtent(kDynamicExtent);
+}
+
+class SiteCollector : public ir::ExprVisitor {
+ public:
+  void VisitFunction(const ir::FunctionNode* function) override {
+    if (transform::HasFlag(function, transform::kPrimitiveAttr)) {
+      if (std::optional<MatMulSite> site = AsMatMulSite(function)) sites.push_back(*site);
+      return;
+    }
+    ExprVisitor::VisitFunction(function);
+  }
+  std::vector<MatMulSite> sites;
+};
+
+// Parallel elementwise work on the runtime's thread pool, about what the
+// kernels after a matrix product do.
+class PoolWork {
+ public:
+  void operator()() {
+    ThreadPool::Global().ParallelFor(0, kSize, kSize / 8, [this](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) data_[i] = data_[i] * 0.5f + 0.25f;
+    });
+  }
+
+ private:
+  static constexpr int64_t kSize = int64_t{1} << 16;
+  std::vector<float> data_ = std::vector<float>(kSize, 0.5f);
+};
+
+Tensor Filled(const Shape& shape) {
+  Tensor tensor = TensorNode::Empty(shape, DataType::Float32());
+  std::fill_n(tensor->data<float>(), tensor->numel(), 0.5f);
+  return tensor;
+}
+
+}  // namespace
+
+bool MatMulSite::dynamic() const {
+  for (const Shape& shape : input_class) {
+    if (std::find(shape.begin(), shape.end(), kSymbolicDim) != shape.end()) return true;
+  }
+  return false;
+}
+
+MatMulSite MatMulSite::AtExtent(int64_t extent) const {
+  MatMulSite site = *this;
+  site.inputs.clear();
+  for (const Shape& shape : input_class) site.inputs.push_back(backend::AtExtent(shape, extent));
+  site.output = backend::AtExtent(output_class, extent);
+  return site;
+}
+
+std::vector<MatMulSite> CollectMatMulSites(const ir::IRModule& module) {
+  SiteCollector collector;
+  for (const ir::IRModuleNode::Definition& definition : module->functions()) {
+    collector.VisitExpr(definition.function);
+  }
+  return std::move(collector.sites);
+}
+
+std::string ShapesText(const std::vector<Shape>& shapes) {
+  std::string text;
+  for (const Shape& shape : shapes) {
+    text += text.empty() ? "(" : ", (";
+    for (size_t d = 0; d < shape.size(); ++d) {
+      text += (d ? "," : "") + (shape[d] == kSymbolicDim ? "?" : std::to_string(shape[d]));
+    }
+    text += ")";
+  }
+  return text;
+}
+
+std::string AttrsText(const Attrs& attrs) {
+  std::string text;
+  for (const auto& [name, value] : attrs.entries()) {
+    text += (text.empty() ? "" : ", ") + name + "=" + AttrValueToString(value);
+  }
+  return text;
+}
+
+std::string HostKey() {
+  utsname names{};
+  std::string key = uname(&names) == 0 ? names.machine : "unknown";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.starts_with("model name") || line.starts_with("CPU part")) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) key += " " + line.substr(colon + 2);
+      break;
+    }
+  }
+  return key;
+}
+
+bool IsHostTarget(const std::string& target) {
+#if defined(__x86_64__)
+  return target == "intel";
+#elif defined(__aarch64__)
+  return target == "arm";
+#else
+  return false;
+#endif
+}
+
+std::vector<double> InterleavedSecondsPerCall(const std::vector<std::function<void()>>& runs) {
+  using Clock = std::chrono::steady_clock;
+  const auto batch = [](const std::function<void()>& run, int calls) {
+    const Clock::time_point start = Clock::now();
+    for (int i = 0; i < calls; ++i) run();
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  std::vector<int> calls(runs.size(), 1);
+  std::vector<double> best(runs.size());
+  for (size_t r = 0; r < runs.size(); ++r) {
+    double seconds = batch(runs[r], calls[r]);
+    while (seconds < 2e-3 && calls[r] < (1 << 16)) {
+      calls[r] *= 2;
+      seconds = batch(runs[r], calls[r]);
+    }
+    best[r] = seconds / calls[r];
+  }
+  for (int round = 1; round < 5; ++round) {
+    for (size_t r = 0; r < runs.size(); ++r) {
+      best[r] = std::min(best[r], batch(runs[r], calls[r]) / calls[r]);
+    }
+  }
+  return best;
+}
+
+struct SiteMeasurer::State {
+  const ir::IRModule& module;
+  const CompileOptions& options;
+  PoolWork pool_work;
+  // A site's generated kernel per template configuration, compiled once
+  // and called at every extent.
+  std::map<std::pair<const ir::FunctionNode*, std::string>, vm::Kernel> generated;
+#if NIMBLE_HAVE_CODEGEN
+  std::vector<std::unique_ptr<vm::KernelLibrary>> libraries;
+#endif
+
+  vm::Kernel GeneratedKernel(const MatMulSite& site, const te::MatMulKnobs& matmul) {
+    te::CheckMatMulKnobs(matmul);
+    const auto key = std::make_pair(site.primitive, te::MatMulKnobsText(matmul));
+    if (const auto found = generated.find(key); found != generated.end()) return found->second;
+#if NIMBLE_HAVE_CODEGEN
+    const PrimitiveKernels kernels = GenerateKernels(
+        module, [&](const ir::FunctionNode& primitive) { return &primitive == site.primitive; },
+        [&](const ir::FunctionNode&) { return matmul; });
+    const backend::GeneratedKernel* kernel = kernels.Find(site.primitive);
+    if (!kernel) throw Error(site.op + ": no generated kernel");
+    const codegen::CodegenTarget target = codegen::CodegenTargetFor(options.target);
+    libraries.push_back(std::make_unique<vm::KernelLibrary>(
+        codegen::LinkSharedLibrary(codegen::EmitObject(kernels.funcs(), target), target)));
+    std::string missing;
+    const NimbleKernelFunc func = libraries.back()->Find(kernel->name, &missing);
+    if (!func) throw Error(missing);
+    return generated[key] = vm::Kernel{kernel->name, func, nullptr};
+#else
+    throw Error(site.op + ": code generation is not in this build");
+#endif
+  }
+};
+
+SiteMeasurer::SiteMeasurer(const ir::IRModule& module, const CompileOptions& options)
+    : state_(std::make_unique<State>(State{module, options, {}, {}, {}})) {}
+
+SiteMeasurer::~SiteMeasurer() = default;
+
+std::function<void()> SiteMeasurer::Prepare(const MatMulSite& site, const std::string& kernel,
+                                            const te::MatMulKnobs& matmul) {
+  auto tensors = std::make_shared<std::vector<Tensor>>();
+  for (const Shape& shape : site.inputs) tensors->push_back(Filled(shape));
+  tensors->push_back(Filled(site.output));
+  auto views = std::make_shared<std::vector<DLTensor>>();
+  for (const Tensor& tensor : *tensors) views->push_back(AsDLTensor(tensor));
+  auto args = std::make_shared<std::vector<DLTensor*>>();
+  for (DLTensor& view : *views) args->push_back(&view);
+  const vm::Kernel bound = kernel == kGeneratedKernel
+                               ? state_->GeneratedKernel(site, matmul)
+                               : vm::KernelRegistry::Global().Bind(kernel, site.attrs);
+  bound(args->data(), static_cast<int32_t>(args->size()));
+  PoolWork* pool_work = &state_->pool_work;
+  return [pool_work, bound, tensors, views, args] {
+    bound(args->data(), static_cast<int32_t>(args->size()));
+    (*pool_work)();
+  };
+}
+
+}  // namespace nimble::backend

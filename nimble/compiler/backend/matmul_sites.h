@@ -1,0 +1,91 @@
+// The matrix-product sites of a compiled module and the timing of kernels on
+// them, shared by the kernel choice at compile time (kernel_tuning.h) and
+// the template tuner (template_tuning.h).
+//
+// A site is a primitive whose body is one nn.dense or nn.batch_matmul call on
+// float32 (fusion leaves matrix products on their own). Its shape class is
+// its input shapes with `?` kept; the paper's tuning measures a `?` at
+// several extents, every `?` of a site at the same one (one symbolic
+// variable, as in BERT, where each `?` is the sequence length).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nimble/compiler/backend/vm_compiler.h"
+#include "nimble/compiler/ir/module.h"
+#include "nimble/vm/kernel.h"
+
+namespace nimble::backend {
+
+// The extent a `?` dimension is measured at when no other is asked for: a
+// typical sentence (the paper's representative size).
+inline constexpr int64_t kDynamicExtent = 64;
+
+// A `?` in a MatMulSite's shape class.
+inline constexpr int64_t kSymbolicDim = -1;
+
+struct MatMulSite {
+  const ir::FunctionNode* primitive = nullptr;
+  std::string op;
+  Attrs attrs;
+  std::vector<Shape> input_class;  // kSymbolicDim for `?`
+  Shape output_class;
+  // input_class and output_class with each `?` at the measured extent.
+  std::vector<Shape> inputs;
+  Shape output;
+
+  bool dynamic() const;
+  // The site measured with every `?` at `extent`.
+  MatMulSite AtExtent(int64_t extent) const;
+};
+
+// Every site of `module` (after the pipeline), `?` at kDynamicExtent, in
+// order of appearance.
+std::vector<MatMulSite> CollectMatMulSites(const ir::IRModule& module);
+
+// "(?,768), (768,768)": shapes as the tuning databases key them.
+std::string ShapesText(const std::vector<Shape>& shapes);
+// "units=768, out_dtype=": a call's attributes as the databases key them.
+std::string AttrsText(const Attrs& attrs);
+
+// The host as the tuning databases know it: architecture and CPU model.
+std::string HostKey();
+
+// Whether `target` ("intel", "arm") is the CPU this process runs on.
+bool IsHostTarget(const std::string& target);
+
+// Seconds per call of each of `runs`: the least over five rounds, each round
+// timing every run once in turn (a batch of calls sized to at least 2 ms;
+// the caller has made a first call, which paid any set-up). Taking turns
+// spreads a burst of load from other tenants of a shared host over all the
+// candidates instead of charging it to whichever ran then.
+std::vector<double> InterleavedSecondsPerCall(const std::vector<std::function<void()>>& runs);
+
+// Kernels on float32 tensors of a site's measured shapes. Each call is
+// followed by the same piece of parallel work on the runtime's thread pool:
+// a library whose threads keep spinning after a call (OpenBLAS's, OpenMP's
+// for oneDNN) slows what runs next on the same cores, and that cost is its.
+class SiteMeasurer {
+ public:
+  // `module` holds the sites (after the pipeline); generated kernels are
+  // compiled for options.target.
+  SiteMeasurer(const ir::IRModule& module, const CompileOptions& options);
+  ~SiteMeasurer();
+
+  // A call of `kernel` (kGeneratedKernel with the template knobs `matmul`,
+  // or a runtime kernel name) on `site` and the pool work, after one first
+  // call here that pays any set-up. Throws nimble::Error when it cannot run
+  // there (not in this build, as oneDNN may not be; not for these shapes;
+  // knobs out of range), naming why.
+  std::function<void()> Prepare(const MatMulSite& site, const std::string& kernel,
+                                const te::MatMulKnobs& matmul);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace nimble::backend
