@@ -10,6 +10,7 @@ namespace {
 constexpr double kRunTimeout = 3600;
 constexpr double kMicrobenchTimeout = 1800;
 constexpr double kProbeTimeout = 60;
+constexpr double kTuneTimeout = 6 * 3600;
 
 std::vector<std::string> WithEmulator(const JobContext& context, std::vector<std::string> argv) {
   std::vector<std::string> command = context.emulator;
@@ -115,6 +116,31 @@ JobCommand CommandFor(const protocol::JobSpec& spec, const JobContext& context) 
     }
     return {WithEmulator(context, argv), timeout > 0 ? timeout : kMicrobenchTimeout};
   }
+  if (spec.kind == "tune") {
+    // Timings under an emulator would be the emulator's.
+    if (context.agent.host.emulated) throw Error("tune job: this agent is emulated");
+    if (!spec.options.contains("site") || !spec.options.contains("tune")) {
+      throw Error("tune job: options 'site' and 'tune' are required");
+    }
+    const protocol::Json& tune = spec.options["tune"];
+    std::vector<std::string> argv = {context.nimble_bench, "tune", "--site-json",
+                                     spec.options["site"].dump(), "--target", spec.target,
+                                     "--record-json"};
+    for (const char* name : {"trials", "top_k", "representative", "batch"}) {
+      if (tune.contains(name)) {
+        argv.push_back(std::string("--") + (name == std::string("top_k") ? "top-k" : name));
+        argv.push_back(tune[name].dump());
+      }
+    }
+    if (tune.contains("extents")) {
+      argv.push_back("--extents");
+      for (const protocol::Json& extent : tune["extents"]) argv.push_back(extent.dump());
+    }
+    if (spec.options.contains("task_timeout")) {
+      argv.insert(argv.end(), {"--task-timeout", spec.options["task_timeout"].dump()});
+    }
+    return {argv, timeout > 0 ? timeout : kTuneTimeout};
+  }
   if (spec.kind == "probe") {
     return {WithEmulator(context, {context.nimble_bench, "probe"}),
             timeout > 0 ? timeout : kProbeTimeout};
@@ -131,6 +157,7 @@ protocol::Json ResultOf(const protocol::JobSpec& spec, const std::string& output
       return {{"run", bench::ToJson(bench::RunRecordFromJson(protocol::Json::parse(output)))}};
     }
     if (spec.kind == "microbench") return MicrobenchRecord(spec, output, context);
+    if (spec.kind == "tune") return protocol::Json::parse(output);
     return {{"host", protocol::Json::parse(output)}};
   } catch (const protocol::Json::exception& error) {
     throw Error(spec.kind + " job printed something else than its JSON: " + error.what());

@@ -205,6 +205,14 @@ std::vector<Sample> AtLength(const std::vector<Sample>& samples, int64_t length)
 
 }  // namespace
 
+backend::CompileOptions CompileOptionsOf(const BenchOptions& options) {
+  backend::CompileOptions compile{.target = options.target};
+  compile.fuse_ops = options.fuse_ops;
+  compile.kernels = options.kernels;
+  compile.tuning_database = options.tuning_database;
+  return compile;
+}
+
 models::Model BuildModel(const BenchOptions& options) {
   if (options.model == "lstm") return models::BuildLstm(options.lstm);
   if (options.model == "treelstm") return models::BuildTreeLstm(options.treelstm);
@@ -246,13 +254,6 @@ std::string ConfigurationJson(const BenchOptions& options) {
 
 namespace {
 
-backend::CompileOptions CompileOptionsOf(const BenchOptions& options) {
-  backend::CompileOptions compile{.target = options.target};
-  compile.fuse_ops = options.fuse_ops;
-  compile.kernels = options.kernels;
-  compile.tuning_database = options.tuning_database;
-  return compile;
-}
 
 void CheckProtocol(const BenchOptions& options) {
   if (options.repeat < 1 || options.warmup < 0) {

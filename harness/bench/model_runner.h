@@ -21,6 +21,7 @@
 #include "models/bert/bert.h"
 #include "models/lstm/lstm.h"
 #include "models/treelstm/treelstm.h"
+#include "nimble/compiler/backend/vm_compiler.h"
 #include "nimble/vm/vm.h"
 
 namespace nimble::bench {
@@ -64,6 +65,9 @@ BenchResult RunBenchmark(const BenchOptions& options, const Progress& progress);
 // are the sentences and tokens only: a time taken under callgrind would be
 // the emulator's. Throws nimble::Error in a build without Valgrind's headers.
 BenchResult RunCountedPass(const BenchOptions& options);
+
+// How `options` compiles its model.
+backend::CompileOptions CompileOptionsOf(const BenchOptions& options);
 
 // The model `options` name, with its weights (seeded or from a file).
 models::Model BuildModel(const BenchOptions& options);

@@ -12,6 +12,8 @@
 //   nimble-bench baseline --model M --framework pytorch|onnxruntime [--variant V] [model and data
 //   options] nimble-bench report --db results.db --out DIR [--run-id N... | --commit C | --host H]
 //   nimble-bench microbench dispatch [--target intel|arm] [--db results.db] [--threads N]
+//   nimble-bench tune --model M [--target intel|arm] [--trials N] [--tuning-db F]
+//                     [--coordinator HOST:PORT --secret-file F]
 //   nimble-bench gate --baseline results/baseline.db --current results.db [--max-regression 5%]
 //
 // Exit status: 0 on success, 1 on an error (one line on stderr), 2 on bad usage.
@@ -23,6 +25,7 @@
 #include "harness/cli/microbench_command.h"
 #include "harness/cli/report_commands.h"
 #include "harness/cli/run_command.h"
+#include "harness/cli/tune_command.h"
 
 namespace nimble::bench {
 namespace {
@@ -77,6 +80,7 @@ int Main(int argc, char** argv) {
   std::vector<std::pair<CLI::App*, CommandRunner>> commands = AddFleetCommands(app);
   for (auto& command : AddReportCommands(app)) commands.push_back(std::move(command));
   for (auto& command : AddMicrobenchCommands(app)) commands.push_back(std::move(command));
+  for (auto& command : AddTuneCommands(app)) commands.push_back(std::move(command));
 
   try {
     app.parse(argc, argv);

@@ -43,22 +43,6 @@ int DefaultSentences(const std::string& model) {
   return model == "treelstm" ? 300 : 200;
 }
 
-void ApplySizes(RunCommand& command) {
-  BenchOptions& bench = command.bench;
-  if (command.layers > 0) {
-    bench.lstm.layers = command.layers;
-    bench.bert.layers = command.layers;
-  }
-  if (command.hidden_size > 0) {
-    bench.lstm.hidden_size = command.hidden_size;
-    bench.treelstm.hidden_size = command.hidden_size;
-    bench.bert.hidden_size = command.hidden_size;
-  }
-  bench.lstm.weights_path = bench.treelstm.weights_path = bench.bert.weights_path = command.weights;
-  if (command.heads > 0) bench.bert.heads = command.heads;
-  if (command.ffn_size > 0) bench.bert.ffn_size = command.ffn_size;
-  bench.dataset.count = command.sentences > 0 ? command.sentences : DefaultSentences(bench.model);
-}
 
 const Measurement* Find(const std::vector<Measurement>& figures, const std::string& name) {
   for (const Measurement& figure : figures) {
@@ -236,6 +220,23 @@ std::string SelfExecutable() {
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
   if (error) throw Error("cannot find this executable: " + error.message());
   return self;
+}
+
+void ApplySizes(RunCommand& command) {
+  BenchOptions& bench = command.bench;
+  if (command.layers > 0) {
+    bench.lstm.layers = command.layers;
+    bench.bert.layers = command.layers;
+  }
+  if (command.hidden_size > 0) {
+    bench.lstm.hidden_size = command.hidden_size;
+    bench.treelstm.hidden_size = command.hidden_size;
+    bench.bert.hidden_size = command.hidden_size;
+  }
+  bench.lstm.weights_path = bench.treelstm.weights_path = bench.bert.weights_path = command.weights;
+  if (command.heads > 0) bench.bert.heads = command.heads;
+  if (command.ffn_size > 0) bench.bert.ffn_size = command.ffn_size;
+  bench.dataset.count = command.sentences > 0 ? command.sentences : DefaultSentences(bench.model);
 }
 
 void AddRunOptions(CLI::App* command, RunCommand& run) {

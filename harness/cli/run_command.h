@@ -33,6 +33,9 @@ struct RunCommand {
   std::string tls_ca;
 };
 
+// The model sizes and sentence count given on `command` into its BenchOptions.
+void ApplySizes(RunCommand& command);
+
 // The run options (model, sizes, data, protocol) on `command`, into `run`.
 void AddRunOptions(CLI::App* command, RunCommand& run);
 

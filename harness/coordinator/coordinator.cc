@@ -48,7 +48,8 @@ Json Ack(int64_t job_id, int64_t attempt, Outcome outcome) {
 
 // The job kinds this coordinator queues (an agent refuses kinds it lacks).
 bool KnownKind(const std::string& kind) {
-  return kind == "run" || kind == "baseline" || kind == "microbench" || kind == "probe";
+  return kind == "run" || kind == "baseline" || kind == "microbench" || kind == "probe" ||
+         kind == "tune";
 }
 
 // Why a run record is not what `agent` may report for `job`: the hardware
@@ -71,6 +72,22 @@ std::string WhyNotHonest(const bench::RunRecord& record, const protocol::AgentIn
   }
   if (target != "any" && info.target != target) {
     return "the run is for target " + info.target + ", the job for " + target;
+  }
+  return "";
+}
+
+// Why a tune job's result is not what `agent` may report: its records must
+// name the agent's own architecture (the CPU model follows it), as the agent
+// described itself when it joined.
+std::string WhyNotHonestTuning(const Json& result, const protocol::AgentInfo& agent) {
+  const Json* tune = result.contains("tune") ? &result["tune"] : nullptr;
+  if (!tune || !tune->is_object() || !tune->contains("host") || !(*tune)["host"].is_string()) {
+    return "a tune result without its host";
+  }
+  const std::string host = (*tune)["host"].get<std::string>();
+  if (!host.starts_with(agent.host.arch + " ")) {
+    return "the records say they were measured on " + host + ", the agent reported " +
+           agent.host.arch;
   }
   return "";
 }
@@ -363,6 +380,7 @@ void Coordinator::RecordResult(AgentSession& session, const Json& message) {
       }
       result.erase("run");  // its figures go into runs and measurements
     }
+    if (job->kind == "tune") invalid = WhyNotHonestTuning(result, session.info);
     if (!invalid.empty()) {
       summary = "result rejected: " + invalid;
       outcome = store_.Fail(job_id, attempt, name, summary);

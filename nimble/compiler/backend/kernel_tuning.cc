@@ -1,6 +1,7 @@
 #include "nimble/compiler/backend/kernel_tuning.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -173,6 +174,12 @@ KernelChoices ChooseMatMulKernels(const ir::IRModule& module, const CompileOptio
   if ((options.kernels != "auto" && options.kernels != "library" &&
        options.kernels != "generated") ||
       !IsHostTarget(options.target)) {
+    return choices;
+  }
+  // Generated kernels measure nothing: without a database there is no
+  // tuned tile to read, and none is created.
+  if (options.kernels == "generated" && (options.tuning_database.empty() ||
+                                         !std::filesystem::exists(options.tuning_database))) {
     return choices;
   }
   const std::vector<MatMulSite> sites = CollectMatMulSites(module);
