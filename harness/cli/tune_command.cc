@@ -81,6 +81,9 @@ std::string SummaryJson(const std::vector<tuning::SiteOutcome>& outcomes) {
 int RunTune(TuneCommand command) {
   ApplySizes(command.model);
   command.tune.target = command.model.bench.target;
+  // The model compiles as later runs will: its packing choices come from,
+  // and go to, the same database.
+  command.model.bench.tuning_database = command.database;
   backend::CheckTuneOptions(command.tune);
   if (command.task_timeout_s <= 0) throw Error("--task-timeout must be positive");
   if (command.model.threads > 0) {

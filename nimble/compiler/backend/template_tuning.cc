@@ -70,6 +70,7 @@ class Tuner {
         ExtentsOf(site_.dynamic, {options_.representative_extent});
     Measure(candidates, representative, "representative");
 
+    std::set<std::string> tried(candidates.begin(), candidates.end());
     std::vector<int64_t> extents = representative;
     if (site_.dynamic) {
       candidates = TopGenerated(generated, options_.representative_extent);
@@ -78,13 +79,16 @@ class Tuner {
       Measure(candidates, extents, "extents");
     }
 
+    // The choice is among the last phase's candidates; failures count in both.
+    tried.insert(candidates.begin(), candidates.end());
     const std::set<std::string> considered(candidates.begin(), candidates.end());
     std::vector<TuningRecord> records;
     std::set<std::string> failed;
     for (TuningRecord& record : database_.Records(host_, site_.key)) {
-      if (!considered.contains(record.configuration)) continue;
-      if (!record.seconds) failed.insert(record.configuration);
-      records.push_back(std::move(record));
+      if (!record.seconds && tried.contains(record.configuration)) {
+        failed.insert(record.configuration);
+      }
+      if (considered.contains(record.configuration)) records.push_back(std::move(record));
     }
     std::optional<TunedSite> tuned = BestOnAverage(records, extents);
     if (!tuned) {
@@ -106,40 +110,47 @@ class Tuner {
     return known;
   }
 
-  // Measures those of `configurations` not yet recorded at every extent,
-  // `batch` to a task; a configuration that failed anywhere is not tried
-  // again.
+  // Measures each of `configurations` at those of `extents` it has no
+  // record at, `batch` configurations to a task (those missing the same
+  // extents together); one that failed anywhere is not tried again, and a
+  // time already recorded is kept, so the ranking a phase made stands.
   void Measure(const std::vector<std::string>& configurations, const std::vector<int64_t>& extents,
                const std::string& phase) {
     const Measured known = Known();
-    std::vector<std::string> pending;
+    std::map<std::vector<int64_t>, std::vector<std::string>> pending;  // missing extents -> configs
+    size_t total = 0;
     for (const std::string& configuration : configurations) {
-      bool complete = true, failed = false;
+      std::vector<int64_t> missing;
+      bool failed = false;
       for (int64_t extent : extents) {
         const auto found = known.find({configuration, extent});
         if (found == known.end()) {
-          complete = false;
+          missing.push_back(extent);
         } else if (!found->second) {
           failed = true;
         }
       }
-      if (!complete && !failed) pending.push_back(configuration);
+      if (missing.empty() || failed) continue;
+      pending[missing].push_back(configuration);
+      ++total;
     }
     size_t done = 0;
-    if (progress_) progress_(phase, done, pending.size());
-    for (size_t begin = 0; begin < pending.size(); begin += options_.batch) {
-      const size_t end = std::min(pending.size(), begin + options_.batch);
-      TuningTask task{options_.target, site_.program, {pending.begin() + begin, pending.begin() + end},
-                      site_.dynamic ? extents : std::vector<int64_t>{}};
-      RunSplittingFailures(task, extents);
-      done = end;
-      if (progress_) progress_(phase, done, pending.size());
+    if (progress_) progress_(phase, done, total);
+    for (const auto& [missing, group] : pending) {
+      for (size_t begin = 0; begin < group.size(); begin += options_.batch) {
+        const size_t end = std::min(group.size(), begin + options_.batch);
+        TuningTask task{options_.target, site_.program, {group.begin() + begin, group.begin() + end},
+                        site_.dynamic ? missing : std::vector<int64_t>{}};
+        RunSplittingFailures(task);
+        done += end - begin;
+        if (progress_) progress_(phase, done, total);
+      }
     }
   }
 
   // Runs `task`; when it fails as a whole, each of its configurations alone,
   // and one that fails alone is recorded as failed at every extent.
-  void RunSplittingFailures(const TuningTask& task, const std::vector<int64_t>& extents) {
+  void RunSplittingFailures(const TuningTask& task) {
     TaskOutcome outcome = run_(task);
     if (outcome.error.empty()) outcome.error = WhyNotThisSite(task, outcome.records);
     if (outcome.error.empty()) {
@@ -151,12 +162,12 @@ class Tuner {
       for (const std::string& configuration : task.configurations) {
         TuningTask single = task;
         single.configurations = {configuration};
-        RunSplittingFailures(single, extents);
+        RunSplittingFailures(single);
       }
       return;
     }
     std::vector<TuningRecord> failed;
-    for (int64_t extent : extents) {
+    for (int64_t extent : ExtentsOf(site_.dynamic, task.extents)) {
       failed.push_back({host_, options_.target, site_.key, task.configurations.front(), extent,
                         std::nullopt, outcome.error});
     }
