@@ -123,9 +123,9 @@ JobCommand CommandFor(const protocol::JobSpec& spec, const JobContext& context) 
       throw Error("tune job: options 'site' and 'tune' are required");
     }
     const protocol::Json& tune = spec.options["tune"];
-    std::vector<std::string> argv = {context.nimble_bench, "tune", "--site-json",
-                                     spec.options["site"].dump(), "--target", spec.target,
-                                     "--record-json"};
+    std::vector<std::string> argv = {
+        context.nimble_bench, "tune",      "--site-json",  spec.options["site"].dump(),
+        "--target",           spec.target, "--record-json"};
     for (const char* name : {"trials", "top_k", "representative", "batch"}) {
       if (tune.contains(name)) {
         argv.push_back(std::string("--") + (name == std::string("top_k") ? "top-k" : name));

@@ -254,7 +254,6 @@ std::string ConfigurationJson(const BenchOptions& options) {
 
 namespace {
 
-
 void CheckProtocol(const BenchOptions& options) {
   if (options.repeat < 1 || options.warmup < 0) {
     throw Error("--repeat must be at least 1 and --warmup at least 0");

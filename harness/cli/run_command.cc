@@ -19,7 +19,6 @@
 #include "harness/bench/host_info.h"
 #include "harness/bench/results_db.h"
 #include "harness/bench/run_record.h"
-#include "nimble/compiler/support/sqlite_util.h"
 #include "harness/cli/callgrind.h"
 #include "harness/cli/progress_bar.h"
 #include "harness/protocol/auth.h"
@@ -28,6 +27,7 @@
 #include "harness/protocol/tls.h"
 #include "nimble/compiler/backend/kernel_tuning.h"
 #include "nimble/compiler/backend/pipeline.h"
+#include "nimble/compiler/support/sqlite_util.h"
 #include "nimble/vm/device.h"
 #include "nimble/vm/error.h"
 #include "nimble/vm/thread_pool.h"
@@ -42,7 +42,6 @@ int DefaultSentences(const std::string& model) {
   if (model == "bert") return 40;
   return model == "treelstm" ? 300 : 200;
 }
-
 
 const Measurement* Find(const std::vector<Measurement>& figures, const std::string& name) {
   for (const Measurement& figure : figures) {

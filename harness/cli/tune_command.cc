@@ -43,8 +43,8 @@ std::string Fixed(double value, int decimals) {
 std::string Summary(const TuneCommand& command, const std::vector<tuning::SiteOutcome>& outcomes) {
   std::ostringstream out;
   out << "tuned " << outcomes.size() << (outcomes.size() == 1 ? " site" : " sites") << " of "
-      << command.model.bench.model << " for " << command.tune.target << " into "
-      << command.database << "\n";
+      << command.model.bench.model << " for " << command.tune.target << " into " << command.database
+      << "\n";
   for (const tuning::SiteOutcome& outcome : outcomes) {
     out << "  " << outcome.site.key.op << " " << outcome.site.key.shapes;
     if (!outcome.error.empty()) {
@@ -104,8 +104,9 @@ int RunTune(TuneCommand command) {
   backend::TuningDatabase database(command.database);
   std::vector<tuning::SiteOutcome> outcomes;
   ProgressBar bar(!command.json && !command.record_json && isatty(STDERR_FILENO));
-  const backend::TuneProgress progress = [&](const std::string& phase, size_t done,
-                                             size_t total) { bar(phase, done, total); };
+  const backend::TuneProgress progress = [&](const std::string& phase, size_t done, size_t total) {
+    bar(phase, done, total);
+  };
   if (!command.coordinator.empty()) {
     protocol::Client client(command.coordinator, protocol::ReadSecretFile(command.secret_file),
                             command.tls_ca.empty() ? nullptr : protocol::ClientTls(command.tls_ca));
@@ -208,9 +209,9 @@ std::vector<std::pair<CLI::App*, CommandRunner>> AddTuneCommands(CLI::App& app) 
   command->add_option("--secret-file", tune->secret_file, "With --coordinator: the secret");
   command->add_option("--tls-ca", tune->tls_ca,
                       "With --coordinator: TLS, checking its certificate against this CA");
-  command->add_option("--site-json", tune->site_json)->group("");     // an agent's child
+  command->add_option("--site-json", tune->site_json)->group("");    // an agent's child
   command->add_flag("--record-json", tune->record_json)->group("");  // an agent's child
-  auto* task = app.add_subcommand("tune-task", "")->group("");        // tune's child
+  auto* task = app.add_subcommand("tune-task", "")->group("");       // tune's child
   return {{command, [tune] { return RunTune(*tune); }}, {task, [] { return RunTuneTask(); }}};
 }
 

@@ -60,15 +60,14 @@ Json ToJson(const backend::TuningRecord& record) {
 }
 
 backend::TuningRecord RecordFromJson(const Json& json) {
-  backend::TuningRecord record{
-      {Member<std::string>(json, "host"), Member<int>(json, "threads")},
-      Member<std::string>(json, "target"),
-      {Member<std::string>(json, "op"), Member<std::string>(json, "attrs"),
-       Member<std::string>(json, "shapes")},
-      Member<std::string>(json, "configuration"),
-      Member<int64_t>(json, "extent"),
-      std::nullopt,
-      Member<std::string>(json, "error")};
+  backend::TuningRecord record{{Member<std::string>(json, "host"), Member<int>(json, "threads")},
+                               Member<std::string>(json, "target"),
+                               {Member<std::string>(json, "op"), Member<std::string>(json, "attrs"),
+                                Member<std::string>(json, "shapes")},
+                               Member<std::string>(json, "configuration"),
+                               Member<int64_t>(json, "extent"),
+                               std::nullopt,
+                               Member<std::string>(json, "error")};
   if (!json.contains("seconds")) throw Error("tuning JSON: member 'seconds' is missing");
   if (!json["seconds"].is_null()) record.seconds = Member<double>(json, "seconds");
   if (record.seconds.has_value() == !record.error.empty()) {
@@ -93,12 +92,9 @@ backend::TunableSite SiteFromJson(const Json& json) {
 }
 
 Json ToJson(const backend::TuneOptions& options) {
-  return {{"target", options.target},
-          {"trials", options.trials},
-          {"top_k", options.top_k},
-          {"representative", options.representative_extent},
-          {"extents", options.extents},
-          {"batch", options.batch}};
+  return {{"target", options.target},   {"trials", options.trials},
+          {"top_k", options.top_k},     {"representative", options.representative_extent},
+          {"extents", options.extents}, {"batch", options.batch}};
 }
 
 backend::TuneOptions TuneOptionsFromJson(const Json& json) {
@@ -132,8 +128,8 @@ backend::TaskRunner ChildTaskRunner(const std::string& nimble_bench, int threads
         outcome.records.push_back(RecordFromJson(record));
       }
     } catch (const Json::exception& error) {
-      outcome.error = std::string("tune-task printed something else than its records: ") +
-                      error.what();
+      outcome.error =
+          std::string("tune-task printed something else than its records: ") + error.what();
     } catch (const Error& error) {
       outcome.error = error.what();
     }
@@ -142,8 +138,8 @@ backend::TaskRunner ChildTaskRunner(const std::string& nimble_bench, int threads
 }
 
 HereResult TuneHere(const backend::TunableSite& site, const backend::TuneOptions& options,
-                    int threads, backend::TuningDatabase& database,
-                    const backend::TaskRunner& run, const backend::TuneProgress& progress) {
+                    int threads, backend::TuningDatabase& database, const backend::TaskRunner& run,
+                    const backend::TuneProgress& progress) {
   HereResult result;
   result.outcome.site = site;
   result.outcome.host = {backend::HostKey(), threads};
@@ -213,9 +209,8 @@ std::vector<SiteOutcome> TuneViaCoordinator(protocol::Client& client,
     protocol::JobSpec spec;
     spec.kind = "tune";
     spec.target = options.target;
-    spec.options = {{"site", ToJson(site)},
-                    {"tune", ToJson(options)},
-                    {"task_timeout", task_timeout_s}};
+    spec.options = {
+        {"site", ToJson(site)}, {"tune", ToJson(options)}, {"task_timeout", task_timeout_s}};
     jobs.push_back(protocol::ToJson(spec));
   }
   const Json submitted = client.Request({{"type", "submit"}, {"jobs", jobs}});
@@ -241,8 +236,8 @@ std::vector<SiteOutcome> TuneViaCoordinator(protocol::Client& client,
       ++done;
       outcomes[i].site = sites[i];
       if (state != "done") {
-        outcomes[i].error = "job " + std::to_string(id) + " " + state + ": " +
-                            job.value("error", std::string());
+        outcomes[i].error =
+            "job " + std::to_string(id) + " " + state + ": " + job.value("error", std::string());
         continue;
       }
       try {

@@ -42,16 +42,15 @@ backend::TuneOptions TuneOptionsFromJson(const Json& json);
 
 // Runs each task as `nimble_bench tune-task` with `threads` runtime threads,
 // killed after timeout_s.
-backend::TaskRunner ChildTaskRunner(const std::string& nimble_bench, int threads,
-                                    double timeout_s);
+backend::TaskRunner ChildTaskRunner(const std::string& nimble_bench, int threads, double timeout_s);
 
 // One site's outcome, from here or from an agent.
 struct SiteOutcome {
   backend::TunableSite site;
   backend::TuningHost host;  // where it was tuned
   backend::TunedSite tuned;
-  int measured = 0;  // measurements made by this tuning (others were recorded before)
-  int failed = 0;    // configurations recorded as failed
+  int measured = 0;   // measurements made by this tuning (others were recorded before)
+  int failed = 0;     // configurations recorded as failed
   std::string error;  // the site could not be tuned (others go on)
 };
 
@@ -63,8 +62,8 @@ struct HereResult {
   std::vector<backend::TuningRecord> records;
 };
 HereResult TuneHere(const backend::TunableSite& site, const backend::TuneOptions& options,
-                    int threads, backend::TuningDatabase& database,
-                    const backend::TaskRunner& run, const backend::TuneProgress& progress);
+                    int threads, backend::TuningDatabase& database, const backend::TaskRunner& run,
+                    const backend::TuneProgress& progress);
 
 // A tune job's result as the agent sends it, and back.
 Json ToJson(const HereResult& result);

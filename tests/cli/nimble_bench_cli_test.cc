@@ -56,10 +56,10 @@ class NimbleBenchCli : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
   std::string Db() const { return (dir_ / "results.db").string(); }
 
-  // The rows of `sql`'s first column.
-  std::vector<std::string> Query(const std::string& sql) const {
+  // The rows of `sql`'s first column, in results.db or the file `path`.
+  std::vector<std::string> Query(const std::string& sql, const std::string& path = "") const {
     sqlite3* db = nullptr;
-    EXPECT_EQ(sqlite3_open(Db().c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(sqlite3_open((path.empty() ? Db() : path).c_str(), &db), SQLITE_OK);
     sqlite3_stmt* statement = nullptr;
     EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &statement, nullptr), SQLITE_OK) << sql;
     std::vector<std::string> rows;
@@ -402,3 +402,85 @@ TEST_F(NimbleBenchCli, OnnxRuntimeBaseline) {
 }
 
 }  // namespace
+
+namespace nimble_bench_tune {
+
+const std::vector<std::string> kTinyBert = {"--model",       "bert", "--layers",  "1",
+                                            "--hidden-size", "32",   "--heads",   "2",
+                                            "--ffn-size",    "64",   "--threads", "1"};
+
+}  // namespace nimble_bench_tune
+
+TEST_F(NimbleBenchCli, TuneRecordsChoicesResumesAndRunsUseThem) {
+  using nimble_bench_tune::kTinyBert;
+  const std::string tuning_db = (dir_ / "tuning.db").string();
+  const std::vector<std::string> tune =
+      With(With({"tune"}, kTinyBert), {"--trials", "3", "--top-k", "2", "--extents", "1", "4", "16",
+                                       "--tuning-db", tuning_db, "--json"});
+  const Outcome first = Bench(tune);
+  ASSERT_EQ(first.status, 0) << first.out;
+  const nlohmann::json sites = nlohmann::json::parse(first.out).at("sites");
+  ASSERT_FALSE(sites.empty());
+  int measured = 0;
+  for (const nlohmann::json& site : sites) {
+    EXPECT_EQ(site["error"], "") << site.dump();
+    EXPECT_NE(site["kernel"], "") << site.dump();
+    EXPECT_EQ(site["threads"], 1);
+    EXPECT_GE(site["mean_relative"].get<double>(), 1.0);
+    measured += site["measured"].get<int>();
+  }
+  EXPECT_GT(measured, 0);
+  EXPECT_EQ(Query("SELECT count(*) FROM tuned_sites", tuning_db)[0], std::to_string(sites.size()));
+  EXPECT_EQ(Query("SELECT count(*) FROM tuning_records WHERE seconds_per_call IS NULL "
+                  "OR seconds_per_call <= 0",
+                  tuning_db)[0],
+            "0");
+  // The representative size (64) and the three asked for.
+  EXPECT_EQ(Query("SELECT count(DISTINCT extent) FROM tuning_records WHERE shapes LIKE '%?%'",
+                  tuning_db)[0],
+            "4");
+
+  // Everything is recorded: a second tuning measures nothing.
+  const Outcome again = Bench(tune);
+  ASSERT_EQ(again.status, 0) << again.out;
+  for (const nlohmann::json& site : nlohmann::json::parse(again.out).at("sites")) {
+    EXPECT_EQ(site["measured"], 0) << site.dump();
+  }
+
+  const Outcome run =
+      Bench(With(With({"run"}, kTinyBert), {"--sentences", "2", "--warmup", "0", "--repeat", "1",
+                                            "--tuning-db", tuning_db, "--db", Db()}));
+  EXPECT_EQ(run.status, 0) << run.out;
+}
+
+TEST_F(NimbleBenchCli, TuneCandidatesThatOutliveTheirTimeAreRecordedAsFailed) {
+  using nimble_bench_tune::kTinyBert;
+  const std::string tuning_db = (dir_ / "tuning.db").string();
+  const Outcome tune =
+      Bench(With(With({"tune"}, kTinyBert), {"--trials", "2", "--top-k", "1", "--extents", "4",
+                                             "--task-timeout", "0.01", "--tuning-db", tuning_db}));
+  EXPECT_EQ(tune.status, 1) << tune.out;
+  EXPECT_THAT(tune.out, HasSubstr("no candidate ran at every extent"));
+  EXPECT_THAT(tune.out, HasSubstr("timed out after"));
+  EXPECT_EQ(
+      Query("SELECT count(*) FROM tuning_records WHERE seconds_per_call IS NOT NULL", tuning_db)[0],
+      "0");
+  EXPECT_NE(Query("SELECT count(*) FROM tuning_records WHERE error LIKE 'timed out after%'",
+                  tuning_db)[0],
+            "0");
+  EXPECT_EQ(Query("SELECT count(*) FROM tuned_sites", tuning_db)[0], "0");
+}
+
+TEST_F(NimbleBenchCli, TuneRefusesBadOptions) {
+  const std::string tuning_db = (dir_ / "tuning.db").string();
+  const Outcome no_model = Bench({"tune", "--tuning-db", tuning_db});
+  EXPECT_NE(no_model.status, 0);
+  EXPECT_THAT(no_model.out, HasSubstr("tune needs --model"));
+  const Outcome bad_extent =
+      Bench({"tune", "--model", "lstm", "--extents", "0", "--tuning-db", tuning_db});
+  EXPECT_NE(bad_extent.status, 0);
+  EXPECT_THAT(bad_extent.out, HasSubstr("--extents must be positive"));
+  const Outcome task = Shell("echo '{\"target\": 3}' | " NIMBLE_BENCH_BINARY " tune-task");
+  EXPECT_NE(task.status, 0);
+  EXPECT_THAT(task.out, HasSubstr("member 'target' has the wrong type"));
+}

@@ -81,8 +81,8 @@ class SiteTimer {
     std::vector<size_t> unmeasured;
     std::vector<std::function<void()>> runs;
     for (const auto& [site, kernel] : candidates) {
-      seconds.push_back(database_.FindMeasurement(host_, Key(*site, kernel),
-                                                  AttrsText(site->attrs), ShapesText(site->inputs)));
+      seconds.push_back(database_.FindMeasurement(host_, Key(*site, kernel), AttrsText(site->attrs),
+                                                  ShapesText(site->inputs)));
       if (!seconds.back())
         seconds.back() = ProcessMeasurements::Get().Find(ProcessKey(*site, kernel));
       if (seconds.back()) continue;
@@ -178,8 +178,8 @@ KernelChoices ChooseMatMulKernels(const ir::IRModule& module, const CompileOptio
   }
   // Generated kernels measure nothing: without a database there is no
   // tuned tile to read, and none is created.
-  if (options.kernels == "generated" && (options.tuning_database.empty() ||
-                                         !std::filesystem::exists(options.tuning_database))) {
+  if (options.kernels == "generated" &&
+      (options.tuning_database.empty() || !std::filesystem::exists(options.tuning_database))) {
     return choices;
   }
   const std::vector<MatMulSite> sites = CollectMatMulSites(module);

@@ -30,7 +30,8 @@ std::optional<Shape> ShapeClass(const ir::Type& type) {
   const auto& tensor = static_cast<const ir::TensorTypeNode&>(*type);
   if (tensor.dtype != DataType::Float32()) return std::nullopt;
   Shape shape;
-  for (const ir::Dim& dim : tensor.shape) shape.push_back(dim.is_any() ? kSymbolicDim : dim.value());
+  for (const ir::Dim& dim : tensor.shape)
+    shape.push_back(dim.is_any() ? kSymbolicDim : dim.value());
   return shape;
 }
 

@@ -32,14 +32,16 @@ std::string SiteProgram(const MatMulSite& site) {
   std::vector<ir::Expr> args;
   for (size_t i = 0; i < primitive.params.size(); ++i) {
     const ir::Var& param = primitive.params[i];
-    params.push_back(Make<ir::VarNode>(
-        "p" + std::to_string(i), param->checked_type ? param->checked_type : param->type_annotation));
+    params.push_back(Make<ir::VarNode>("p" + std::to_string(i), param->checked_type
+                                                                    ? param->checked_type
+                                                                    : param->type_annotation));
     args.push_back(params.back());
   }
   ir::IRModule module = ir::MakeModule();
-  module->Add(Make<ir::GlobalVarNode>("main"),
-              Make<ir::FunctionNode>(params, Make<ir::CallNode>(op::GetOp(site.op), args, site.attrs),
-                                     nullptr, std::vector<ir::TypeVar>{}));
+  module->Add(
+      Make<ir::GlobalVarNode>("main"),
+      Make<ir::FunctionNode>(params, Make<ir::CallNode>(op::GetOp(site.op), args, site.attrs),
+                             nullptr, std::vector<ir::TypeVar>{}));
   return text::PrintModule(module);
 }
 
@@ -139,7 +141,9 @@ class Tuner {
     for (const auto& [missing, group] : pending) {
       for (size_t begin = 0; begin < group.size(); begin += options_.batch) {
         const size_t end = std::min(group.size(), begin + options_.batch);
-        TuningTask task{options_.target, site_.program, {group.begin() + begin, group.begin() + end},
+        TuningTask task{options_.target,
+                        site_.program,
+                        {group.begin() + begin, group.begin() + end},
                         site_.dynamic ? missing : std::vector<int64_t>{}};
         RunSplittingFailures(task);
         done += end - begin;
@@ -260,7 +264,8 @@ std::vector<te::MatMulKnobs> TemplateSearchSpace() {
       } catch (const Error&) {
         continue;
       }
-      if (rows != default_knobs.tile_rows || cols != default_knobs.tile_cols) space.push_back(knobs);
+      if (rows != default_knobs.tile_rows || cols != default_knobs.tile_cols)
+        space.push_back(knobs);
     }
   }
   // A fixed shuffle, so that runs agree on the first N; the default tile
@@ -295,8 +300,9 @@ std::vector<TuningRecord> MeasureTuningTask(const TuningTask& task) {
   module = RunPasses(module, options);
   const std::vector<MatMulSite> sites = CollectMatMulSites(module);
   if (sites.size() != 1) {
-    throw Error("a tuning task's program must be one nn.dense or nn.batch_matmul on float32; it has " +
-                std::to_string(sites.size()) + " such sites");
+    throw Error(
+        "a tuning task's program must be one nn.dense or nn.batch_matmul on float32; it has " +
+        std::to_string(sites.size()) + " such sites");
   }
   const MatMulSite& site = sites.front();
   const TuningHost host{HostKey(), ThreadPool::Global().num_threads()};

@@ -39,17 +39,17 @@ struct TuningRecord {
   TuningHost host;
   std::string target;
   TuningSiteKey site;
-  std::string configuration;   // "generated tile 4x3" or a runtime kernel name
-  int64_t extent = 0;          // the value of every `?`; 0 at a static site
+  std::string configuration;      // "generated tile 4x3" or a runtime kernel name
+  int64_t extent = 0;             // the value of every `?`; 0 at a static site
   std::optional<double> seconds;  // per call; none when it failed
   std::string error;              // why it failed
 };
 
 struct TunedSite {
-  std::string kernel;      // the best configuration: "generated tile 4x3" or a kernel name
-  std::string generated;   // the best generated configuration (empty: none ran)
+  std::string kernel;        // the best configuration: "generated tile 4x3" or a kernel name
+  std::string generated;     // the best generated configuration (empty: none ran)
   double mean_relative = 0;  // kernel's time over the best at each extent, averaged
-  int configurations = 0;  // how many were measured
+  int configurations = 0;    // how many were measured
 };
 
 class TuningDatabase {

@@ -239,8 +239,9 @@ class ExecutableBuilder {
       return op == "nn.dense" || op == "nn.batch_matmul" ? op + ".cublas" : "";
     }
     const auto found = choices_.find(primitive);
-    return found == choices_.end() || found->second.kernel == kGeneratedKernel ? op
-                                                                             : found->second.kernel;
+    return found == choices_.end() || found->second.kernel == kGeneratedKernel
+               ? op
+               : found->second.kernel;
   }
 
  private:

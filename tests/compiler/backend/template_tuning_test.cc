@@ -17,8 +17,8 @@
 #include "nimble/compiler/backend/pipeline.h"
 #include "nimble/compiler/text/parser.h"
 #include "nimble/compiler/typing/type_infer.h"
-#include "nimble/vm/thread_pool.h"
 #include "nimble/vm/adt.h"
+#include "nimble/vm/thread_pool.h"
 #include "nimble/vm/vm.h"
 #include "tests/error_of.h"
 
@@ -51,8 +51,8 @@ TuningHost ThisHost() {
 }
 
 TuningRecord Timed(const std::string& configuration, int64_t extent, double seconds) {
-  return {ThisHost(), "intel", {"nn.dense", "", "(?,32), (24,32)"}, configuration, extent, seconds,
-          ""};
+  return {ThisHost(), "intel", {"nn.dense", "", "(?,32), (24,32)"}, configuration, extent,
+          seconds,    ""};
 }
 
 TEST(TemplateSearchSpace, EveryTileWithinTheLimitsOnceTheDefaultFirst) {
@@ -108,9 +108,9 @@ class TemplateTuningTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    directory_ = std::filesystem::temp_directory_path() /
-                 ("nimble_template_tuning_" + std::string(info->name()) + "_" +
-                  std::to_string(getpid()));
+    directory_ =
+        std::filesystem::temp_directory_path() /
+        ("nimble_template_tuning_" + std::string(info->name()) + "_" + std::to_string(getpid()));
     std::filesystem::remove_all(directory_);
     database_ = (directory_ / "tuning.db").string();
     site_ = TunableSites(Lowered(kTwoDenseAndABatchedProduct)).front();
@@ -153,8 +153,8 @@ class TemplateTuningTest : public ::testing::Test {
 };
 
 TEST_F(TemplateTuningTest, ATaskTimesEveryConfigurationAtEveryExtent) {
-  const TuningTask task{"intel", site_.program,
-                        {"generated tile 4x3", "generated tile 2x8", "nn.dense"}, {1, 5}};
+  const TuningTask task{
+      "intel", site_.program, {"generated tile 4x3", "generated tile 2x8", "nn.dense"}, {1, 5}};
 #if !defined(__x86_64__)
   GTEST_SKIP() << "measures target intel";
 #endif
@@ -190,7 +190,9 @@ TEST_F(TemplateTuningTest, ATaskRefusesAnotherTargetAndAProgramThatIsNotOneSite)
 #else
   const std::string foreign = "intel";
 #endif
-  EXPECT_THAT(ErrorOf([&] { MeasureTuningTask({foreign, site_.program, {"nn.dense"}, {4}}); }),
+  EXPECT_THAT(ErrorOf([&] {
+                MeasureTuningTask({foreign, site_.program, {"nn.dense"}, {4}});
+              }),
               HasSubstr("cannot be measured on this host"));
   const std::string own = foreign == "arm" ? "intel" : "arm";
   EXPECT_THAT(ErrorOf([&] {
@@ -202,9 +204,9 @@ TEST_F(TemplateTuningTest, ATaskRefusesAnotherTargetAndAProgramThatIsNotOneSite)
 TEST(BestOnAverage, TheBestMeanRatioWinsNotTheFastestAnywhere) {
   // a: fastest at 1 by far, slow at 256; b: close to the best at both.
   const std::vector<TuningRecord> records = {
-      Timed("generated tile 1x1", 1, 1.0),   Timed("generated tile 1x1", 256, 300.0),
-      Timed("generated tile 2x2", 1, 1.5),   Timed("generated tile 2x2", 256, 110.0),
-      Timed("nn.dense", 1, 2.0),             Timed("nn.dense", 256, 100.0),
+      Timed("generated tile 1x1", 1, 1.0), Timed("generated tile 1x1", 256, 300.0),
+      Timed("generated tile 2x2", 1, 1.5), Timed("generated tile 2x2", 256, 110.0),
+      Timed("nn.dense", 1, 2.0),           Timed("nn.dense", 256, 100.0),
       Timed("generated tile 3x3", 1, 0.5)};  // not at every extent: out
   const std::optional<TunedSite> best = BestOnAverage(records, {1, 256});
   ASSERT_TRUE(best);
@@ -326,7 +328,8 @@ TEST_F(TemplateTuningTest, ACompileTakesTheTunedChoice) {
   // A library kernel chosen by tuning runs where auto compiles.
   {
     TuningDatabase database(database_);
-    database.RecordTuned(ThisHost(), "intel", site_.key, {"nn.dense", "generated tile 2x8", 1.0, 5});
+    database.RecordTuned(ThisHost(), "intel", site_.key,
+                         {"nn.dense", "generated tile 2x8", 1.0, 5});
   }
   options.kernels = "auto";
   int library = 0;

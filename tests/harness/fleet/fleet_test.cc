@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -737,6 +738,49 @@ TEST_F(FleetTest, ADispatchMicrobenchJobRecordsItsFigures) {
                   {"dense_16x8.dispatch2_us"},
                   {"dense_16x8.dispatch2_worst_relative"},
                   {"dense_16x8.static_us"}}));
+}
+
+// `tune --coordinator`: one tune job per site, tuned on the agent's host
+// (measuring children and all, into the agent's own tuning database), and
+// every record and choice back in the client's tuning database under the
+// agent's host.
+TEST_F(FleetTest, TuneJobsFanOutAndTheirRecordsComeBack) {
+  ASSERT_GT(StartCoordinator(), 0);
+  const std::string agent_db = *dir_ / "agent-tuning.db";
+  Start("agent-u",
+        {NIMBLE_BENCH_BINARY, "agent", "--coordinator", address_, "--secret-file", secret_file_,
+         "--name", "agent-u", "--give-up", "30"},
+        {{"NIMBLE_TUNING_DB", agent_db}, {"NIMBLE_NUM_THREADS", "1"}});
+  ASSERT_TRUE(AgentConnects("agent-u"));
+  const std::string tuning_db = *dir_ / "tuning.db";
+  const CliResult tune = Client(
+      {"tune"},
+      {"--model",    "bert",        "--layers", "1",     "--hidden-size", "32", "--heads",   "2",
+       "--ffn-size", "64",          "--trials", "2",     "--top-k",       "1",  "--extents", "1",
+       "8",          "--tuning-db", tuning_db,  "--json"},
+      240s);
+  ASSERT_EQ(tune.exit_code, 0) << tune.err << tune.out;
+  const Json sites = Json::parse(tune.out).at("sites");
+  ASSERT_FALSE(sites.empty());
+  utsname system{};
+  ASSERT_EQ(uname(&system), 0);
+  for (const Json& site : sites) {
+    EXPECT_EQ(site["error"], "") << site.dump();
+    EXPECT_NE(site["kernel"], "") << site.dump();
+    EXPECT_EQ(site["threads"], 1);
+    EXPECT_EQ(site["host"].get<std::string>().rfind(std::string(system.machine) + " ", 0), 0u)
+        << site.dump();
+  }
+  EXPECT_EQ(db_->Rows("SELECT DISTINCT kind || ' ' || state FROM jobs"), (Rows{{"tune done"}}));
+  EXPECT_EQ(db_->Count("SELECT count(*) FROM jobs"), static_cast<int64_t>(sites.size()));
+  const ResultsReader client_side(tuning_db);
+  const ResultsReader agent_side(agent_db);
+  EXPECT_EQ(client_side.Count("SELECT count(*) FROM tuned_sites"),
+            static_cast<int64_t>(sites.size()));
+  EXPECT_EQ(client_side.Rows("SELECT host, configuration, extent, seconds_per_call FROM "
+                             "tuning_records ORDER BY 1, 2, 3"),
+            agent_side.Rows("SELECT host, configuration, extent, seconds_per_call FROM "
+                            "tuning_records ORDER BY 1, 2, 3"));
 }
 
 // A job whose child crashes fails after its allowed attempts, each with the
