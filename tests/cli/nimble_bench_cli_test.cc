@@ -443,7 +443,8 @@ TEST_F(NimbleBenchCli, TuneRecordsChoicesResumesAndRunsUseThem) {
   // Everything is recorded: a second tuning measures nothing.
   const Outcome again = Bench(tune);
   ASSERT_EQ(again.status, 0) << again.out;
-  for (const nlohmann::json& site : nlohmann::json::parse(again.out).at("sites")) {
+  const nlohmann::json again_sites = nlohmann::json::parse(again.out).at("sites");
+  for (const nlohmann::json& site : again_sites) {
     EXPECT_EQ(site["measured"], 0) << site.dump();
   }
 
