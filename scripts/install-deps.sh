@@ -12,7 +12,7 @@ packages=(
   libzip-dev libdlpack-dev
   libdnnl-dev libopenblas-dev libsqlite3-dev libboost-dev
   libssl-dev openssl libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-  python3-torch python3-numpy python3-onnx
+  python3-torch python3-numpy python3-onnx libonnx-dev libprotobuf-dev
   chromium fonts-dejavu-core zlib1g-dev valgrind
 )
 if [ $# -gt 0 ]; then

@@ -1,0 +1,667 @@
+#include "nimble/compiler/onnx/onnx_converters.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <numeric>
+
+#include "nimble/compiler/ir/functor.h"
+#include "nimble/compiler/op/op.h"
+#include "nimble/vm/error.h"
+
+namespace nimble::onnx_import {
+namespace {
+
+using Values = std::vector<Value>;
+
+ir::Attrs AttrsOf(std::initializer_list<std::pair<std::string, AttrValue>> entries) {
+  ir::Attrs attrs;
+  for (const auto& [name, value] : entries) attrs.Set(name, value);
+  return attrs;
+}
+
+Value Known(const Tensor& tensor) {
+  return {Make<ir::ConstantNode>(tensor, ""), tensor};
+}
+
+Value KnownInts(const std::vector<int64_t>& values) {
+  return Known(TensorNode::FromVector<int64_t>({static_cast<int64_t>(values.size())},
+                                               DataType::Int64(), values));
+}
+
+int64_t Rank(const NodeContext& context, size_t input) {
+  return static_cast<int64_t>(context.TypeOf(input)->ndim());
+}
+
+// `axis` in [-rank, rank) as a non-negative axis.
+int64_t NormalAxis(const NodeContext& context, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank) {
+    context.Fail("axis " + std::to_string(axis) + " is out of range for rank " +
+                 std::to_string(rank));
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+// The axes of an Unsqueeze, Squeeze or ReduceMean: an attribute before
+// opset 13 (18 for reductions), an input from then on.
+std::optional<std::vector<int64_t>> AxesOf(const NodeContext& context, int64_t input_from_opset) {
+  if (context.opset() >= input_from_opset) {
+    if (!context.Has(1)) return std::nullopt;
+    return context.KnownInts(1, "axes");
+  }
+  return context.IntsAttr("axes");
+}
+
+Converter Unary(const std::string& op) {
+  return [op](const NodeContext& context) {
+    context.OnlyAttrs({});
+    return Values{context.Call(op, {context.Input(0)})};
+  };
+}
+
+Converter Binary(const std::string& op) {
+  return [op](const NodeContext& context) {
+    context.OnlyAttrs({});
+    return Values{context.Call(op, {context.Input(0), context.Input(1)})};
+  };
+}
+
+Values Identity(const NodeContext& context) {
+  return {context.Input(0)};
+}
+
+// Dropout in inference: its input, and a mask of all true when asked for.
+Values Dropout(const NodeContext& context) {
+  context.OnlyAttrs({"seed"});
+  if (context.Has(2) && (!context.Input(2).known || (*context.Input(2).known)->data<bool>()[0])) {
+    context.Fail("training_mode must be false (inference)");
+  }
+  return {context.Input(0),
+          context.Call("ones_like", {context.Call("cast", {context.Input(0)},
+                                                  AttrsOf({{"dtype", DataType::Bool()}}))})};
+}
+
+Values Cast(const NodeContext& context) {
+  context.OnlyAttrs({"to", "saturate"});
+  const std::optional<int64_t> to = context.IntAttr("to");
+  if (!to) context.Fail("attribute 'to' is required");
+  const DataType dtype = DTypeFromOnnx(static_cast<int32_t>(*to), "attribute 'to'");
+  return {context.Call("cast", {context.Input(0)}, AttrsOf({{"dtype", dtype}}))};
+}
+
+Values Constant(const NodeContext& context) {
+  if (const onnx::TensorProto* value = context.TensorAttr("value")) {
+    return {Known(TensorFromProto(*value, "attribute 'value'"))};
+  }
+  if (const std::optional<int64_t> value = context.IntAttr("value_int")) {
+    return {Known(TensorNode::Scalar<int64_t>(DataType::Int64(), *value))};
+  }
+  if (const std::optional<float> value = context.FloatAttr("value_float")) {
+    return {Known(TensorNode::Scalar<float>(DataType::Float32(), *value))};
+  }
+  if (const std::optional<std::vector<int64_t>> values = context.IntsAttr("value_ints")) {
+    return {KnownInts(*values)};
+  }
+  for (const onnx::AttributeProto& attribute : context.node().attribute()) {
+    if (attribute.name() == "value_floats") {
+      std::vector<float> values(attribute.floats().begin(), attribute.floats().end());
+      return {Known(TensorNode::FromVector<float>({static_cast<int64_t>(values.size())},
+                                                  DataType::Float32(), values))};
+    }
+  }
+  context.Fail("needs one of the attributes value, value_int, value_float, value_ints, "
+               "value_floats (sparse and string constants are not supported)");
+}
+
+Values ConstantOfShape(const NodeContext& context) {
+  context.OnlyAttrs({"value"});
+  Tensor fill = TensorNode::Scalar<float>(DataType::Float32(), 0.0f);
+  if (const onnx::TensorProto* value = context.TensorAttr("value")) {
+    fill = TensorFromProto(*value, "attribute 'value'");
+    if (fill->numel() != 1) context.Fail("attribute 'value' must have one element");
+  }
+  const Tensor scalar = TensorNode::Empty({}, fill->dtype());
+  std::memcpy(scalar->raw_data(), fill->raw_data(), fill->nbytes());
+  const Value fill_value = Known(scalar);
+  if (context.Input(0).known) {
+    return {context.Call("full", {fill_value},
+                         AttrsOf({{"shape", context.KnownInts(0, "shape")},
+                                  {"dtype", scalar->dtype()}}))};
+  }
+  return {context.Call("dyn.full", {fill_value, context.Input(0)},
+                       AttrsOf({{"dtype", scalar->dtype()}}))};
+}
+
+Values ShapeOp(const NodeContext& context) {
+  context.OnlyAttrs({"start", "end"});
+  const ir::TensorType type = context.TypeOf(0);
+  const int64_t rank = static_cast<int64_t>(type->ndim());
+  const auto clamp = [rank](int64_t index) {
+    return std::clamp<int64_t>(index < 0 ? index + rank : index, 0, rank);
+  };
+  const int64_t start = clamp(context.IntAttr("start").value_or(0));
+  const int64_t end = clamp(context.IntAttr("end").value_or(rank));
+  if (type->is_static()) {
+    std::vector<int64_t> dims;
+    for (int64_t d = start; d < end; ++d) dims.push_back(type->shape[d].value());
+    return {KnownInts(dims)};
+  }
+  Value shape = context.Call("shape_of", {context.Input(0)}, AttrsOf({{"dtype", DataType::Int64()}}));
+  if (start == 0 && end == rank) return {shape};
+  return {context.Call("strided_slice", {shape},
+                       AttrsOf({{"begin", std::vector<int64_t>{start}},
+                                {"end", std::vector<int64_t>{end}}}))};
+}
+
+Values Reshape(const NodeContext& context) {
+  context.OnlyAttrs({"allowzero"});
+  const bool allowzero = context.IntAttr("allowzero").value_or(0) != 0;
+  if (context.Input(1).known) {
+    return {context.Call("reshape", {context.Input(0)},
+                         AttrsOf({{"newshape", context.KnownInts(1, "shape")},
+                                  {"allowzero", allowzero}}))};
+  }
+  return {context.Call("dyn.reshape", {context.Input(0), context.Input(1)},
+                       AttrsOf({{"allowzero", allowzero}}))};
+}
+
+Values Transpose(const NodeContext& context) {
+  context.OnlyAttrs({"perm"});
+  ir::Attrs attrs;
+  if (const std::optional<std::vector<int64_t>> perm = context.IntsAttr("perm")) {
+    attrs.Set("axes", *perm);
+  }
+  return {context.Call("transpose", {context.Input(0)}, attrs)};
+}
+
+Values Unsqueeze(const NodeContext& context) {
+  context.OnlyAttrs({"axes"});
+  const std::optional<std::vector<int64_t>> given = AxesOf(context, 13);
+  if (!given) context.Fail("axes are required");
+  const int64_t rank = Rank(context, 0) + static_cast<int64_t>(given->size());
+  std::vector<int64_t> axes;
+  for (int64_t axis : *given) axes.push_back(NormalAxis(context, axis, rank));
+  std::sort(axes.begin(), axes.end());
+  Value result = context.Input(0);
+  for (int64_t axis : axes) {
+    result = context.Call("expand_dims", {result}, AttrsOf({{"axis", axis}}));
+  }
+  return {result};
+}
+
+Values Squeeze(const NodeContext& context) {
+  context.OnlyAttrs({"axes"});
+  ir::Attrs attrs;
+  if (const std::optional<std::vector<int64_t>> axes = AxesOf(context, 13)) {
+    attrs.Set("axis", *axes);
+  }
+  return {context.Call("squeeze", {context.Input(0)}, attrs)};
+}
+
+Values Concat(const NodeContext& context) {
+  context.OnlyAttrs({"axis"});
+  const std::optional<int64_t> axis = context.IntAttr("axis");
+  if (!axis) context.Fail("attribute 'axis' is required");
+  std::vector<ir::Expr> fields;
+  for (size_t i = 0; i < context.num_inputs(); ++i) fields.push_back(context.Input(i).expr);
+  return {context.Expr(op::MakeOpCall("concatenate", {Make<ir::TupleNode>(fields)},
+                                      AttrsOf({{"axis", *axis}})))};
+}
+
+Values Gather(const NodeContext& context) {
+  context.OnlyAttrs({"axis"});
+  const int64_t rank = Rank(context, 0);
+  const int64_t axis = NormalAxis(context, context.IntAttr("axis").value_or(0), rank);
+  Value indices = context.Input(1);
+  if (indices.known) {
+    // Negative indices count from the end (take would clip them).
+    const ir::TensorType type = context.TypeOf(0);
+    if (type->shape[axis].is_static()) {
+      const int64_t size = type->shape[axis].value();
+      std::vector<int64_t> values = context.KnownInts(1, "indices");
+      for (int64_t& index : values) {
+        if (index < -size || index >= size) {
+          context.Fail("index " + std::to_string(index) + " is out of range for a dimension of " +
+                       std::to_string(size));
+        }
+        if (index < 0) index += size;
+      }
+      indices = Known(TensorNode::FromVector<int64_t>((*indices.known)->shape(), DataType::Int64(),
+                                                      values));
+    }
+  }
+  return {context.Call("take", {context.Input(0), indices},
+                       AttrsOf({{"axis", axis}, {"mode", std::string("fast")}}))};
+}
+
+Values Slice(const NodeContext& context) {
+  context.OnlyAttrs({});
+  const int64_t rank = Rank(context, 0);
+  std::vector<int64_t> starts = context.KnownInts(1, "starts");
+  std::vector<int64_t> ends = context.KnownInts(2, "ends");
+  std::vector<int64_t> axes(starts.size());
+  std::iota(axes.begin(), axes.end(), 0);
+  if (context.Has(3)) axes = context.KnownInts(3, "axes");
+  std::vector<int64_t> steps(starts.size(), 1);
+  if (context.Has(4)) steps = context.KnownInts(4, "steps");
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size()) {
+    context.Fail("starts, ends, axes and steps must have the same length");
+  }
+  for (int64_t& axis : axes) axis = NormalAxis(context, axis, rank);
+  // INT64_MAX and INT64_MIN ("to the end") become the int32 range the
+  // slice's clamping understands.
+  const auto clamp = [](int64_t value) {
+    return std::clamp<int64_t>(value, std::numeric_limits<int32_t>::min(),
+                               std::numeric_limits<int32_t>::max());
+  };
+  for (int64_t& value : starts) value = clamp(value);
+  for (int64_t& value : ends) value = clamp(value);
+  return {context.Call("strided_slice", {context.Input(0)},
+                       AttrsOf({{"begin", starts}, {"end", ends}, {"strides", steps},
+                                {"axes", axes}}))};
+}
+
+Values Split(const NodeContext& context) {
+  context.OnlyAttrs({"axis", "split", "num_outputs"});
+  const int64_t rank = Rank(context, 0);
+  const int64_t axis = NormalAxis(context, context.IntAttr("axis").value_or(0), rank);
+  std::optional<std::vector<int64_t>> sizes;
+  if (context.opset() >= 13) {
+    if (context.Has(1)) sizes = context.KnownInts(1, "split");
+  } else {
+    sizes = context.IntsAttr("split");
+  }
+  const int64_t outputs = context.node().output_size();
+  AttrValue sections = outputs;
+  if (sizes) {
+    if (static_cast<int64_t>(sizes->size()) != outputs) {
+      context.Fail("split has " + std::to_string(sizes->size()) + " sizes for " +
+                   std::to_string(outputs) + " outputs");
+    }
+    std::vector<int64_t> indices;
+    int64_t offset = 0;
+    for (size_t i = 0; i + 1 < sizes->size(); ++i) indices.push_back(offset += (*sizes)[i]);
+    sections = indices;
+  }
+  const Value parts =
+      context.Expr(op::MakeOpCall("split", {context.Input(0).expr},
+                                  AttrsOf({{"indices_or_sections", sections}, {"axis", axis}})));
+  Values results;
+  for (int64_t i = 0; i < outputs; ++i) {
+    results.push_back(context.Expr(Make<ir::TupleGetItemNode>(parts.expr, static_cast<int>(i))));
+  }
+  return results;
+}
+
+// MatMul: a 2-D right operand is nn.dense's weight (transposed, at import
+// time when it is known); otherwise a batched product, on 3-D operands.
+Values MatMul(const NodeContext& context) {
+  context.OnlyAttrs({});
+  const int64_t rank_a = Rank(context, 0);
+  const int64_t rank_b = Rank(context, 1);
+  if (rank_a < 2 || rank_b < 2) context.Fail("operands of rank below 2 are not supported");
+  if (rank_b == 2) {
+    const Value weight = context.Call("transpose", {context.Input(1)});
+    return {context.Call("nn.dense", {context.Input(0), weight})};
+  }
+  if (rank_a != rank_b) context.Fail("batched operands must have the same rank");
+  if (rank_a == 3) {
+    return {context.Call("nn.batch_matmul", {context.Input(0), context.Input(1)},
+                         AttrsOf({{"transpose_b", false}}))};
+  }
+  // [b1, b2, m, k]: the batch dimensions merged into one, then split again.
+  if (rank_a != 4) context.Fail("batched operands of rank above 4 are not supported");
+  const ir::TensorType type_a = context.TypeOf(0);
+  const ir::TensorType type_b = context.TypeOf(1);
+  for (int64_t d = 0; d < 2; ++d) {
+    if (!type_a->shape[d].is_static() || !type_b->shape[d].is_static() ||
+        type_a->shape[d].value() != type_b->shape[d].value()) {
+      context.Fail("batched operands need equal static batch dimensions");
+    }
+  }
+  const ir::Attrs merge = AttrsOf({{"newshape", std::vector<int64_t>{-3, -2}}});
+  const Value product = context.Call(
+      "nn.batch_matmul",
+      {context.Call("reshape", {context.Input(0)}, merge),
+       context.Call("reshape", {context.Input(1)}, merge)},
+      AttrsOf({{"transpose_b", false}}));
+  return {context.Call("reshape", {product},
+                       AttrsOf({{"newshape", std::vector<int64_t>{-4, type_a->shape[0].value(),
+                                                                  type_a->shape[1].value(), -2}}}))};
+}
+
+Values Gemm(const NodeContext& context) {
+  context.OnlyAttrs({"alpha", "beta", "transA", "transB"});
+  Value a = context.Input(0);
+  if (context.IntAttr("transA").value_or(0)) a = context.Call("transpose", {a});
+  Value b = context.Input(1);
+  if (!context.IntAttr("transB").value_or(0)) b = context.Call("transpose", {b});
+  Value result = context.Call("nn.dense", {a, b});
+  const float alpha = context.FloatAttr("alpha").value_or(1.0f);
+  if (alpha != 1.0f) {
+    result = context.Call("multiply", {result, Known(TensorNode::Scalar<float>(
+                                                   DataType::Float32(), alpha))});
+  }
+  if (context.Has(2)) {
+    Value c = context.Input(2);
+    const float beta = context.FloatAttr("beta").value_or(1.0f);
+    if (beta != 1.0f) {
+      c = context.Call("multiply", {c, Known(TensorNode::Scalar<float>(DataType::Float32(), beta))});
+    }
+    result = context.Call("add", {result, c});
+  }
+  return {result};
+}
+
+Values Softmax(const NodeContext& context) {
+  context.OnlyAttrs({"axis"});
+  const int64_t rank = Rank(context, 0);
+  const int64_t axis =
+      NormalAxis(context, context.IntAttr("axis").value_or(context.opset() >= 13 ? -1 : 1), rank);
+  // Before opset 13 softmax flattens from `axis`: the same as one axis only
+  // when it is the last.
+  if (context.opset() < 13 && axis != rank - 1) {
+    context.Fail("before opset 13, only the last axis is supported");
+  }
+  return {context.Call("nn.softmax", {context.Input(0)}, AttrsOf({{"axis", axis}}))};
+}
+
+Values LayerNormalization(const NodeContext& context) {
+  context.OnlyAttrs({"axis", "epsilon", "stash_type"});
+  if (context.node().output_size() > 1) context.Fail("only the normalised output is supported");
+  const int64_t rank = Rank(context, 0);
+  const int64_t axis = NormalAxis(context, context.IntAttr("axis").value_or(-1), rank);
+  if (axis != rank - 1) context.Fail("only the last axis is supported");
+  Value beta = context.Has(2) ? context.Input(2)
+                              : context.Call("zeros_like", {context.Input(1)});
+  return {context.Call("nn.layer_norm", {context.Input(0), context.Input(1), beta},
+                       AttrsOf({{"axis", axis},
+                                {"epsilon", double{context.FloatAttr("epsilon").value_or(1e-5f)}}}))};
+}
+
+Values ReduceMean(const NodeContext& context) {
+  context.OnlyAttrs({"axes", "keepdims", "noop_with_empty_axes"});
+  ir::Attrs attrs;
+  if (const std::optional<std::vector<int64_t>> axes = AxesOf(context, 18)) {
+    attrs.Set("axis", *axes);
+  }
+  attrs.Set("keepdims", context.IntAttr("keepdims").value_or(1) != 0);
+  return {context.Call("mean", {context.Input(0)}, attrs)};
+}
+
+// Expand: a broadcast against a tensor of the given shape.
+Values Expand(const NodeContext& context) {
+  context.OnlyAttrs({});
+  const DataType dtype = context.TypeOf(0)->dtype;
+  const bool is_bool = dtype == DataType::Bool();
+  const Value zero = context.Input(1).known
+                         ? context.Call("zeros", {},
+                                        AttrsOf({{"shape", context.KnownInts(1, "shape")},
+                                                 {"dtype", dtype}}))
+                         : context.Call("dyn.zeros", {context.Input(1)}, AttrsOf({{"dtype", dtype}}));
+  return {context.Call(is_bool ? "logical_or" : "add", {context.Input(0), zero})};
+}
+
+Values Range(const NodeContext& context) {
+  context.OnlyAttrs({});
+  const DataType dtype = context.TypeOf(0)->dtype;
+  return {context.Call("arange", {context.Input(0), context.Input(1), context.Input(2)},
+                       AttrsOf({{"dtype", dtype}}))};
+}
+
+Values Where(const NodeContext& context) {
+  context.OnlyAttrs({});
+  return {context.Call("where", {context.Input(0), context.Input(1), context.Input(2)})};
+}
+
+const std::map<std::string, Converter>& Converters() {
+  static const std::map<std::string, Converter> converters = {
+      {"Abs", Unary("abs")},
+      {"Add", Binary("add")},
+      {"And", Binary("logical_and")},
+      {"Cast", Cast},
+      {"Concat", Concat},
+      {"Constant", Constant},
+      {"ConstantOfShape", ConstantOfShape},
+      {"Div", Binary("divide")},
+      {"Dropout", Dropout},
+      {"Equal", Binary("equal")},
+      {"Erf", Unary("erf")},
+      {"Exp", Unary("exp")},
+      {"Expand", Expand},
+      {"Gather", Gather},
+      {"Gemm", Gemm},
+      {"Greater", Binary("greater")},
+      {"Identity", Identity},
+      {"LayerNormalization", LayerNormalization},
+      {"Less", Binary("less")},
+      {"Log", Unary("log")},
+      {"MatMul", MatMul},
+      {"Max", Binary("maximum")},
+      {"Min", Binary("minimum")},
+      {"Mul", Binary("multiply")},
+      {"Neg", Unary("negative")},
+      {"Not", Unary("logical_not")},
+      {"Or", Binary("logical_or")},
+      {"Pow", Binary("power")},
+      {"Range", Range},
+      {"ReduceMean", ReduceMean},
+      {"Relu", Unary("nn.relu")},
+      {"Reshape", Reshape},
+      {"Shape", ShapeOp},
+      {"Sigmoid", Unary("sigmoid")},
+      {"Slice", Slice},
+      {"Softmax", Softmax},
+      {"Split", Split},
+      {"Sqrt", Unary("sqrt")},
+      {"Squeeze", Squeeze},
+      {"Sub", Binary("subtract")},
+      {"Tanh", Unary("tanh")},
+      {"Transpose", Transpose},
+      {"Unsqueeze", Unsqueeze},
+      {"Where", Where},
+  };
+  return converters;
+}
+
+}  // namespace
+
+NodeContext::NodeContext(const onnx::NodeProto& node, int64_t opset,
+                         std::vector<std::optional<Value>> inputs,
+                         std::function<ir::TensorType(const ir::Expr&)> type_of,
+                         std::function<Tensor(const ir::Expr&)> fold)
+    : node_(node),
+      opset_(opset),
+      inputs_(std::move(inputs)),
+      type_of_(std::move(type_of)),
+      fold_(std::move(fold)) {}
+
+const Value& NodeContext::Input(size_t i) const {
+  if (!Has(i)) Fail("input " + std::to_string(i) + " is required");
+  return *inputs_[i];
+}
+
+ir::TensorType NodeContext::TypeOf(size_t i) const {
+  return type_of_(Input(i).expr);
+}
+
+std::vector<int64_t> NodeContext::KnownInts(size_t i, const std::string& what) const {
+  const Value& value = Input(i);
+  if (!value.known) {
+    Fail(what + " (input " + std::to_string(i) + ") must be known at import time");
+  }
+  const Tensor& tensor = *value.known;
+  std::vector<int64_t> values;
+  if (tensor->dtype() == DataType::Int64()) {
+    values.assign(tensor->data<int64_t>(), tensor->data<int64_t>() + tensor->numel());
+  } else if (tensor->dtype() == DataType::Int32()) {
+    values.assign(tensor->data<int32_t>(), tensor->data<int32_t>() + tensor->numel());
+  } else {
+    Fail(what + " (input " + std::to_string(i) + ") must be integers, not " +
+         tensor->dtype().name());
+  }
+  return values;
+}
+
+namespace {
+const onnx::AttributeProto* FindAttr(const onnx::NodeProto& node, const std::string& name) {
+  for (const onnx::AttributeProto& attribute : node.attribute()) {
+    if (attribute.name() == name) return &attribute;
+  }
+  return nullptr;
+}
+}  // namespace
+
+std::optional<int64_t> NodeContext::IntAttr(const std::string& name) const {
+  const onnx::AttributeProto* attribute = FindAttr(node_, name);
+  if (!attribute) return std::nullopt;
+  if (attribute->type() != onnx::AttributeProto::INT) Fail("attribute '" + name + "' must be an int");
+  return attribute->i();
+}
+
+std::optional<float> NodeContext::FloatAttr(const std::string& name) const {
+  const onnx::AttributeProto* attribute = FindAttr(node_, name);
+  if (!attribute) return std::nullopt;
+  if (attribute->type() != onnx::AttributeProto::FLOAT) {
+    Fail("attribute '" + name + "' must be a float");
+  }
+  return attribute->f();
+}
+
+std::optional<std::vector<int64_t>> NodeContext::IntsAttr(const std::string& name) const {
+  const onnx::AttributeProto* attribute = FindAttr(node_, name);
+  if (!attribute) return std::nullopt;
+  if (attribute->type() != onnx::AttributeProto::INTS) {
+    Fail("attribute '" + name + "' must be a list of ints");
+  }
+  return std::vector<int64_t>(attribute->ints().begin(), attribute->ints().end());
+}
+
+const onnx::TensorProto* NodeContext::TensorAttr(const std::string& name) const {
+  const onnx::AttributeProto* attribute = FindAttr(node_, name);
+  if (!attribute) return nullptr;
+  if (attribute->type() != onnx::AttributeProto::TENSOR) {
+    Fail("attribute '" + name + "' must be a tensor");
+  }
+  return &attribute->t();
+}
+
+void NodeContext::OnlyAttrs(const std::vector<std::string>& known) const {
+  for (const onnx::AttributeProto& attribute : node_.attribute()) {
+    if (std::find(known.begin(), known.end(), attribute.name()) == known.end()) {
+      Fail("attribute '" + attribute.name() + "' is not supported");
+    }
+  }
+}
+
+Value NodeContext::Call(const std::string& op, const std::vector<Value>& args,
+                        ir::Attrs attrs) const {
+  std::vector<ir::Expr> exprs;
+  for (const Value& arg : args) exprs.push_back(arg.expr);
+  return Expr(op::MakeOpCall(op, std::move(exprs), std::move(attrs)));
+}
+
+Value NodeContext::Expr(const ir::Expr& expr) const {
+  // Known when every variable-free leaf is: the importer's variables are the
+  // graph inputs, so an expression over constants only is computed now.
+  struct Leaves : ir::ExprVisitor {
+    void VisitVar(const ir::VarNode*) override { free = true; }
+    bool free = false;
+  } leaves;
+  leaves.VisitExpr(expr);
+  if (leaves.free) {
+    type_of_(expr);  // a type error names this node
+    return {expr, std::nullopt};
+  }
+  const Tensor value = fold_(expr);
+  return Known(value);
+}
+
+void NodeContext::Fail(const std::string& reason) const {
+  throw Error("node " + (node_.name().empty() ? std::string("?") : node_.name()) + " (" +
+              node_.op_type() + "): " + reason);
+}
+
+const Converter* FindConverter(const std::string& op_type) {
+  const auto found = Converters().find(op_type);
+  return found == Converters().end() ? nullptr : &found->second;
+}
+
+DataType DTypeFromOnnx(int32_t element_type, const std::string& what) {
+  switch (element_type) {
+    case onnx::TensorProto::FLOAT: return DataType::Float32();
+    case onnx::TensorProto::DOUBLE: return DataType::Float64();
+    case onnx::TensorProto::FLOAT16: return DataType::Float16();
+    case onnx::TensorProto::INT64: return DataType::Int64();
+    case onnx::TensorProto::INT32: return DataType::Int32();
+    case onnx::TensorProto::INT8: return DataType::Int8();
+    case onnx::TensorProto::UINT8: return DataType::UInt8();
+    case onnx::TensorProto::BOOL: return DataType::Bool();
+    default:
+      throw Error(what + ": ONNX element type " + std::to_string(element_type) +
+                  " is not supported");
+  }
+}
+
+Tensor TensorFromProto(const onnx::TensorProto& proto, const std::string& what) {
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    throw Error(what + ": external data is not supported (save the model with its weights inside)");
+  }
+  const DataType dtype = DTypeFromOnnx(proto.data_type(), what);
+  Shape shape;
+  int64_t numel = 1;
+  for (int64_t dim : proto.dims()) {
+    if (dim < 0 || (dim > 0 && numel > std::numeric_limits<int64_t>::max() / dim)) {
+      throw Error(what + ": bad dimension " + std::to_string(dim));
+    }
+    shape.push_back(dim);
+    numel *= dim;
+  }
+  Tensor tensor = TensorNode::Empty(shape, dtype);
+  const size_t bytes = static_cast<size_t>(tensor->nbytes());
+  const auto fits = [&](size_t count) {
+    if (count != static_cast<size_t>(numel)) {
+      throw Error(what + ": " + std::to_string(count) + " values for " + std::to_string(numel) +
+                  " elements");
+    }
+  };
+  if (proto.has_raw_data()) {
+    if (proto.raw_data().size() != bytes) {
+      throw Error(what + ": " + std::to_string(proto.raw_data().size()) + " bytes of data for " +
+                  std::to_string(bytes));
+    }
+    std::memcpy(tensor->raw_data(), proto.raw_data().data(), bytes);
+    return tensor;
+  }
+  switch (proto.data_type()) {
+    case onnx::TensorProto::FLOAT:
+      fits(proto.float_data_size());
+      std::copy(proto.float_data().begin(), proto.float_data().end(), tensor->data<float>());
+      break;
+    case onnx::TensorProto::DOUBLE:
+      fits(proto.double_data_size());
+      std::copy(proto.double_data().begin(), proto.double_data().end(), tensor->data<double>());
+      break;
+    case onnx::TensorProto::INT64:
+      fits(proto.int64_data_size());
+      std::copy(proto.int64_data().begin(), proto.int64_data().end(), tensor->data<int64_t>());
+      break;
+    case onnx::TensorProto::INT32:
+      fits(proto.int32_data_size());
+      std::copy(proto.int32_data().begin(), proto.int32_data().end(), tensor->data<int32_t>());
+      break;
+    case onnx::TensorProto::BOOL:
+      fits(proto.int32_data_size());
+      for (int i = 0; i < proto.int32_data_size(); ++i) {
+        tensor->data<bool>()[i] = proto.int32_data(i) != 0;
+      }
+      break;
+    default:
+      throw Error(what + ": element type " + dtype.name() + " must come as raw data");
+  }
+  return tensor;
+}
+
+}  // namespace nimble::onnx_import

@@ -1,0 +1,85 @@
+// The ONNX operators the importer converts (onnx_import.h), one converter
+// each, and what a converter sees of its node: the inputs as expressions
+// (with their values when known at import time), the attributes, the opset,
+// the types of its inputs, and a way to fail that names the node.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nimble/compiler/ir/expr.h"
+#include "nimble/compiler/ir/type.h"
+
+namespace nimble::onnx_import {
+
+// A tensor of the graph: its expression, and its value when known at import
+// time (then the expression is that constant).
+struct Value {
+  ir::Expr expr;
+  std::optional<Tensor> known;
+};
+
+// What the importer gives a converter for one node.
+class NodeContext {
+ public:
+  // `type_of` infers (and remembers) the type of an expression; `fold`
+  // evaluates a call whose arguments are all known.
+  NodeContext(const onnx::NodeProto& node, int64_t opset, std::vector<std::optional<Value>> inputs,
+              std::function<ir::TensorType(const ir::Expr&)> type_of,
+              std::function<Tensor(const ir::Expr&)> fold);
+
+  const onnx::NodeProto& node() const { return node_; }
+  int64_t opset() const { return opset_; }
+
+  size_t num_inputs() const { return inputs_.size(); }
+  // Whether input `i` is given (ONNX leaves optional inputs empty).
+  bool Has(size_t i) const { return i < inputs_.size() && inputs_[i].has_value(); }
+  // Input `i`; fails unless given.
+  const Value& Input(size_t i) const;
+  // Input `i`'s type (a tensor type).
+  ir::TensorType TypeOf(size_t i) const;
+  // Input `i`'s value as integers; fails unless known at import time.
+  std::vector<int64_t> KnownInts(size_t i, const std::string& what) const;
+
+  std::optional<int64_t> IntAttr(const std::string& name) const;
+  std::optional<float> FloatAttr(const std::string& name) const;
+  std::optional<std::vector<int64_t>> IntsAttr(const std::string& name) const;
+  const onnx::TensorProto* TensorAttr(const std::string& name) const;
+  // Fails when the node has an attribute that is not in `known`.
+  void OnlyAttrs(const std::vector<std::string>& known) const;
+
+  // A call of the Nimble operator `op`: computed now when every argument
+  // is known, else an expression.
+  Value Call(const std::string& op, const std::vector<Value>& args, ir::Attrs attrs = {}) const;
+  Value Expr(const ir::Expr& expr) const;
+
+  // Throws nimble::Error "node NAME (OP): reason".
+  [[noreturn]] void Fail(const std::string& reason) const;
+
+ private:
+  const onnx::NodeProto& node_;
+  int64_t opset_;
+  std::vector<std::optional<Value>> inputs_;
+  std::function<ir::TensorType(const ir::Expr&)> type_of_;
+  std::function<Tensor(const ir::Expr&)> fold_;
+};
+
+// A converter: the node's outputs, in order.
+using Converter = std::function<std::vector<Value>(const NodeContext&)>;
+
+// The converter of `op_type` (default domain), or null.
+const Converter* FindConverter(const std::string& op_type);
+
+// A TensorProto's data as a tensor; throws nimble::Error naming `what` for
+// an element type Nimble has no dtype for, or data that does not fit its
+// dims.
+Tensor TensorFromProto(const onnx::TensorProto& proto, const std::string& what);
+
+// Nimble's dtype for an ONNX element type; throws nimble::Error naming `what`.
+DataType DTypeFromOnnx(int32_t element_type, const std::string& what);
+
+}  // namespace nimble::onnx_import

@@ -1,0 +1,220 @@
+#include "nimble/compiler/onnx/onnx_import.h"
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "nimble/compiler/eval/evaluator.h"
+#include "nimble/compiler/onnx/onnx_converters.h"
+#include "nimble/compiler/typing/type_infer.h"
+#include "nimble/vm/error.h"
+
+namespace nimble::onnx_import {
+namespace {
+
+// A name usable in `meta[relay.Constant][name]`: letters, digits and `_`.
+std::string Identifier(const std::string& name) {
+  std::string id;
+  for (char c : name) id += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  if (id.empty() || std::isdigit(static_cast<unsigned char>(id.front()))) id = "w_" + id;
+  return id;
+}
+
+std::string NodeName(const onnx::NodeProto& node, size_t index) {
+  return (node.name().empty() ? "#" + std::to_string(index) : node.name()) + " (" + node.op_type() +
+         ")";
+}
+
+class GraphImporter {
+ public:
+  GraphImporter(const onnx::GraphProto& graph, int64_t opset, const std::string& source)
+      : graph_(graph), opset_(opset), source_(source) {}
+
+  ir::IRModule Run() {
+    std::set<std::string> used_names;
+    for (const onnx::TensorProto& initializer : graph_.initializer()) {
+      const std::string what = "initializer '" + initializer.name() + "'";
+      Tensor tensor = TensorFromProto(initializer, what);
+      std::string name = Identifier(initializer.name());
+      while (!used_names.insert(name).second) name += "_";
+      values_[initializer.name()] = {Make<ir::ConstantNode>(tensor, name), tensor};
+    }
+    std::vector<ir::Var> params;
+    for (const onnx::ValueInfoProto& input : graph_.input()) {
+      if (values_.contains(input.name())) continue;  // an initialiser listed as an input
+      params.push_back(Make<ir::VarNode>(Identifier(input.name()), InputType(input)));
+      values_[input.name()] = {params.back(), std::nullopt};
+    }
+    for (size_t index : TopologicalOrder()) Convert(graph_.node(static_cast<int>(index)), index);
+    std::vector<ir::Expr> outputs;
+    for (const onnx::ValueInfoProto& output : graph_.output()) {
+      const auto found = values_.find(output.name());
+      if (found == values_.end()) Fail("graph output '" + output.name() + "' is never defined");
+      outputs.push_back(found->second.expr);
+    }
+    if (outputs.empty()) Fail("the graph has no outputs");
+    const ir::Expr body = outputs.size() == 1 ? outputs.front() : Make<ir::TupleNode>(outputs);
+    ir::IRModule module = ir::MakeModule();
+    module->Add(Make<ir::GlobalVarNode>("main"),
+                Make<ir::FunctionNode>(params, body, nullptr, std::vector<ir::TypeVar>{}));
+    typing::InferTypes(module);
+    return module;
+  }
+
+ private:
+  [[noreturn]] void Fail(const std::string& reason) const { throw Error(source_ + ": " + reason); }
+
+  ir::Type InputType(const onnx::ValueInfoProto& input) const {
+    const std::string what = "graph input '" + input.name() + "'";
+    if (!input.type().has_tensor_type()) Fail(what + " is not a tensor");
+    const onnx::TypeProto::Tensor& tensor = input.type().tensor_type();
+    std::vector<ir::Dim> shape;
+    if (!tensor.has_shape()) Fail(what + " has no shape (its rank must be known)");
+    for (const onnx::TensorShapeProto::Dimension& dim : tensor.shape().dim()) {
+      if (dim.has_dim_value() && dim.dim_value() < 0) {
+        Fail(what + " has a negative dimension " + std::to_string(dim.dim_value()));
+      }
+      shape.push_back(dim.has_dim_value() ? ir::Dim(dim.dim_value()) : ir::Dim::Any());
+    }
+    return ir::MakeTensorType(shape, DTypeFromOnnx(tensor.elem_type(), what));
+  }
+
+  // The nodes in an order where each comes after what defines its inputs
+  // (ONNX asks for that order, but not every exporter keeps it).
+  std::vector<size_t> TopologicalOrder() const {
+    const int count = graph_.node_size();
+    std::unordered_map<std::string, size_t> producer;
+    for (int i = 0; i < count; ++i) {
+      for (const std::string& output : graph_.node(i).output()) {
+        if (output.empty()) continue;
+        if (values_.contains(output) || !producer.emplace(output, i).second) {
+          Fail("node " + NodeName(graph_.node(i), i) + " defines '" + output +
+               "', which is already defined");
+        }
+      }
+    }
+    std::vector<std::vector<size_t>> users(count);
+    std::vector<size_t> waiting(count, 0);
+    for (int i = 0; i < count; ++i) {
+      for (const std::string& input : graph_.node(i).input()) {
+        if (input.empty() || values_.contains(input)) continue;
+        const auto found = producer.find(input);
+        if (found == producer.end()) {
+          Fail("node " + NodeName(graph_.node(i), i) + " refers to '" + input +
+               "', which no input, initializer or node defines");
+        }
+        users[found->second].push_back(i);
+        ++waiting[i];
+      }
+    }
+    std::vector<size_t> order, ready;
+    for (int i = count - 1; i >= 0; --i) {
+      if (waiting[i] == 0) ready.push_back(i);
+    }
+    while (!ready.empty()) {
+      const size_t next = ready.back();
+      ready.pop_back();
+      order.push_back(next);
+      for (size_t user : users[next]) {
+        if (--waiting[user] == 0) ready.push_back(user);
+      }
+    }
+    if (order.size() != static_cast<size_t>(count)) {
+      for (int i = 0; i < count; ++i) {
+        if (waiting[i] > 0) Fail("the graph has a cycle through node " + NodeName(graph_.node(i), i));
+      }
+    }
+    return order;
+  }
+
+  ir::TensorType TypeOf(const ir::Expr& expr) {
+    const auto found = types_.find(expr.get());
+    if (found != types_.end()) return found->second;
+    const ir::Type type = typing::InferExprType(expr);
+    if (!type || type->kind != ir::TypeKind::kTensor) throw Error("a value is not a tensor");
+    const ir::TensorType tensor = type.as<ir::TensorTypeNode>();
+    types_.emplace(expr.get(), tensor);
+    return tensor;
+  }
+
+  static Tensor Fold(const ir::Expr& expr) {
+    ir::IRModule module = ir::MakeModule();
+    module->Add(Make<ir::GlobalVarNode>("main"),
+                Make<ir::FunctionNode>(std::vector<ir::Var>{}, expr, nullptr,
+                                       std::vector<ir::TypeVar>{}));
+    typing::InferTypes(module);
+    const Ref<Object> value = eval::Evaluate(module, "main", {});
+    const Tensor tensor = value.as<TensorNode>();
+    if (!tensor) throw Error("a value known at import time is not a tensor");
+    return tensor;
+  }
+
+  void Convert(const onnx::NodeProto& node, size_t index) {
+    const std::string name = NodeName(node, index);
+    if (!node.domain().empty() && node.domain() != "ai.onnx") {
+      Fail("node " + name + ": operators of domain '" + node.domain() + "' are not supported");
+    }
+    const Converter* converter = FindConverter(node.op_type());
+    if (!converter) Fail("node " + name + ": operator " + node.op_type() + " is not supported");
+    std::vector<std::optional<Value>> inputs;
+    for (const std::string& input : node.input()) {
+      inputs.push_back(input.empty() ? std::nullopt : std::optional(values_.at(input)));
+    }
+    std::vector<Value> outputs;
+    try {
+      const NodeContext context(
+          node, opset_, std::move(inputs), [this](const ir::Expr& expr) { return TypeOf(expr); },
+          Fold);
+      outputs = (*converter)(context);
+    } catch (const Error& error) {
+      const std::string message = error.what();
+      if (message.starts_with("node ")) Fail(message);
+      Fail("node " + name + ": " + message);
+    }
+    for (int i = 0; i < node.output_size(); ++i) {
+      if (node.output(i).empty()) continue;
+      if (static_cast<size_t>(i) >= outputs.size()) {
+        Fail("node " + name + ": output " + std::to_string(i) + " is not supported");
+      }
+      values_[node.output(i)] = outputs[i];
+    }
+  }
+
+  const onnx::GraphProto& graph_;
+  const int64_t opset_;
+  const std::string source_;
+  std::unordered_map<std::string, Value> values_;
+  std::unordered_map<const ir::ExprNode*, ir::TensorType> types_;
+};
+
+}  // namespace
+
+ir::IRModule ImportOnnx(const std::string& bytes, const std::string& source_name) {
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes)) {
+    throw Error(source_name + ": not an ONNX model (the protobuf does not parse; truncated?)");
+  }
+  if (!model.has_graph()) throw Error(source_name + ": the ONNX model has no graph");
+  std::optional<int64_t> opset;
+  for (const onnx::OperatorSetIdProto& entry : model.opset_import()) {
+    if (entry.domain().empty() || entry.domain() == "ai.onnx") opset = entry.version();
+  }
+  if (!opset) throw Error(source_name + ": the model imports no opset of the default domain");
+  if (*opset < kMinOpset || *opset > kMaxOpset) {
+    throw Error(source_name + ": opset " + std::to_string(*opset) + " is not supported (" +
+                std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")");
+  }
+  return GraphImporter(model.graph(), *opset, source_name).Run();
+}
+
+ir::IRModule ImportOnnxFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw Error(path + ": cannot open it");
+  std::ostringstream bytes;
+  bytes << file.rdbuf();
+  return ImportOnnx(bytes.str(), path);
+}
+
+}  // namespace nimble::onnx_import
