@@ -446,6 +446,31 @@ void ExportModel(const ExportOptions& options) {
   }
 }
 
+struct ImportOptions {
+  std::string model;   // .onnx
+  std::string out;     // .relay
+  std::string params;  // .npz
+};
+
+// Writes an ONNX model as a program and its weights, which then run, dump
+// and compile like any other (the printed program parses back to the same).
+void ImportModel(const ImportOptions& options) {
+  const ir::IRModule module = LoadProgram(options.model, "", "main");
+  text::ParamMap weights;
+  const std::string program = text::PrintModule(module, {.constants_out = &weights});
+  std::ofstream out(options.out, std::ios::binary);
+  out << program;
+  out.close();
+  if (!out) throw Error(options.out + ": cannot write the program");
+  WriteNpz(options.params, {weights.begin(), weights.end()});
+  std::cout << "wrote " << options.out << " and " << options.params << " (" << weights.size()
+            << " weights)\nrun: nimble run " << options.out << " --params " << options.params;
+  for (const ir::Var& param : module->Lookup("main")->params) {
+    std::cout << " --input " << param->name_hint << ".npy";
+  }
+  std::cout << "\n";
+}
+
 // Error messages are one line, so that scripts can rely on "error: " + one line.
 std::string OneLine(std::string message) {
   for (char& c : message) {
@@ -581,6 +606,15 @@ int Main(int argc, char** argv) {
                              "Weights to load (.npz, named as the PyTorch state_dict) instead of "
                              "seeding them");
 
+  ImportOptions import_model;
+  CLI::App* import_command = app.add_subcommand(
+      "import", "Write an ONNX model as a program (.relay) and its weights (.npz)");
+  import_command->add_option("model", import_model.model, "The ONNX model (.onnx)")->required();
+  import_command->add_option("-o,--output", import_model.out, "The program to write (.relay)")
+      ->required();
+  import_command->add_option("--params", import_model.params, "The weights to write (.npz)")
+      ->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -594,6 +628,7 @@ int Main(int argc, char** argv) {
     if (*random_command) Random(random);
     if (*dump_command) Dump(dump);
     if (*export_command) ExportModel(export_model);
+    if (*import_command) ImportModel(import_model);
   } catch (const std::exception& error) {
     std::cout.flush();
     std::cerr << "error: " << OneLine(error.what()) << "\n";

@@ -7,6 +7,9 @@
 #include <sstream>
 
 #include "nimble/compiler/ir/bind_params.h"
+#if NIMBLE_HAVE_ONNX
+#include "nimble/compiler/onnx/onnx_import.h"
+#endif
 #include "nimble/compiler/text/parser.h"
 #include "nimble/compiler/typing/type_infer.h"
 #include "nimble/vm/error.h"
@@ -44,6 +47,14 @@ std::string LocateInFile(const std::string& message, const std::string& file) {
 
 ir::IRModule LoadProgram(const std::string& program_path, const std::string& params_path,
                          const std::string& entry) {
+  if (program_path.ends_with(".onnx")) {
+    if (!params_path.empty()) throw Error(params_path + ": an ONNX model carries its weights");
+#if NIMBLE_HAVE_ONNX
+    return onnx_import::ImportOnnxFile(program_path);
+#else
+    throw Error(program_path + ": ONNX import is not in this build (libonnx-dev, libprotobuf-dev)");
+#endif
+  }
   text::ParamMap params;
   if (!params_path.empty()) {
     for (auto& [name, tensor] : ReadNpz(params_path)) params[name] = std::move(tensor);

@@ -9,10 +9,11 @@
 
 namespace nimble::cli {
 
-// Reads and parses `program_path`. The tensors of `params_path` (an .npz; no
-// file when empty) are (a) the values of `meta[relay.Constant][name]` in the
-// text and (b) bound into the parameters of the global `entry` that share
-// their names, which thereby stop being parameters. Then infers types.
+// Reads and parses `program_path`; a `.onnx` file is imported instead
+// (nimble/compiler/onnx/onnx_import.h), its weights inside it. The tensors of `params_path` (an
+// .npz; no file when empty) are (a) the values of `meta[relay.Constant][name]` in the text and (b)
+// bound into the parameters of the global `entry` that share their names, which thereby stop being
+// parameters. Then infers types.
 ir::IRModule LoadProgram(const std::string& program_path, const std::string& params_path,
                          const std::string& entry);
 

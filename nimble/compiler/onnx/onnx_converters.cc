@@ -21,8 +21,27 @@ ir::Attrs AttrsOf(std::initializer_list<std::pair<std::string, AttrValue>> entri
   return attrs;
 }
 
+// The elements of a small integer scalar or vector, for shape arithmetic.
+std::vector<ShapeElement> ElementsOf(const Tensor& tensor) {
+  std::vector<ShapeElement> elements;
+  const DataType dtype = tensor->dtype();
+  if ((dtype != DataType::Int64() && dtype != DataType::Int32()) || tensor->ndim() > 1 ||
+      tensor->numel() > 16) {
+    return elements;
+  }
+  for (int64_t i = 0; i < tensor->numel(); ++i) {
+    elements.push_back({LoadElementAsInt64(tensor->raw_data(), dtype, i)});
+  }
+  return elements;
+}
+
 Value Known(const Tensor& tensor) {
-  return {Make<ir::ConstantNode>(tensor, ""), tensor};
+  return KnownValue(tensor);
+}
+
+Value WithElements(Value value, std::vector<ShapeElement> elements) {
+  if (!value.known) value.elements = std::move(elements);
+  return value;
 }
 
 Value KnownInts(const std::vector<int64_t>& values) {
@@ -87,7 +106,9 @@ Values Cast(const NodeContext& context) {
   const std::optional<int64_t> to = context.IntAttr("to");
   if (!to) context.Fail("attribute 'to' is required");
   const DataType dtype = DTypeFromOnnx(static_cast<int32_t>(*to), "attribute 'to'");
-  return {context.Call("cast", {context.Input(0)}, AttrsOf({{"dtype", dtype}}))};
+  const Value result = context.Call("cast", {context.Input(0)}, AttrsOf({{"dtype", dtype}}));
+  const bool integer = dtype == DataType::Int64() || dtype == DataType::Int32();
+  return {WithElements(result, integer ? context.Input(0).elements : std::vector<ShapeElement>{})};
 }
 
 Values Constant(const NodeContext& context) {
@@ -110,8 +131,9 @@ Values Constant(const NodeContext& context) {
                                                   DataType::Float32(), values))};
     }
   }
-  context.Fail("needs one of the attributes value, value_int, value_float, value_ints, "
-               "value_floats (sparse and string constants are not supported)");
+  context.Fail(
+      "needs one of the attributes value, value_int, value_float, value_ints, "
+      "value_floats (sparse and string constants are not supported)");
 }
 
 Values ConstantOfShape(const NodeContext& context) {
@@ -125,9 +147,9 @@ Values ConstantOfShape(const NodeContext& context) {
   std::memcpy(scalar->raw_data(), fill->raw_data(), fill->nbytes());
   const Value fill_value = Known(scalar);
   if (context.Input(0).known) {
-    return {context.Call("full", {fill_value},
-                         AttrsOf({{"shape", context.KnownInts(0, "shape")},
-                                  {"dtype", scalar->dtype()}}))};
+    return {context.Call(
+        "full", {fill_value},
+        AttrsOf({{"shape", context.KnownInts(0, "shape")}, {"dtype", scalar->dtype()}}))};
   }
   return {context.Call("dyn.full", {fill_value, context.Input(0)},
                        AttrsOf({{"dtype", scalar->dtype()}}))};
@@ -147,20 +169,54 @@ Values ShapeOp(const NodeContext& context) {
     for (int64_t d = start; d < end; ++d) dims.push_back(type->shape[d].value());
     return {KnownInts(dims)};
   }
-  Value shape = context.Call("shape_of", {context.Input(0)}, AttrsOf({{"dtype", DataType::Int64()}}));
-  if (start == 0 && end == rank) return {shape};
-  return {context.Call("strided_slice", {shape},
-                       AttrsOf({{"begin", std::vector<int64_t>{start}},
-                                {"end", std::vector<int64_t>{end}}}))};
+  std::vector<ShapeElement> elements;
+  for (int64_t d = start; d < end; ++d) {
+    const ir::Dim& dim = type->shape[d];
+    elements.push_back(dim.is_static()
+                           ? ShapeElement{dim.value()}
+                           : ShapeElement{std::nullopt, context.Input(0).expr.get(), d});
+  }
+  Value shape =
+      context.Call("shape_of", {context.Input(0)}, AttrsOf({{"dtype", DataType::Int64()}}));
+  if (start != 0 || end != rank) {
+    shape = context.Call(
+        "strided_slice", {shape},
+        AttrsOf({{"begin", std::vector<int64_t>{start}}, {"end", std::vector<int64_t>{end}}}));
+  }
+  return {WithElements(shape, elements)};
 }
 
 Values Reshape(const NodeContext& context) {
   context.OnlyAttrs({"allowzero"});
   const bool allowzero = context.IntAttr("allowzero").value_or(0) != 0;
   if (context.Input(1).known) {
-    return {context.Call("reshape", {context.Input(0)},
-                         AttrsOf({{"newshape", context.KnownInts(1, "shape")},
-                                  {"allowzero", allowzero}}))};
+    return {context.Call(
+        "reshape", {context.Input(0)},
+        AttrsOf({{"newshape", context.KnownInts(1, "shape")}, {"allowzero", allowzero}}))};
+  }
+  // A shape of known sizes and of the data's own sizes at the same
+  // positions (copied: 0), with at most one other (inferred: -1), is a
+  // static reshape: its output keeps a known rank and sizes.
+  const std::vector<ShapeElement>& elements = context.Input(1).elements;
+  if (!elements.empty() && !allowzero) {
+    std::vector<int64_t> newshape;
+    int inferred = 0;
+    for (size_t i = 0; i < elements.size(); ++i) {
+      const ShapeElement& element = elements[i];
+      if (element.value) {
+        newshape.push_back(*element.value);
+        inferred += *element.value == -1 ? 1 : 0;
+      } else if (element.size_of == context.Input(0).expr.get() &&
+                 element.dim == static_cast<int64_t>(i)) {
+        newshape.push_back(0);
+      } else {
+        newshape.push_back(-1);
+        ++inferred;
+      }
+    }
+    if (inferred <= 1) {
+      return {context.Call("reshape", {context.Input(0)}, AttrsOf({{"newshape", newshape}}))};
+    }
   }
   return {context.Call("dyn.reshape", {context.Input(0), context.Input(1)},
                        AttrsOf({{"allowzero", allowzero}}))};
@@ -187,7 +243,8 @@ Values Unsqueeze(const NodeContext& context) {
   for (int64_t axis : axes) {
     result = context.Call("expand_dims", {result}, AttrsOf({{"axis", axis}}));
   }
-  return {result};
+  return {
+      WithElements(result, rank == 1 ? context.Input(0).elements : std::vector<ShapeElement>{})};
 }
 
 Values Squeeze(const NodeContext& context) {
@@ -196,7 +253,9 @@ Values Squeeze(const NodeContext& context) {
   if (const std::optional<std::vector<int64_t>> axes = AxesOf(context, 13)) {
     attrs.Set("axis", *axes);
   }
-  return {context.Call("squeeze", {context.Input(0)}, attrs)};
+  const Value result = context.Call("squeeze", {context.Input(0)}, attrs);
+  return {WithElements(
+      result, Rank(context, 0) <= 1 ? context.Input(0).elements : std::vector<ShapeElement>{})};
 }
 
 Values Concat(const NodeContext& context) {
@@ -204,9 +263,17 @@ Values Concat(const NodeContext& context) {
   const std::optional<int64_t> axis = context.IntAttr("axis");
   if (!axis) context.Fail("attribute 'axis' is required");
   std::vector<ir::Expr> fields;
-  for (size_t i = 0; i < context.num_inputs(); ++i) fields.push_back(context.Input(i).expr);
-  return {context.Expr(op::MakeOpCall("concatenate", {Make<ir::TupleNode>(fields)},
-                                      AttrsOf({{"axis", *axis}})))};
+  std::vector<ShapeElement> elements;
+  bool tracked = true;
+  for (size_t i = 0; i < context.num_inputs(); ++i) {
+    const Value& input = context.Input(i);
+    fields.push_back(input.expr);
+    tracked = tracked && !input.elements.empty() && Rank(context, i) == 1;
+    if (tracked) elements.insert(elements.end(), input.elements.begin(), input.elements.end());
+  }
+  const Value result = context.Expr(
+      op::MakeOpCall("concatenate", {Make<ir::TupleNode>(fields)}, AttrsOf({{"axis", *axis}})));
+  return {WithElements(result, tracked ? elements : std::vector<ShapeElement>{})};
 }
 
 Values Gather(const NodeContext& context) {
@@ -227,12 +294,23 @@ Values Gather(const NodeContext& context) {
         }
         if (index < 0) index += size;
       }
-      indices = Known(TensorNode::FromVector<int64_t>((*indices.known)->shape(), DataType::Int64(),
-                                                      values));
+      indices = Known(
+          TensorNode::FromVector<int64_t>((*indices.known)->shape(), DataType::Int64(), values));
     }
   }
-  return {context.Call("take", {context.Input(0), indices},
-                       AttrsOf({{"axis", axis}, {"mode", std::string("fast")}}))};
+  const Value result = context.Call("take", {context.Input(0), indices},
+                                    AttrsOf({{"axis", axis}, {"mode", std::string("fast")}}));
+  // An element of a shape vector: what is known of it.
+  std::vector<ShapeElement> elements;
+  const std::vector<ShapeElement>& from = context.Input(0).elements;
+  if (!from.empty() && indices.known && (*indices.known)->ndim() <= 1) {
+    for (int64_t index : context.KnownInts(1, "indices")) {
+      if (index < 0) index += static_cast<int64_t>(from.size());
+      if (index < 0 || index >= static_cast<int64_t>(from.size())) break;
+      elements.push_back(from[index]);
+    }
+  }
+  return {WithElements(result, elements)};
 }
 
 Values Slice(const NodeContext& context) {
@@ -258,9 +336,21 @@ Values Slice(const NodeContext& context) {
   };
   for (int64_t& value : starts) value = clamp(value);
   for (int64_t& value : ends) value = clamp(value);
-  return {context.Call("strided_slice", {context.Input(0)},
-                       AttrsOf({{"begin", starts}, {"end", ends}, {"strides", steps},
-                                {"axes", axes}}))};
+  const Value result =
+      context.Call("strided_slice", {context.Input(0)},
+                   AttrsOf({{"begin", starts}, {"end", ends}, {"strides", steps}, {"axes", axes}}));
+  std::vector<ShapeElement> elements;
+  const std::vector<ShapeElement>& from = context.Input(0).elements;
+  if (!from.empty() && rank == 1 && steps.size() == 1 && steps.front() == 1) {
+    const int64_t size = static_cast<int64_t>(from.size());
+    const auto clamp = [size](int64_t index) {
+      return std::clamp<int64_t>(index < 0 ? index + size : index, 0, size);
+    };
+    for (int64_t i = clamp(starts.front()); i < clamp(ends.front()); ++i) {
+      elements.push_back(from[i]);
+    }
+  }
+  return {WithElements(result, elements)};
 }
 
 Values Split(const NodeContext& context) {
@@ -285,12 +375,12 @@ Values Split(const NodeContext& context) {
     for (size_t i = 0; i + 1 < sizes->size(); ++i) indices.push_back(offset += (*sizes)[i]);
     sections = indices;
   }
-  const Value parts =
-      context.Expr(op::MakeOpCall("split", {context.Input(0).expr},
-                                  AttrsOf({{"indices_or_sections", sections}, {"axis", axis}})));
+  const ir::Expr parts =
+      op::MakeOpCall("split", {context.Input(0).expr},
+                     AttrsOf({{"indices_or_sections", sections}, {"axis", axis}}));
   Values results;
   for (int64_t i = 0; i < outputs; ++i) {
-    results.push_back(context.Expr(Make<ir::TupleGetItemNode>(parts.expr, static_cast<int>(i))));
+    results.push_back(context.Expr(Make<ir::TupleGetItemNode>(parts, static_cast<int>(i))));
   }
   return results;
 }
@@ -322,14 +412,14 @@ Values MatMul(const NodeContext& context) {
     }
   }
   const ir::Attrs merge = AttrsOf({{"newshape", std::vector<int64_t>{-3, -2}}});
-  const Value product = context.Call(
-      "nn.batch_matmul",
-      {context.Call("reshape", {context.Input(0)}, merge),
-       context.Call("reshape", {context.Input(1)}, merge)},
-      AttrsOf({{"transpose_b", false}}));
-  return {context.Call("reshape", {product},
-                       AttrsOf({{"newshape", std::vector<int64_t>{-4, type_a->shape[0].value(),
-                                                                  type_a->shape[1].value(), -2}}}))};
+  const Value product = context.Call("nn.batch_matmul",
+                                     {context.Call("reshape", {context.Input(0)}, merge),
+                                      context.Call("reshape", {context.Input(1)}, merge)},
+                                     AttrsOf({{"transpose_b", false}}));
+  return {
+      context.Call("reshape", {product},
+                   AttrsOf({{"newshape", std::vector<int64_t>{-4, type_a->shape[0].value(),
+                                                              type_a->shape[1].value(), -2}}}))};
 }
 
 Values Gemm(const NodeContext& context) {
@@ -341,14 +431,15 @@ Values Gemm(const NodeContext& context) {
   Value result = context.Call("nn.dense", {a, b});
   const float alpha = context.FloatAttr("alpha").value_or(1.0f);
   if (alpha != 1.0f) {
-    result = context.Call("multiply", {result, Known(TensorNode::Scalar<float>(
-                                                   DataType::Float32(), alpha))});
+    result = context.Call("multiply",
+                          {result, Known(TensorNode::Scalar<float>(DataType::Float32(), alpha))});
   }
   if (context.Has(2)) {
     Value c = context.Input(2);
     const float beta = context.FloatAttr("beta").value_or(1.0f);
     if (beta != 1.0f) {
-      c = context.Call("multiply", {c, Known(TensorNode::Scalar<float>(DataType::Float32(), beta))});
+      c = context.Call("multiply",
+                       {c, Known(TensorNode::Scalar<float>(DataType::Float32(), beta))});
     }
     result = context.Call("add", {result, c});
   }
@@ -374,21 +465,28 @@ Values LayerNormalization(const NodeContext& context) {
   const int64_t rank = Rank(context, 0);
   const int64_t axis = NormalAxis(context, context.IntAttr("axis").value_or(-1), rank);
   if (axis != rank - 1) context.Fail("only the last axis is supported");
-  Value beta = context.Has(2) ? context.Input(2)
-                              : context.Call("zeros_like", {context.Input(1)});
-  return {context.Call("nn.layer_norm", {context.Input(0), context.Input(1), beta},
-                       AttrsOf({{"axis", axis},
-                                {"epsilon", double{context.FloatAttr("epsilon").value_or(1e-5f)}}}))};
+  Value beta = context.Has(2) ? context.Input(2) : context.Call("zeros_like", {context.Input(1)});
+  return {
+      context.Call("nn.layer_norm", {context.Input(0), context.Input(1), beta},
+                   AttrsOf({{"axis", axis},
+                            {"epsilon", double{context.FloatAttr("epsilon").value_or(1e-5f)}}}))};
 }
 
-Values ReduceMean(const NodeContext& context) {
-  context.OnlyAttrs({"axes", "keepdims", "noop_with_empty_axes"});
-  ir::Attrs attrs;
-  if (const std::optional<std::vector<int64_t>> axes = AxesOf(context, 18)) {
-    attrs.Set("axis", *axes);
-  }
-  attrs.Set("keepdims", context.IntAttr("keepdims").value_or(1) != 0);
-  return {context.Call("mean", {context.Input(0)}, attrs)};
+// ReduceMean and friends; their axes become an input at `axes_input_opset`
+// (13 for ReduceSum, 18 for the others).
+Converter Reduce(const std::string& op, int64_t axes_input_opset) {
+  return [op, axes_input_opset](const NodeContext& context) {
+    context.OnlyAttrs({"axes", "keepdims", "noop_with_empty_axes"});
+    const std::optional<std::vector<int64_t>> axes = AxesOf(context, axes_input_opset);
+    const bool none = !axes || axes->empty();
+    if (none && context.IntAttr("noop_with_empty_axes").value_or(0)) {
+      return Values{context.Input(0)};
+    }
+    ir::Attrs attrs;
+    if (!none) attrs.Set("axis", *axes);
+    attrs.Set("keepdims", context.IntAttr("keepdims").value_or(1) != 0);
+    return Values{context.Call(op, {context.Input(0)}, attrs)};
+  };
 }
 
 // Expand: a broadcast against a tensor of the given shape.
@@ -396,11 +494,11 @@ Values Expand(const NodeContext& context) {
   context.OnlyAttrs({});
   const DataType dtype = context.TypeOf(0)->dtype;
   const bool is_bool = dtype == DataType::Bool();
-  const Value zero = context.Input(1).known
-                         ? context.Call("zeros", {},
-                                        AttrsOf({{"shape", context.KnownInts(1, "shape")},
-                                                 {"dtype", dtype}}))
-                         : context.Call("dyn.zeros", {context.Input(1)}, AttrsOf({{"dtype", dtype}}));
+  const Value zero =
+      context.Input(1).known
+          ? context.Call("zeros", {},
+                         AttrsOf({{"shape", context.KnownInts(1, "shape")}, {"dtype", dtype}}))
+          : context.Call("dyn.zeros", {context.Input(1)}, AttrsOf({{"dtype", dtype}}));
   return {context.Call(is_bool ? "logical_or" : "add", {context.Input(0), zero})};
 }
 
@@ -447,7 +545,11 @@ const std::map<std::string, Converter>& Converters() {
       {"Or", Binary("logical_or")},
       {"Pow", Binary("power")},
       {"Range", Range},
-      {"ReduceMean", ReduceMean},
+      {"ReduceMax", Reduce("max", 18)},
+      {"ReduceMean", Reduce("mean", 18)},
+      {"ReduceMin", Reduce("min", 18)},
+      {"ReduceProd", Reduce("prod", 18)},
+      {"ReduceSum", Reduce("sum", 13)},
       {"Relu", Unary("nn.relu")},
       {"Reshape", Reshape},
       {"Shape", ShapeOp},
@@ -517,7 +619,8 @@ const onnx::AttributeProto* FindAttr(const onnx::NodeProto& node, const std::str
 std::optional<int64_t> NodeContext::IntAttr(const std::string& name) const {
   const onnx::AttributeProto* attribute = FindAttr(node_, name);
   if (!attribute) return std::nullopt;
-  if (attribute->type() != onnx::AttributeProto::INT) Fail("attribute '" + name + "' must be an int");
+  if (attribute->type() != onnx::AttributeProto::INT)
+    Fail("attribute '" + name + "' must be an int");
   return attribute->i();
 }
 
@@ -573,7 +676,7 @@ Value NodeContext::Expr(const ir::Expr& expr) const {
   leaves.VisitExpr(expr);
   if (leaves.free) {
     type_of_(expr);  // a type error names this node
-    return {expr, std::nullopt};
+    return {expr, std::nullopt, {}};
   }
   const Tensor value = fold_(expr);
   return Known(value);
@@ -584,6 +687,10 @@ void NodeContext::Fail(const std::string& reason) const {
               node_.op_type() + "): " + reason);
 }
 
+Value KnownValue(const Tensor& tensor, const std::string& name) {
+  return {Make<ir::ConstantNode>(tensor, name), tensor, ElementsOf(tensor)};
+}
+
 const Converter* FindConverter(const std::string& op_type) {
   const auto found = Converters().find(op_type);
   return found == Converters().end() ? nullptr : &found->second;
@@ -591,14 +698,22 @@ const Converter* FindConverter(const std::string& op_type) {
 
 DataType DTypeFromOnnx(int32_t element_type, const std::string& what) {
   switch (element_type) {
-    case onnx::TensorProto::FLOAT: return DataType::Float32();
-    case onnx::TensorProto::DOUBLE: return DataType::Float64();
-    case onnx::TensorProto::FLOAT16: return DataType::Float16();
-    case onnx::TensorProto::INT64: return DataType::Int64();
-    case onnx::TensorProto::INT32: return DataType::Int32();
-    case onnx::TensorProto::INT8: return DataType::Int8();
-    case onnx::TensorProto::UINT8: return DataType::UInt8();
-    case onnx::TensorProto::BOOL: return DataType::Bool();
+    case onnx::TensorProto::FLOAT:
+      return DataType::Float32();
+    case onnx::TensorProto::DOUBLE:
+      return DataType::Float64();
+    case onnx::TensorProto::FLOAT16:
+      return DataType::Float16();
+    case onnx::TensorProto::INT64:
+      return DataType::Int64();
+    case onnx::TensorProto::INT32:
+      return DataType::Int32();
+    case onnx::TensorProto::INT8:
+      return DataType::Int8();
+    case onnx::TensorProto::UINT8:
+      return DataType::UInt8();
+    case onnx::TensorProto::BOOL:
+      return DataType::Bool();
     default:
       throw Error(what + ": ONNX element type " + std::to_string(element_type) +
                   " is not supported");

@@ -16,12 +16,29 @@
 
 namespace nimble::onnx_import {
 
+// One element of an integer vector that shape arithmetic builds (PyTorch's
+// `x.shape[1]`, `x.size()[:-1] + (12, 64)`): its value when known, else the
+// tensor and dimension whose size it is, when it is one.
+struct ShapeElement {
+  std::optional<int64_t> value;
+  const ir::ExprNode* size_of = nullptr;
+  int64_t dim = -1;
+};
+
 // A tensor of the graph: its expression, and its value when known at import
-// time (then the expression is that constant).
+// time (then the expression is that constant). An integer scalar or vector
+// of shape arithmetic also carries what is known of each element, so that
+// a Reshape to `x.shape[0], x.shape[1], 12, 64` keeps x's dimensions (and
+// its output a static rank and sizes) though x's sizes are `?`.
 struct Value {
   ir::Expr expr;
   std::optional<Tensor> known;
+  std::vector<ShapeElement> elements;  // empty: nothing tracked
 };
+
+// A value known at import time: a constant named `name` (empty: unnamed),
+// with its elements when it is a small integer scalar or vector.
+Value KnownValue(const Tensor& tensor, const std::string& name = "");
 
 // What the importer gives a converter for one node.
 class NodeContext {

@@ -39,13 +39,13 @@ class GraphImporter {
       Tensor tensor = TensorFromProto(initializer, what);
       std::string name = Identifier(initializer.name());
       while (!used_names.insert(name).second) name += "_";
-      values_[initializer.name()] = {Make<ir::ConstantNode>(tensor, name), tensor};
+      values_[initializer.name()] = KnownValue(tensor, name);
     }
     std::vector<ir::Var> params;
     for (const onnx::ValueInfoProto& input : graph_.input()) {
       if (values_.contains(input.name())) continue;  // an initialiser listed as an input
       params.push_back(Make<ir::VarNode>(Identifier(input.name()), InputType(input)));
-      values_[input.name()] = {params.back(), std::nullopt};
+      values_[input.name()] = {params.back(), std::nullopt, {}};
     }
     for (size_t index : TopologicalOrder()) Convert(graph_.node(static_cast<int>(index)), index);
     std::vector<ir::Expr> outputs;
@@ -123,7 +123,8 @@ class GraphImporter {
     }
     if (order.size() != static_cast<size_t>(count)) {
       for (int i = 0; i < count; ++i) {
-        if (waiting[i] > 0) Fail("the graph has a cycle through node " + NodeName(graph_.node(i), i));
+        if (waiting[i] > 0)
+          Fail("the graph has a cycle through node " + NodeName(graph_.node(i), i));
       }
     }
     return order;
@@ -141,9 +142,9 @@ class GraphImporter {
 
   static Tensor Fold(const ir::Expr& expr) {
     ir::IRModule module = ir::MakeModule();
-    module->Add(Make<ir::GlobalVarNode>("main"),
-                Make<ir::FunctionNode>(std::vector<ir::Var>{}, expr, nullptr,
-                                       std::vector<ir::TypeVar>{}));
+    module->Add(
+        Make<ir::GlobalVarNode>("main"),
+        Make<ir::FunctionNode>(std::vector<ir::Var>{}, expr, nullptr, std::vector<ir::TypeVar>{}));
     typing::InferTypes(module);
     const Ref<Object> value = eval::Evaluate(module, "main", {});
     const Tensor tensor = value.as<TensorNode>();

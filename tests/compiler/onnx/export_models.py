@@ -1,0 +1,133 @@
+"""Exports the ONNX import tests' models with PyTorch's exporter.
+
+Usage: export_models.py OUT_DIR
+
+For each case writes OUT_DIR/NAME.onnx and, per sequence length L, the
+inputs and PyTorch's outputs as OUT_DIR/NAME.L.npz (in0, in1, ..., out0,
+out1, ...), and lists the cases in OUT_DIR/cases.txt ("NAME L1,L2,...").
+Needs Debian's python3-torch and python3-onnx.
+"""
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+torch.manual_seed(7)
+
+
+class Attention(nn.Module):
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.heads, self.size = heads, hidden // heads
+        self.query, self.key, self.value = (nn.Linear(hidden, hidden) for _ in range(3))
+        self.out = nn.Linear(hidden, hidden)
+
+    def split(self, x):
+        # As Hugging Face's BERT: the sizes come from the tensor itself.
+        shape = x.size()[:-1] + (self.heads, self.size)
+        return x.view(shape).permute(0, 2, 1, 3)
+
+    def forward(self, x):
+        q, k, v = self.split(self.query(x)), self.split(self.key(x)), self.split(self.value(x))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.size)
+        context = torch.matmul(torch.softmax(scores, dim=-1), v).permute(0, 2, 1, 3).contiguous()
+        return self.out(context.view(context.size()[:-2] + (self.heads * self.size,)))
+
+
+class Layer(nn.Module):
+    def __init__(self, hidden, heads, ffn):
+        super().__init__()
+        self.attention = Attention(hidden, heads)
+        self.norm1, self.norm2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+        self.up, self.down = nn.Linear(hidden, ffn), nn.Linear(ffn, hidden)
+
+    def forward(self, x):
+        x = self.norm1(x + self.attention(x))
+        return self.norm2(x + self.down(nn.functional.gelu(self.up(x))))
+
+
+class Bert(nn.Module):
+    def __init__(self, vocab=60, hidden=32, heads=4, ffn=64, layers=2, positions=64):
+        super().__init__()
+        self.words = nn.Embedding(vocab, hidden)
+        self.positions = nn.Embedding(positions, hidden)
+        self.norm = nn.LayerNorm(hidden)
+        self.layers = nn.ModuleList(Layer(hidden, heads, ffn) for _ in range(layers))
+        self.pool = nn.Linear(hidden, hidden)
+
+    def forward(self, ids):
+        length = ids.size(1)
+        positions = torch.arange(length, dtype=torch.long).unsqueeze(0)
+        x = self.norm(self.words(ids) + self.positions(positions))
+        for layer in self.layers:
+            x = layer(x)
+        return x, torch.tanh(self.pool(x[:, 0]))
+
+
+class Ops(nn.Module):
+    """The element-wise, comparison and shape operators BERT-like graphs use."""
+
+    def forward(self, x, y):
+        mask = (x > 0) & ~(y < 0.5) | torch.eq(x, y)
+        picked = torch.where(mask, x, torch.sqrt(torch.abs(y)) ** 2.0)
+        grown = picked.unsqueeze(1).expand(-1, 3, -1, -1)
+        halves = torch.split(grown, [1, 2], dim=1)
+        filler = torch.zeros(x.shape[0], x.shape[1], dtype=torch.float32) + 1.5
+        mean = x.mean(dim=-1, keepdim=True)
+        centred = (x - mean) / torch.sqrt(((x - mean) ** 2).mean(-1, keepdim=True) + 1e-5)
+        return (halves[1].squeeze(0) * torch.sigmoid(x), torch.relu(filler - 2.0),
+                centred, (x[:, 1:] * 2).to(torch.int64), torch.exp(-x).sum(1))
+
+
+class Linear2d(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(12, 5)
+
+    def forward(self, x):
+        return torch.log(torch.exp(self.linear(x)) + 1) / 3
+
+
+def export(out_dir, name, model, make_inputs, lengths, dynamic_axes, opset):
+    model.eval()
+    sample = make_inputs(lengths[0])
+    inputs = [f"in{i}" for i in range(len(sample))]
+    with torch.no_grad():
+        outputs = model(*sample)
+    count = len(outputs) if isinstance(outputs, tuple) else 1
+    torch.onnx.export(model, sample, os.path.join(out_dir, name + ".onnx"), input_names=inputs,
+                      output_names=[f"out{i}" for i in range(count)], dynamic_axes=dynamic_axes,
+                      opset_version=opset)
+    for length in lengths:
+        args = make_inputs(length)
+        with torch.no_grad():
+            results = model(*args)
+        if not isinstance(results, tuple):
+            results = (results,)
+        arrays = {f"in{i}": a.numpy() for i, a in enumerate(args)}
+        arrays.update({f"out{i}": r.numpy() for i, r in enumerate(results)})
+        np.savez(os.path.join(out_dir, f"{name}.{length}.npz"), **arrays)
+    with open(os.path.join(out_dir, "cases.txt"), "a") as cases:
+        cases.write(f"{name} {','.join(map(str, lengths))}\n")
+
+
+def main():
+    out_dir = sys.argv[1]
+    os.makedirs(out_dir, exist_ok=True)
+    bert = Bert()
+    ids = lambda length: (torch.randint(0, 60, (1, length)),)
+    for opset in (14, 17):
+        export(out_dir, f"bert_opset{opset}", bert, ids, [7, 1, 16, 33],
+               {"in0": {1: "sequence"}}, opset)
+    two = lambda length: (torch.randn(2, length, 6), torch.randn(2, length, 6))
+    export(out_dir, "ops", Ops(), two, [4, 9], {"in0": {1: "n"}, "in1": {1: "n"}}, 13)
+    export(out_dir, "ops_opset11", Ops(), two, [4], {"in0": {1: "n"}, "in1": {1: "n"}}, 11)
+    export(out_dir, "linear", Linear2d(), lambda length: (torch.randn(length, 12),), [3, 8],
+           {"in0": {0: "batch"}}, 13)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+// ONNX import: models exported by PyTorch's exporter in the test itself
+// (export_models.py: a two-layer BERT encoder with a dynamic sequence axis at
+// opsets 14 and 17, the operators BERT-like graphs use, a Gemm), run on the
+// VM at several lengths and compared with PyTorch's outputs; and malformed
+// models (truncated, not a protobuf, a missing tensor, a cycle, an
+// unsupported operator or opset) refused with errors that name the cause.
+#include "nimble/compiler/onnx/onnx_import.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "nimble/compiler/backend/pipeline.h"
+#include "nimble/compiler/text/parser.h"
+#include "nimble/compiler/text/printer.h"
+#include "nimble/compiler/typing/type_infer.h"
+#include "nimble/vm/adt.h"
+#include "nimble/vm/npy.h"
+#include "nimble/vm/vm.h"
+#include "tests/error_of.h"
+
+namespace nimble::onnx_import {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+constexpr const char* kPython = "/usr/bin/python3";
+
+// The exported cases, made once for the suite (empty when PyTorch is missing).
+class Exported {
+ public:
+  static const Exported& Get() {
+    static const Exported exported;
+    return exported;
+  }
+  const fs::path& dir() const { return dir_; }
+  bool ok() const { return ok_; }
+  const std::string& why_not() const { return why_not_; }
+  // NAME -> its sequence lengths.
+  const std::map<std::string, std::vector<int>>& cases() const { return cases_; }
+
+ private:
+  Exported() {
+    dir_ = fs::temp_directory_path() / ("nimble_onnx_" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    if (std::system((std::string(kPython) + " -c 'import torch, onnx' 2>/dev/null").c_str()) != 0) {
+      why_not_ =
+          std::string(kPython) + " has no torch and onnx (apt install python3-torch python3-onnx)";
+      return;
+    }
+    const std::string command = std::string(kPython) + " " + NIMBLE_SOURCE_DIR +
+                                "/tests/compiler/onnx/export_models.py " + dir_.string() + " > " +
+                                (dir_.string() + ".log") + " 2>&1";
+    if (std::system(command.c_str()) != 0) {
+      std::ifstream log(dir_.string() + ".log");
+      std::stringstream text;
+      text << log.rdbuf();
+      why_not_ = "export_models.py failed: " + text.str();
+      return;
+    }
+    std::ifstream list(dir_ / "cases.txt");
+    for (std::string name, lengths; list >> name >> lengths;) {
+      std::stringstream split(lengths);
+      for (std::string length; std::getline(split, length, ',');) {
+        cases_[name].push_back(std::stoi(length));
+      }
+    }
+    ok_ = !cases_.empty();
+  }
+  ~Exported() {
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+    fs::remove(dir_.string() + ".log", ignored);
+  }
+
+  fs::path dir_;
+  bool ok_ = false;
+  std::string why_not_;
+  std::map<std::string, std::vector<int>> cases_;
+};
+
+void Flatten(const Ref<Object>& value, std::vector<Tensor>* out) {
+  if (const ADT adt = value.as<ADTNode>()) {
+    for (const Ref<Object>& field : adt->fields()) Flatten(field, out);
+    return;
+  }
+  out->push_back(value.as<TensorNode>());
+}
+
+// Runs `name` on the VM at each of its lengths against PyTorch's outputs.
+void ExpectMatchesPyTorch(const std::string& name) {
+  const Exported& exported = Exported::Get();
+  if (!exported.ok()) GTEST_SKIP() << exported.why_not();
+  ASSERT_TRUE(exported.cases().contains(name)) << name;
+  const ir::IRModule module = ImportOnnxFile((exported.dir() / (name + ".onnx")).string());
+  backend::CompileOptions options;
+  options.tuning_database.clear();
+  vm::VirtualMachine machine(backend::Compile(module, options));
+  for (int length : exported.cases().at(name)) {
+    std::vector<Ref<Object>> inputs;
+    std::vector<Tensor> expected;
+    for (auto& [key, tensor] :
+         ReadNpz((exported.dir() / (name + "." + std::to_string(length) + ".npz")).string())) {
+      if (key.starts_with("in")) inputs.push_back(tensor);
+      if (key.starts_with("out")) expected.push_back(tensor);
+    }
+    std::vector<Tensor> actual;
+    Flatten(machine.Invoke("main", inputs), &actual);
+    ASSERT_EQ(actual.size(), expected.size()) << name << " at " << length;
+    for (size_t i = 0; i < actual.size(); ++i) {
+      const std::string where =
+          name + " output " + std::to_string(i) + " at length " + std::to_string(length);
+      ASSERT_EQ(actual[i]->shape(), expected[i]->shape()) << where;
+      ASSERT_EQ(actual[i]->dtype(), expected[i]->dtype()) << where;
+      for (int64_t k = 0; k < actual[i]->numel(); ++k) {
+        const double a = LoadElementAsDouble(actual[i]->raw_data(), actual[i]->dtype(), k);
+        const double e = LoadElementAsDouble(expected[i]->raw_data(), expected[i]->dtype(), k);
+        ASSERT_LE(std::abs(a - e), 1e-4 * std::max(1.0, std::abs(e)))
+            << where << ", element " << k << ": " << a << " vs PyTorch's " << e;
+      }
+    }
+  }
+}
+
+TEST(OnnxImport, BertEncoderOpset14MatchesPyTorchAtEveryLength) {
+  ExpectMatchesPyTorch("bert_opset14");
+}
+
+TEST(OnnxImport, BertEncoderOpset17MatchesPyTorchAtEveryLength) {
+  ExpectMatchesPyTorch("bert_opset17");
+}
+
+TEST(OnnxImport, OperatorsMatchPyTorch) {
+  ExpectMatchesPyTorch("ops");
+}
+
+TEST(OnnxImport, OperatorsOfOpset11MatchPyTorch) {
+  ExpectMatchesPyTorch("ops_opset11");
+}
+
+TEST(OnnxImport, GemmWithADynamicBatchMatchesPyTorch) {
+  ExpectMatchesPyTorch("linear");
+}
+
+TEST(OnnxImport, TheSequenceAxisIsAnyAndShapesFoldWhereStatic) {
+  const Exported& exported = Exported::Get();
+  if (!exported.ok()) GTEST_SKIP() << exported.why_not();
+  const ir::IRModule module = ImportOnnxFile((exported.dir() / "bert_opset14.onnx").string());
+  const std::string text = text::PrintModule(module, {.show_types = true});
+  EXPECT_THAT(text, HasSubstr("%in0: Tensor[(1, ?), int64]"));
+  EXPECT_THAT(text, HasSubstr("-> (Tensor[(1, ?, 32), float32], Tensor[(1, 32), float32])"));
+  // The heads' reshapes take the data's own sizes (`x.size()[:-1] + (4,
+  // 8)`): static reshapes that copy the sequence axis, no run-time shape
+  // tensors.
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("dyn.reshape")));
+  EXPECT_THAT(text, HasSubstr("newshape=[1, 0, 4, 8]"));
+}
+
+TEST(OnnxImport, AnImportedProgramPrintsAndParsesBack) {
+  const Exported& exported = Exported::Get();
+  if (!exported.ok()) GTEST_SKIP() << exported.why_not();
+  const ir::IRModule module = ImportOnnxFile((exported.dir() / "bert_opset17.onnx").string());
+  text::ParamMap weights;
+  const std::string text = text::PrintModule(module, {.constants_out = &weights});
+  EXPECT_THAT(text, HasSubstr("meta[relay.Constant][words_weight]"));
+  const ir::IRModule again = text::ParseModule(text, "imported.relay", &weights);
+  typing::InferTypes(again);
+  EXPECT_EQ(text::PrintModule(again), text::PrintModule(module));
+}
+
+// ---- malformed models ----
+
+onnx::ModelProto LinearModel() {
+  const Exported& exported = Exported::Get();
+  std::ifstream file(exported.dir() / "linear.onnx", std::ios::binary);
+  onnx::ModelProto model;
+  EXPECT_TRUE(model.ParseFromIstream(&file));
+  return model;
+}
+
+std::string ImportError(const onnx::ModelProto& model) {
+  return ErrorOf([&] { ImportOnnx(model.SerializeAsString(), "model.onnx"); });
+}
+
+TEST(OnnxImport, TruncatedAndForeignFilesAreRefused) {
+  const Exported& exported = Exported::Get();
+  if (!exported.ok()) GTEST_SKIP() << exported.why_not();
+  const std::string bytes = LinearModel().SerializeAsString();
+  EXPECT_THAT(ErrorOf([&] { ImportOnnx(bytes.substr(0, bytes.size() / 2), "half.onnx"); }),
+              HasSubstr("half.onnx: not an ONNX model"));
+  EXPECT_THAT(ErrorOf([&] { ImportOnnx("def @main() { 0 }", "text.onnx"); }),
+              HasSubstr("text.onnx: not an ONNX model"));
+  EXPECT_THAT(ErrorOf([&] { ImportOnnxFile("/nonexistent/model.onnx"); }),
+              HasSubstr("/nonexistent/model.onnx: cannot open it"));
+}
+
+TEST(OnnxImport, AMissingTensorAndACycleAreNamed) {
+  const Exported& exported = Exported::Get();
+  if (!exported.ok()) GTEST_SKIP() << exported.why_not();
+  onnx::ModelProto missing = LinearModel();
+  missing.mutable_graph()->mutable_node(0)->set_input(0, "nowhere");
+  EXPECT_THAT(ImportError(missing), HasSubstr("refers to 'nowhere', which no input, initializer "
+                                              "or node defines"));
+  onnx::ModelProto cycle = LinearModel();
+  onnx::GraphProto& graph = *cycle.mutable_graph();
+  ASSERT_GE(graph.node_size(), 2);
+  graph.mutable_node(0)->set_input(0, graph.node(graph.node_size() - 1).output(0));
+  EXPECT_THAT(ImportError(cycle), HasSubstr("the graph has a cycle through node"));
+}
+
+TEST(OnnxImport, UnsupportedOperatorsAttributesAndOpsetsAreNamed) {
+  const Exported& exported = Exported::Get();
+  if (!exported.ok()) GTEST_SKIP() << exported.why_not();
+  onnx::ModelProto op = LinearModel();
+  onnx::NodeProto& node = *op.mutable_graph()->mutable_node(0);
+  const std::string name = node.name();
+  node.set_op_type("NonMaxSuppression");
+  EXPECT_THAT(ImportError(op), HasSubstr("node " + name +
+                                         " (NonMaxSuppression): operator NonMaxSuppression "
+                                         "is not supported"));
+  onnx::ModelProto attribute = LinearModel();
+  onnx::AttributeProto* extra = attribute.mutable_graph()->mutable_node(0)->add_attribute();
+  extra->set_name("fancy");
+  extra->set_type(onnx::AttributeProto::INT);
+  extra->set_i(1);
+  EXPECT_THAT(ImportError(attribute), HasSubstr("attribute 'fancy' is not supported"));
+  onnx::ModelProto opset = LinearModel();
+  opset.mutable_opset_import(0)->set_version(18);
+  EXPECT_THAT(ImportError(opset), HasSubstr("opset 18 is not supported (11 to 17)"));
+}
+
+}  // namespace
+}  // namespace nimble::onnx_import
