@@ -936,5 +936,86 @@ TEST_F(NimbleExport, Errors) {
   EXPECT_EQ(export_model({"lstm", "--layers", "two"}).status, 2);
 }
 
+// ---- ONNX models ------------------------------------------------------------
+
+// A small ONNX model written with the onnx package's helpers: y = relu(x W +
+// b) with a dynamic batch axis; its path, or "" when python3-onnx is missing.
+std::string WriteOnnxModel(const fs::path& dir) {
+  const std::string path = (dir / "small.onnx").string();
+  const std::string script =
+      "import numpy as np, onnx\n"
+      "from onnx import helper, numpy_helper, TensorProto\n"
+      "w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3) / 10, 'w')\n"
+      "b = numpy_helper.from_array(np.array([-1, 0, 1], dtype=np.float32), 'b')\n"
+      "nodes = [helper.make_node('MatMul', ['x', 'w'], ['xw'], name='project'),\n"
+      "         helper.make_node('Add', ['xw', 'b'], ['s'], name='bias'),\n"
+      "         helper.make_node('Relu', ['s'], ['y'], name='relu')]\n"
+      "graph = helper.make_graph(nodes, 'small',\n"
+      "    [helper.make_tensor_value_info('x', TensorProto.FLOAT, ['batch', 4])],\n"
+      "    [helper.make_tensor_value_info('y', TensorProto.FLOAT, ['batch', 3])], [w, b])\n"
+      "model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', 13)])\n"
+      "onnx.checker.check_model(model)\n"
+      "onnx.save(model, '" +
+      path + "')\n";
+  std::ofstream(dir / "make_onnx.py") << script;
+  const std::string command =
+      "/usr/bin/python3 " + (dir / "make_onnx.py").string() + " 2>/dev/null";
+  return std::system(command.c_str()) == 0 ? path : "";
+}
+
+TEST_F(NimbleCli, OnnxModelsImportRunAndCompile) {
+  const std::string model = WriteOnnxModel(dir_);
+  if (model.empty()) GTEST_SKIP() << "/usr/bin/python3 has no onnx (apt install python3-onnx)";
+  const Tensor x =
+      TensorNode::FromVector<float>({2, 4}, DataType::Float32(), {1, 2, 3, 4, -1, -2, -3, -4});
+  WriteNpy(Temp("x.npy"), x);
+  const Outcome imported =
+      Nimble({"import", model, "-o", Temp("small.relay"), "--params", Temp("small.npz")});
+  ASSERT_EQ(imported.status, 0) << imported.err;
+  EXPECT_THAT(imported.out, HasSubstr("wrote " + Temp("small.relay")));
+  EXPECT_THAT(imported.out, HasSubstr("--input x.npy"));
+  EXPECT_THAT(ReadFile(Temp("small.relay")), HasSubstr("%x: Tensor[(?, 4), float32]"));
+
+  const Outcome direct = Nimble({"run", model, "--input", Temp("x.npy"), "--out", Temp("direct")});
+  ASSERT_EQ(direct.status, 0) << direct.err;
+  const Outcome text = Nimble({"run", Temp("small.relay"), "--params", Temp("small.npz"), "--input",
+                               Temp("x.npy"), "--out", Temp("text")});
+  ASSERT_EQ(text.status, 0) << text.err;
+  ASSERT_EQ(Nimble({"compile", model, "-o", Temp("small.nimble")}).status, 0);
+  const Outcome compiled =
+      Nimble({"run", Temp("small.nimble"), "--input", Temp("x.npy"), "--out", Temp("compiled")});
+  ASSERT_EQ(compiled.status, 0) << compiled.err;
+  // relu(x W + b) by hand: W[k][j] = (3k + j) / 10.
+  std::vector<double> expected;
+  for (int row = 0; row < 2; ++row) {
+    for (int j = 0; j < 3; ++j) {
+      double sum = j - 1;
+      for (int k = 0; k < 4; ++k) sum += x->data<float>()[row * 4 + k] * (3 * k + j) / 10.0;
+      expected.push_back(std::max(sum, 0.0));
+    }
+  }
+  for (const char* out : {"direct", "text", "compiled"}) {
+    const std::vector<double> values = Values(ReadNpy(Temp(std::string(out) + "/0.npy")));
+    ASSERT_EQ(values.size(), expected.size()) << out;
+    for (size_t i = 0; i < values.size(); ++i) EXPECT_NEAR(values[i], expected[i], 1e-5) << out;
+  }
+}
+
+TEST_F(NimbleCli, BadOnnxFilesAreUserErrors) {
+  const std::string junk = WriteTemp("junk.onnx", "this is not a protobuf \xff\xff\xff");
+  ExpectUserError(Nimble({"run", junk}), junk + ": not an ONNX model");
+  ExpectUserError(
+      Nimble({"import", Temp("missing.onnx"), "-o", Temp("m.relay"), "--params", Temp("m.npz")}),
+      Temp("missing.onnx") + ": cannot open it");
+  const std::string model = WriteOnnxModel(dir_);
+  if (model.empty()) GTEST_SKIP() << "/usr/bin/python3 has no onnx (apt install python3-onnx)";
+  ExpectUserError(Nimble({"run", model, "--params", Temp("w.npz")}),
+                  Temp("w.npz") + ": an ONNX model carries its weights");
+  WriteNpy(Temp("wrong.npy"), TensorNode::Empty({2, 5}, DataType::Float32()));
+  const Outcome wrong_shape = Nimble({"run", model, "--input", Temp("wrong.npy")});
+  EXPECT_EQ(wrong_shape.status, 1);
+  EXPECT_THAT(wrong_shape.err, HasSubstr("(2, 5)"));
+}
+
 }  // namespace
 }  // namespace nimble
