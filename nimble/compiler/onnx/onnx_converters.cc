@@ -1,6 +1,7 @@
 #include "nimble/compiler/onnx/onnx_converters.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -12,6 +13,13 @@
 
 namespace nimble::onnx_import {
 namespace {
+
+// Tensors of more elements than this are refused (a dimension that large is
+// a broken file, not a model).
+constexpr int64_t kMaxElements = int64_t{1} << 40;
+// Values known at import time are computed then up to this size; larger
+// ones (a ConstantOfShape of a big static shape) are left to run time.
+constexpr int64_t kMaxFoldedElements = int64_t{1} << 24;
 
 using Values = std::vector<Value>;
 
@@ -505,6 +513,15 @@ Values Expand(const NodeContext& context) {
 Values Range(const NodeContext& context) {
   context.OnlyAttrs({});
   const DataType dtype = context.TypeOf(0)->dtype;
+  if (context.Input(0).known && context.Input(1).known && context.Input(2).known) {
+    const auto scalar = [&](size_t i) {
+      return LoadElementAsDouble((*context.Input(i).known)->raw_data(), dtype, 0);
+    };
+    const double count = std::ceil((scalar(1) - scalar(0)) / scalar(2));
+    if (!(count <= static_cast<double>(kMaxFoldedElements))) {
+      context.Fail("a range of " + std::to_string(count) + " elements");
+    }
+  }
   return {context.Call("arange", {context.Input(0), context.Input(1), context.Input(2)},
                        AttrsOf({{"dtype", dtype}}))};
 }
@@ -674,9 +691,18 @@ Value NodeContext::Expr(const ir::Expr& expr) const {
     bool free = false;
   } leaves;
   leaves.VisitExpr(expr);
-  if (leaves.free) {
-    type_of_(expr);  // a type error names this node
-    return {expr, std::nullopt, {}};
+  const ir::TensorType type = type_of_(expr);  // a type error names this node
+  if (leaves.free) return {expr, std::nullopt, {}};
+  // A large value stays an expression, computed at run time. (Sizes that
+  // depend on values, as Range's, are checked by their converters.)
+  if (type->is_static()) {
+    int64_t numel = 1;
+    for (const ir::Dim& dim : type->shape) {
+      if (dim.value() > 0 && numel > kMaxFoldedElements / dim.value()) {
+        return {expr, std::nullopt, {}};
+      }
+      numel *= dim.value();
+    }
   }
   const Tensor value = fold_(expr);
   return Known(value);
@@ -728,47 +754,44 @@ Tensor TensorFromProto(const onnx::TensorProto& proto, const std::string& what) 
   Shape shape;
   int64_t numel = 1;
   for (int64_t dim : proto.dims()) {
-    if (dim < 0 || (dim > 0 && numel > std::numeric_limits<int64_t>::max() / dim)) {
+    if (dim < 0 || (dim > 0 && numel > kMaxElements / dim)) {
       throw Error(what + ": bad dimension " + std::to_string(dim));
     }
     shape.push_back(dim);
     numel *= dim;
   }
+  const size_t bytes = static_cast<size_t>(numel) * dtype.bytes();
+  // The data must fit the dims before anything is allocated for them.
+  const size_t given = proto.has_raw_data()                             ? proto.raw_data().size()
+                       : proto.data_type() == onnx::TensorProto::FLOAT  ? proto.float_data_size()
+                       : proto.data_type() == onnx::TensorProto::DOUBLE ? proto.double_data_size()
+                       : proto.data_type() == onnx::TensorProto::INT64  ? proto.int64_data_size()
+                                                                        : proto.int32_data_size();
+  const size_t expected = proto.has_raw_data() ? bytes : static_cast<size_t>(numel);
+  if (given != expected) {
+    throw Error(what + ": " + std::to_string(given) +
+                (proto.has_raw_data() ? " bytes of data for " : " values for ") +
+                std::to_string(expected));
+  }
   Tensor tensor = TensorNode::Empty(shape, dtype);
-  const size_t bytes = static_cast<size_t>(tensor->nbytes());
-  const auto fits = [&](size_t count) {
-    if (count != static_cast<size_t>(numel)) {
-      throw Error(what + ": " + std::to_string(count) + " values for " + std::to_string(numel) +
-                  " elements");
-    }
-  };
   if (proto.has_raw_data()) {
-    if (proto.raw_data().size() != bytes) {
-      throw Error(what + ": " + std::to_string(proto.raw_data().size()) + " bytes of data for " +
-                  std::to_string(bytes));
-    }
     std::memcpy(tensor->raw_data(), proto.raw_data().data(), bytes);
     return tensor;
   }
   switch (proto.data_type()) {
     case onnx::TensorProto::FLOAT:
-      fits(proto.float_data_size());
       std::copy(proto.float_data().begin(), proto.float_data().end(), tensor->data<float>());
       break;
     case onnx::TensorProto::DOUBLE:
-      fits(proto.double_data_size());
       std::copy(proto.double_data().begin(), proto.double_data().end(), tensor->data<double>());
       break;
     case onnx::TensorProto::INT64:
-      fits(proto.int64_data_size());
       std::copy(proto.int64_data().begin(), proto.int64_data().end(), tensor->data<int64_t>());
       break;
     case onnx::TensorProto::INT32:
-      fits(proto.int32_data_size());
       std::copy(proto.int32_data().begin(), proto.int32_data().end(), tensor->data<int32_t>());
       break;
     case onnx::TensorProto::BOOL:
-      fits(proto.int32_data_size());
       for (int i = 0; i < proto.int32_data_size(); ++i) {
         tensor->data<bool>()[i] = proto.int32_data(i) != 0;
       }

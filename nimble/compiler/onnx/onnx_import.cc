@@ -14,6 +14,9 @@
 namespace nimble::onnx_import {
 namespace {
 
+// Larger input dimensions are a broken file, not a model.
+constexpr int64_t kMaxDimension = int64_t{1} << 31;
+
 // A name usable in `meta[relay.Constant][name]`: letters, digits and `_`.
 std::string Identifier(const std::string& name) {
   std::string id;
@@ -73,8 +76,8 @@ class GraphImporter {
     std::vector<ir::Dim> shape;
     if (!tensor.has_shape()) Fail(what + " has no shape (its rank must be known)");
     for (const onnx::TensorShapeProto::Dimension& dim : tensor.shape().dim()) {
-      if (dim.has_dim_value() && dim.dim_value() < 0) {
-        Fail(what + " has a negative dimension " + std::to_string(dim.dim_value()));
+      if (dim.has_dim_value() && (dim.dim_value() < 0 || dim.dim_value() > kMaxDimension)) {
+        Fail(what + " has a dimension of " + std::to_string(dim.dim_value()));
       }
       shape.push_back(dim.has_dim_value() ? ir::Dim(dim.dim_value()) : ir::Dim::Any());
     }
@@ -132,11 +135,11 @@ class GraphImporter {
 
   ir::TensorType TypeOf(const ir::Expr& expr) {
     const auto found = types_.find(expr.get());
-    if (found != types_.end()) return found->second;
+    if (found != types_.end()) return found->second.second;
     const ir::Type type = typing::InferExprType(expr);
     if (!type || type->kind != ir::TypeKind::kTensor) throw Error("a value is not a tensor");
     const ir::TensorType tensor = type.as<ir::TensorTypeNode>();
-    types_.emplace(expr.get(), tensor);
+    types_.emplace(expr.get(), std::make_pair(expr, tensor));
     return tensor;
   }
 
@@ -187,7 +190,9 @@ class GraphImporter {
   const int64_t opset_;
   const std::string source_;
   std::unordered_map<std::string, Value> values_;
-  std::unordered_map<const ir::ExprNode*, ir::TensorType> types_;
+  // Each entry holds its expression, so that no address is reused for
+  // another while the importer runs.
+  std::unordered_map<const ir::ExprNode*, std::pair<ir::Expr, ir::TensorType>> types_;
 };
 
 }  // namespace
