@@ -5,9 +5,14 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <set>
 
 #include "harness/bench/statistics.h"
 #include "nimble/compiler/backend/pipeline.h"
+#include "nimble/compiler/ir/functor.h"
+#if NIMBLE_HAVE_ONNX
+#include "nimble/compiler/onnx/onnx_import.h"
+#endif
 #include "nimble/compiler/transform/allocation_stats.h"
 #include "nimble/vm/allocator.h"
 #include "nimble/vm/error.h"
@@ -98,10 +103,22 @@ Timing TimePasses(vm::VirtualMachine& machine, const std::vector<Sample>& sample
   return timing;
 }
 
-size_t WeightBytes(const models::Model& model) {
-  size_t bytes = 0;
-  for (const auto& [name, weight] : model.weights) bytes += weight->nbytes();
-  return bytes;
+// The bytes of the program's named constants (its weights; an imported
+// model's initializers).
+size_t WeightBytes(const ir::IRModule& module) {
+  struct Weights : ir::ExprVisitor {
+    void VisitConstant(const ir::ConstantNode* constant) override {
+      if (!constant->name.empty() && seen.insert(constant->data.get()).second) {
+        bytes += constant->data->nbytes();
+      }
+    }
+    std::set<const TensorNode*> seen;
+    size_t bytes = 0;
+  } weights;
+  for (const ir::IRModuleNode::Definition& definition : module->functions()) {
+    weights.VisitExpr(definition.function);
+  }
+  return weights.bytes;
 }
 
 // One profiled pass (after one untimed run): the kernel/other split and what
@@ -213,6 +230,15 @@ backend::CompileOptions CompileOptionsOf(const BenchOptions& options) {
   return compile;
 }
 
+ir::IRModule ModelModule(const BenchOptions& options) {
+  if (options.model != "onnx") return BuildModel(options).Module();
+#if NIMBLE_HAVE_ONNX
+  return onnx_import::ImportOnnxFile(options.onnx);
+#else
+  throw Error(options.onnx + ": ONNX import is not in this build (libonnx-dev, libprotobuf-dev)");
+#endif
+}
+
 models::Model BuildModel(const BenchOptions& options) {
   if (options.model == "lstm") return models::BuildLstm(options.lstm);
   if (options.model == "treelstm") return models::BuildTreeLstm(options.treelstm);
@@ -221,6 +247,7 @@ models::Model BuildModel(const BenchOptions& options) {
 }
 
 std::vector<Sample> MakeSamples(const BenchOptions& options, const ir::IRModule& module) {
+  if (options.model == "onnx") return OnnxSamples(options.dataset, module);
   if (options.model == "lstm") return LstmSamples(options.dataset, options.lstm.input_size);
   if (options.model == "treelstm") {
     return TreeLstmSamples(options.dataset, module, options.treelstm.input_size);
@@ -230,7 +257,9 @@ std::vector<Sample> MakeSamples(const BenchOptions& options, const ir::IRModule&
 
 std::string ConfigurationJson(const BenchOptions& options) {
   nlohmann::ordered_json config;
-  if (options.model == "lstm") {
+  if (options.model == "onnx") {
+    config = {{"onnx", options.onnx}};
+  } else if (options.model == "lstm") {
     config = {{"input_size", options.lstm.input_size},
               {"hidden_size", options.lstm.hidden_size},
               {"layers", options.lstm.layers}};
@@ -278,8 +307,7 @@ BenchResult RunCountedPass(const BenchOptions& options) {
       "then rebuild) and cannot count instructions");
 #endif
   CheckProtocol(options);
-  const models::Model model = BuildModel(options);
-  const ir::IRModule module = model.Module();
+  const ir::IRModule module = ModelModule(options);
   const std::vector<Sample> samples =
       SamplesOf(options, module, [](const std::string&, size_t, size_t) {});
   vm::VirtualMachine machine(backend::Compile(module, CompileOptionsOf(options)));
@@ -297,8 +325,7 @@ BenchResult RunCountedPass(const BenchOptions& options) {
 
 BenchResult RunBenchmark(const BenchOptions& options, const Progress& progress) {
   CheckProtocol(options);
-  const models::Model model = BuildModel(options);
-  const ir::IRModule module = model.Module();
+  const ir::IRModule module = ModelModule(options);
   const std::vector<Sample> samples = SamplesOf(options, module, progress);
 
   Figures figures;
@@ -342,7 +369,7 @@ BenchResult RunBenchmark(const BenchOptions& options, const Progress& progress) 
   figures.Add("peak_bytes_planned", with_plan.peak_bytes, "bytes");
   figures.Add("peak_bytes_unplanned", without_plan.peak_bytes, "bytes");
   figures.Add("resident_bytes", with_plan.resident_bytes, "bytes");
-  figures.Add("weight_bytes", static_cast<double>(WeightBytes(model)), "bytes");
+  figures.Add("weight_bytes", static_cast<double>(WeightBytes(module)), "bytes");
 
   if (options.static_seq_len > 0) {
     if (options.model != "bert") throw Error("--static-seq-len applies to bert");

@@ -27,7 +27,10 @@
 namespace nimble::bench {
 
 struct BenchOptions {
-  std::string model;  // lstm, treelstm or bert
+  std::string model;  // lstm, treelstm or bert; "onnx" with `onnx`
+  // An ONNX model to import and run instead of a builder's (inputs from the
+  // dataset by the graph's input names and types: OnnxSamples).
+  std::string onnx;
   std::string target = "intel";
   DatasetSpec dataset;
   int warmup = 8;
@@ -68,6 +71,10 @@ BenchResult RunCountedPass(const BenchOptions& options);
 
 // How `options` compiles its model.
 backend::CompileOptions CompileOptionsOf(const BenchOptions& options);
+
+// The program `options` names: the builder's model with its weights, or
+// the imported ONNX model.
+ir::IRModule ModelModule(const BenchOptions& options);
 
 // The model `options` name, with its weights (seeded or from a file).
 models::Model BuildModel(const BenchOptions& options);

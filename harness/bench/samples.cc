@@ -1,6 +1,9 @@
 #include "harness/bench/samples.h"
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
+#include <limits>
 
 #include "harness/bench/scratch_dir.h"
 #include "harness/datasets/mrpc.h"
@@ -144,6 +147,86 @@ std::vector<Sample> BertSamples(const DatasetSpec& spec, int64_t max_positions) 
   }
   Truncate(samples, spec.count);
   return samples;
+}
+
+namespace {
+
+// `tensor` (int32 ids) in `dtype`.
+Tensor AsIntegers(const Tensor& tensor, DataType dtype) {
+  if (dtype == tensor->dtype()) return tensor;
+  if (dtype != DataType::Int64())
+    throw Error("token ids as " + dtype.name() + " are not supported");
+  std::vector<int64_t> values(tensor->data<int32_t>(), tensor->data<int32_t>() + tensor->numel());
+  return TensorNode::FromVector<int64_t>(tensor->shape(), dtype, values);
+}
+
+bool Contains(const std::string& name, const char* part) {
+  std::string lower = name;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+std::vector<Sample> OnnxSamples(const DatasetSpec& spec, const ir::IRModule& module) {
+  const ir::Function main = module->Lookup("main");
+  std::vector<ir::TensorType> types;
+  for (const ir::Var& param : main->params) {
+    const ir::Type& type = param->checked_type ? param->checked_type : param->type_annotation;
+    if (!type || type->kind != ir::TypeKind::kTensor) {
+      throw Error("input " + param->name_hint + " is not a tensor");
+    }
+    types.push_back(type.as<ir::TensorTypeNode>());
+  }
+  if (types.empty()) throw Error("the model has no inputs to feed");
+  const ir::TensorType& first = types.front();
+  // BERT-like: token ids, and a mask and token types beside them.
+  if (first->dtype.is_int() && first->ndim() == 2) {
+    std::vector<Sample> samples = BertSamples(spec, std::numeric_limits<int64_t>::max());
+    for (Sample& sample : samples) {
+      const Tensor ids = sample.args[0].as<TensorNode>();
+      const Tensor token_types = sample.args[1].as<TensorNode>();
+      sample.args.clear();
+      sample.named_inputs.clear();
+      for (size_t i = 0; i < types.size(); ++i) {
+        const std::string& name = main->params[i]->name_hint;
+        Tensor input;
+        if (i == 0) {
+          input = AsIntegers(ids, types[i]->dtype);
+        } else if (Contains(name, "mask")) {
+          input = AsIntegers(TensorNode::FromVector<int32_t>(
+                                 ids->shape(), DataType::Int32(),
+                                 std::vector<int32_t>(static_cast<size_t>(ids->numel()), 1)),
+                             types[i]->dtype);
+        } else if (Contains(name, "type")) {
+          input = AsIntegers(token_types, types[i]->dtype);
+        } else {
+          throw Error("input " + name + " of a model fed token ids is not a mask or token types");
+        }
+        sample.args.push_back(input);
+        sample.named_inputs.emplace_back(name, input);
+      }
+    }
+    return samples;
+  }
+  // LSTM-like: a sentence's word vectors, (L, F) or (L, 1, F).
+  const int64_t rank = static_cast<int64_t>(first->ndim());
+  if (types.size() == 1 && first->dtype == DataType::Float32() && (rank == 2 || rank == 3) &&
+      first->shape.back().is_static()) {
+    std::vector<Sample> samples = LstmSamples(spec, first->shape.back().value());
+    if (rank == 3) {
+      for (Sample& sample : samples) {
+        const Tensor x = sample.args[0].as<TensorNode>();
+        const Tensor x3 = TensorNode::Empty({x->shape()[0], 1, x->shape()[1]}, x->dtype());
+        std::copy_n(x->data<float>(), x->numel(), x3->data<float>());
+        sample.args = {x3};
+        sample.named_inputs = {{main->params[0]->name_hint, x3}};
+      }
+    }
+    return samples;
+  }
+  throw Error("input " + main->params[0]->name_hint + " (" + ir::TypeToString(first) +
+              ") is neither token ids (1, ?) nor word vectors (?, F) or (?, 1, F)");
 }
 
 }  // namespace nimble::bench

@@ -46,4 +46,12 @@ std::vector<Sample> TreeLstmSamples(const DatasetSpec& spec, const ir::IRModule&
 // (1, L) int32; a pair longer than `max_positions` is an error naming it.
 std::vector<Sample> BertSamples(const DatasetSpec& spec, int64_t max_positions);
 
+// Inputs for an imported model's @main (nimble/compiler/onnx), chosen by
+// its parameters: integer token ids of shape (1, ?) are BERT's MRPC pairs
+// (BertSamples), a parameter named like `*mask*` all ones and one like
+// `*type*` the token types, each in the parameter's dtype; float word
+// vectors of shape (?, F) or (?, 1, F) are the LSTM's MRPC sentences.
+// Throws nimble::Error naming a parameter it cannot feed.
+std::vector<Sample> OnnxSamples(const DatasetSpec& spec, const ir::IRModule& module);
+
 }  // namespace nimble::bench

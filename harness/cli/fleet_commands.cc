@@ -201,8 +201,8 @@ int RunSubmit(const SubmitCommand& command, const CLI::App* cli) {
   // One spec per job to queue before --count copies (a baseline: one per variant).
   std::vector<protocol::JobSpec> specs;
   if (command.kind == "run" || command.kind == "baseline") {
-    if (command.run.bench.model.empty())
-      throw Error("submit --kind " + command.kind + " needs --model");
+    if (command.run.bench.model.empty() && command.run.bench.onnx.empty())
+      throw Error("submit --kind " + command.kind + " needs --model or --onnx");
     spec.options = {{"args", ForwardedRunArgs(cli)}};
   }
   if (command.kind == "microbench") {

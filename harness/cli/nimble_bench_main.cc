@@ -89,7 +89,7 @@ int Main(int argc, char** argv) {
   }
   try {
     if (run_command->parsed()) {
-      if (run.bench.model.empty()) throw CLI::RequiredError("--model");
+      if (run.bench.model.empty() && run.bench.onnx.empty()) throw CLI::RequiredError("--model");
       if (!run.coordinator.empty() && run.secret_file.empty()) {
         throw CLI::RequiredError("--secret-file (with --coordinator)");
       }

@@ -223,6 +223,10 @@ std::string SelfExecutable() {
 
 void ApplySizes(RunCommand& command) {
   BenchOptions& bench = command.bench;
+  if (!bench.onnx.empty()) {
+    if (!bench.model.empty()) throw Error("--onnx and --model name two models: give one");
+    bench.model = "onnx";
+  }
   if (command.layers > 0) {
     bench.lstm.layers = command.layers;
     bench.bert.layers = command.layers;
@@ -244,6 +248,9 @@ void AddRunOptions(CLI::App* command, RunCommand& run) {
   command->option_defaults()->group(kRunOptionsGroup);
   command->add_option("--model", run.bench.model, "The model (required for run jobs)")
       ->check(CLI::IsMember({"lstm", "treelstm", "bert"}));
+  command->add_option("--onnx", run.bench.onnx,
+                      "An ONNX model instead (token ids or word vectors from --dataset, by its "
+                      "inputs' names and types)");
   command->add_option("--layers", run.layers, "LSTM: 1 or 2 (default 1); BERT: default 12")
       ->check(CLI::Range(1, 24));
   command

@@ -485,3 +485,25 @@ TEST_F(NimbleBenchCli, TuneRefusesBadOptions) {
   EXPECT_NE(task.status, 0);
   EXPECT_THAT(task.out, HasSubstr("member 'target' has the wrong type"));
 }
+
+TEST_F(NimbleBenchCli, AnOnnxModelRunsOnTheDatasetAndIsRecorded) {
+  if (!PythonImports("/usr/bin/python3", "torch"))
+    GTEST_SKIP() << "/usr/bin/python3 has no torch (apt install python3-torch)";
+  const std::string model = (dir_ / "bert.onnx").string();
+  const Outcome exported = Shell(std::string("/usr/bin/python3 ") + NIMBLE_SOURCE_DIR +
+                                 "/tests/compiler/onnx/export_models.py --bert " + model +
+                                 " --layers 1 --hidden 32 --heads 2 --ffn 64");
+  ASSERT_EQ(exported.status, 0) << exported.out;
+  const Outcome run = Bench(With({"run", "--onnx", model, "--db", Db(), "--json"}, kQuick));
+  ASSERT_EQ(run.status, 0) << run.out;
+  const nlohmann::json result = nlohmann::json::parse(run.out);
+  EXPECT_EQ(result["model"], "onnx");
+  EXPECT_EQ(result["configuration"]["onnx"], model);
+  EXPECT_GT(result["measurements"]["us_per_token"]["value"].get<double>(), 0);
+  EXPECT_GT(result["measurements"]["weight_bytes"]["value"].get<double>(), 30522 * 32 * 4);
+  EXPECT_THAT(Query("SELECT model || ' ' || status FROM runs"),
+              ::testing::ElementsAre("onnx done"));
+  const Outcome both = Bench({"run", "--onnx", model, "--model", "bert", "--db", Db()});
+  EXPECT_NE(both.status, 0);
+  EXPECT_THAT(both.out, HasSubstr("--onnx and --model name two models"));
+}

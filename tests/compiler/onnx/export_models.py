@@ -1,12 +1,17 @@
 """Exports the ONNX import tests' models with PyTorch's exporter.
 
 Usage: export_models.py OUT_DIR
+       export_models.py --bert OUT.onnx [--layers N] [--hidden H] [--heads A] [--ffn F]
 
-For each case writes OUT_DIR/NAME.onnx and, per sequence length L, the
-inputs and PyTorch's outputs as OUT_DIR/NAME.L.npz (in0, in1, ..., out0,
-out1, ...), and lists the cases in OUT_DIR/cases.txt ("NAME L1,L2,...").
+The first form writes, for each case, OUT_DIR/NAME.onnx and, per sequence
+length L, the inputs and PyTorch's outputs as OUT_DIR/NAME.L.npz (in0, in1,
+..., out0, out1, ...), and lists the cases in OUT_DIR/cases.txt ("NAME
+L1,L2,..."). The second writes one BERT encoder with BERT's vocabulary
+(30522 ids) and 512 positions, seeded random weights and a dynamic sequence
+axis (opset 17), for `nimble-bench run --onnx` (BERT-base: the defaults).
 Needs Debian's python3-torch and python3-onnx.
 """
+import argparse
 import math
 import os
 import sys
@@ -114,7 +119,25 @@ def export(out_dir, name, model, make_inputs, lengths, dynamic_axes, opset):
         cases.write(f"{name} {','.join(map(str, lengths))}\n")
 
 
+def export_bert(argv):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bert", required=True)
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--hidden", type=int, default=768)
+    parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--ffn", type=int, default=3072)
+    args = parser.parse_args(argv)
+    model = Bert(vocab=30522, hidden=args.hidden, heads=args.heads, ffn=args.ffn,
+                 layers=args.layers, positions=512).eval()
+    torch.onnx.export(model, (torch.randint(0, 30522, (1, 16)),), args.bert,
+                      input_names=["input_ids"], output_names=["sequence", "pooled"],
+                      dynamic_axes={"input_ids": {1: "sequence"}}, opset_version=17)
+
+
 def main():
+    if sys.argv[1] == "--bert":
+        export_bert(sys.argv[1:])
+        return
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
     bert = Bert()
