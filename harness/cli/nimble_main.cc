@@ -9,6 +9,7 @@
 //   nimble dump PROG.relay [--params W.npz] --ir-after PASS
 //   nimble export-model lstm|treelstm|bert -o PROG.relay --params W.npz [--layers N]
 //                       [--seed S] [--weights IN.npz]
+//   nimble import MODEL.onnx -o PROG.relay --params W.npz   (run, check, compile also take .onnx)
 // Exit status: 0 on success, 1 on a user error (one line "error: ..." on
 // stderr), 2 on bad usage (CLI11's message).
 #include <CLI/CLI.hpp>
