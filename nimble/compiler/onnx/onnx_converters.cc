@@ -47,9 +47,24 @@ Value Known(const Tensor& tensor) {
   return KnownValue(tensor);
 }
 
-Value WithElements(Value value, std::vector<ShapeElement> elements) {
-  if (!value.known) value.elements = std::move(elements);
-  return value;
+// `value` with what is known of its elements; a constant once all of them
+// are known (a shape whose `?` dimensions were not the ones taken).
+Value WithElements(const NodeContext& context, Value value, std::vector<ShapeElement> elements) {
+  if (value.known || elements.empty()) return value;
+  std::vector<int64_t> values;
+  for (const ShapeElement& element : elements) {
+    if (!element.value) {
+      value.elements = std::move(elements);
+      return value;
+    }
+    values.push_back(*element.value);
+  }
+  const ir::TensorType type = context.TypeOfExpr(value.expr);
+  Shape shape;
+  if (type->ndim() == 1) shape.push_back(static_cast<int64_t>(values.size()));
+  const Tensor tensor = TensorNode::FromVector<int64_t>(shape, DataType::Int64(), values);
+  if (type->dtype == DataType::Int64()) return Known(tensor);
+  return context.Call("cast", {Known(tensor)}, AttrsOf({{"dtype", type->dtype}}));
 }
 
 Value KnownInts(const std::vector<int64_t>& values) {
@@ -116,7 +131,8 @@ Values Cast(const NodeContext& context) {
   const DataType dtype = DTypeFromOnnx(static_cast<int32_t>(*to), "attribute 'to'");
   const Value result = context.Call("cast", {context.Input(0)}, AttrsOf({{"dtype", dtype}}));
   const bool integer = dtype == DataType::Int64() || dtype == DataType::Int32();
-  return {WithElements(result, integer ? context.Input(0).elements : std::vector<ShapeElement>{})};
+  return {WithElements(context, result,
+                       integer ? context.Input(0).elements : std::vector<ShapeElement>{})};
 }
 
 Values Constant(const NodeContext& context) {
@@ -191,7 +207,7 @@ Values ShapeOp(const NodeContext& context) {
         "strided_slice", {shape},
         AttrsOf({{"begin", std::vector<int64_t>{start}}, {"end", std::vector<int64_t>{end}}}));
   }
-  return {WithElements(shape, elements)};
+  return {WithElements(context, shape, elements)};
 }
 
 Values Reshape(const NodeContext& context) {
@@ -251,8 +267,8 @@ Values Unsqueeze(const NodeContext& context) {
   for (int64_t axis : axes) {
     result = context.Call("expand_dims", {result}, AttrsOf({{"axis", axis}}));
   }
-  return {
-      WithElements(result, rank == 1 ? context.Input(0).elements : std::vector<ShapeElement>{})};
+  return {WithElements(context, result,
+                       rank == 1 ? context.Input(0).elements : std::vector<ShapeElement>{})};
 }
 
 Values Squeeze(const NodeContext& context) {
@@ -263,7 +279,8 @@ Values Squeeze(const NodeContext& context) {
   }
   const Value result = context.Call("squeeze", {context.Input(0)}, attrs);
   return {WithElements(
-      result, Rank(context, 0) <= 1 ? context.Input(0).elements : std::vector<ShapeElement>{})};
+      context, result,
+      Rank(context, 0) <= 1 ? context.Input(0).elements : std::vector<ShapeElement>{})};
 }
 
 Values Concat(const NodeContext& context) {
@@ -281,7 +298,7 @@ Values Concat(const NodeContext& context) {
   }
   const Value result = context.Expr(
       op::MakeOpCall("concatenate", {Make<ir::TupleNode>(fields)}, AttrsOf({{"axis", *axis}})));
-  return {WithElements(result, tracked ? elements : std::vector<ShapeElement>{})};
+  return {WithElements(context, result, tracked ? elements : std::vector<ShapeElement>{})};
 }
 
 Values Gather(const NodeContext& context) {
@@ -318,7 +335,7 @@ Values Gather(const NodeContext& context) {
       elements.push_back(from[index]);
     }
   }
-  return {WithElements(result, elements)};
+  return {WithElements(context, result, elements)};
 }
 
 Values Slice(const NodeContext& context) {
@@ -358,7 +375,7 @@ Values Slice(const NodeContext& context) {
       elements.push_back(from[i]);
     }
   }
-  return {WithElements(result, elements)};
+  return {WithElements(context, result, elements)};
 }
 
 Values Split(const NodeContext& context) {
@@ -531,6 +548,157 @@ Values Where(const NodeContext& context) {
   return {context.Call("where", {context.Input(0), context.Input(1), context.Input(2)})};
 }
 
+constexpr int64_t kMaxHidden = int64_t{1} << 16;
+
+// LSTM and GRU as PyTorch exports them (nn.LSTM, nn.GRU: forward, default
+// activations, no sequence lengths, no peepholes): the input's projection
+// for every step at once (one nn.dense), then a tail-recursive global
+// function over the dynamic sequence, as models/lstm's recurrence, that
+// concatenates each step's hidden state.
+struct Recurrence {
+  int gates;         // 4 (LSTM: i o f c) or 3 (GRU: z r h)
+  const char* kind;  // "lstm", "gru"
+  bool cell_state;   // LSTM's c
+};
+
+std::string DimText(const ir::Dim& dim) {
+  return dim.is_static() ? std::to_string(dim.value()) : "?";
+}
+
+// The step function's text: @name(%xw, %r, %rb, %t, %h[, %c], %ys).
+std::string RecurrenceText(const Recurrence& rnn, const std::string& name, const std::string& n,
+                           int64_t hidden) {
+  const std::string h = std::to_string(hidden);
+  const std::string g = std::to_string(rnn.gates * hidden);
+  const std::string state = "Tensor[(" + n + ", " + h + "), float32]";
+  const std::string states = "Tensor[(?, " + n + ", " + h + "), float32]";
+  std::string text = "def @" + name + "(%xw: Tensor[(?, " + n + ", " + g +
+                     "), float32], %r: Tensor[(" + g + ", " + h + "), float32], %rb: Tensor[(" + g +
+                     "), float32], %t: int64, %h: " + state +
+                     (rnn.cell_state ? ", %c: " + state : "") + ", %ys: " + states + ") -> (" +
+                     states + ", " + state + (rnn.cell_state ? ", " + state : "") +
+                     ") {\n  if (less(%t, take(shape_of(%xw, dtype=\"int64\"), 0i64))) {\n"
+                     "    let %x = split(take(%xw, %t, axis=0), indices_or_sections=" +
+                     std::to_string(rnn.gates) +
+                     ", axis=1);\n"
+                     "    let %hr = split(add(nn.dense(%h, %r), %rb), indices_or_sections=" +
+                     std::to_string(rnn.gates) + ", axis=1);\n";
+  std::string next;
+  if (rnn.cell_state) {
+    text +=
+        "    let %c2 = add(multiply(sigmoid(add(%x.2, %hr.2)), %c),\n"
+        "                  multiply(sigmoid(add(%x.0, %hr.0)), tanh(add(%x.3, %hr.3))));\n"
+        "    let %h2 = multiply(sigmoid(add(%x.1, %hr.1)), tanh(%c2));\n";
+    next = "%h2, %c2";
+  } else {
+    text +=
+        "    let %z = sigmoid(add(%x.0, %hr.0));\n"
+        "    let %n = tanh(add(%x.2, multiply(sigmoid(add(%x.1, %hr.1)), %hr.2)));\n"
+        "    let %h2 = add(multiply(subtract(1f, %z), %n), multiply(%z, %h));\n";
+    next = "%h2";
+  }
+  text += "    @" + name + "(%xw, %r, %rb, add(%t, 1i64), " + next +
+          ", concatenate((%ys, expand_dims(%h2, axis=0)), axis=0))\n  } else {\n    (%ys, %h" +
+          (rnn.cell_state ? ", %c" : "") + ")\n  }\n}\n";
+  return text;
+}
+
+Converter RecurrentLayer(Recurrence rnn) {
+  return [rnn](const NodeContext& context) {
+    context.OnlyAttrs({"hidden_size", "direction", "layout", "activations", "clip", "input_forget",
+                       "linear_before_reset"});
+    const std::optional<int64_t> hidden = context.IntAttr("hidden_size");
+    if (!hidden || *hidden < 1 || *hidden > kMaxHidden) {
+      context.Fail("attribute 'hidden_size' must be between 1 and " + std::to_string(kMaxHidden));
+    }
+    if (context.StringAttr("direction").value_or("forward") != "forward") {
+      context.Fail("only the forward direction is supported");
+    }
+    if (context.IntAttr("layout").value_or(0) != 0) context.Fail("only layout 0 is supported");
+    if (context.IntAttr("input_forget").value_or(0) != 0) {
+      context.Fail("input_forget is not supported");
+    }
+    if (context.FloatAttr("clip")) context.Fail("clip is not supported");
+    if (const auto activations = context.StringsAttr("activations")) {
+      const std::vector<std::string> defaults =
+          rnn.cell_state ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
+                         : std::vector<std::string>{"Sigmoid", "Tanh"};
+      if (*activations != defaults) context.Fail("only the default activations are supported");
+    }
+    if (!rnn.cell_state && context.IntAttr("linear_before_reset").value_or(0) != 1) {
+      context.Fail("only linear_before_reset=1 (PyTorch's GRU) is supported");
+    }
+    if (context.Has(4)) context.Fail("sequence_lens is not supported");
+    if (context.Has(7)) context.Fail("peepholes are not supported");
+    const ir::TensorType x = context.TypeOf(0);
+    if (x->ndim() != 3 || !x->shape[2].is_static()) {
+      context.Fail("X must be (sequence, batch, features) with static features");
+    }
+    const int64_t gates = rnn.gates * *hidden;
+    // The weights must be the sizes hidden_size says (a file could say otherwise).
+    const auto expect_shape = [&](size_t input, const std::vector<int64_t>& shape,
+                                  const char* what) {
+      const ir::TensorType type = context.TypeOf(input);
+      bool ok = type->ndim() == shape.size();
+      for (size_t d = 0; ok && d < shape.size(); ++d) {
+        ok = type->shape[d].is_static() && type->shape[d].value() == shape[d];
+      }
+      if (!ok) {
+        context.Fail(std::string(what) + " must be " + ShapeToString(shape) + " for hidden_size " +
+                     std::to_string(*hidden) + ", got " + ir::TypeToString(type));
+      }
+    };
+    expect_shape(1, {1, gates, x->shape[2].value()}, "W");
+    expect_shape(2, {1, gates, *hidden}, "R");
+    if (context.Has(3)) expect_shape(3, {1, 2 * gates}, "B");
+    const auto squeeze0 = [&](const Value& value) {
+      return context.Call("squeeze", {value}, AttrsOf({{"axis", std::vector<int64_t>{0}}}));
+    };
+    const auto slice = [&](const Value& value, int64_t begin, int64_t end) {
+      return context.Call(
+          "strided_slice", {value},
+          AttrsOf({{"begin", std::vector<int64_t>{begin}}, {"end", std::vector<int64_t>{end}}}));
+    };
+    Value xw = context.Call("nn.dense", {context.Input(0), squeeze0(context.Input(1))});
+    Value recurrent_bias = Known(TensorNode::FromVector<float>(
+        {gates}, DataType::Float32(), std::vector<float>(static_cast<size_t>(gates), 0.0f)));
+    if (context.Has(3)) {
+      const Value bias = squeeze0(context.Input(3));
+      xw = context.Call("add", {xw, slice(bias, 0, gates)});
+      recurrent_bias = slice(bias, gates, 2 * gates);
+    }
+    const std::string n = DimText(x->shape[1]);
+    const auto initial = [&](size_t input) {
+      if (context.Has(input)) return squeeze0(context.Input(input));
+      if (!x->shape[1].is_static()) context.Fail("a dynamic batch needs initial states");
+      return context.Call("zeros", {},
+                          AttrsOf({{"shape", std::vector<int64_t>{x->shape[1].value(), *hidden}},
+                                   {"dtype", DataType::Float32()}}));
+    };
+    const Value h0 = initial(5);
+    // No states yet: (0, batch, hidden).
+    const Value none = context.Call(
+        "strided_slice", {context.Call("expand_dims", {h0}, AttrsOf({{"axis", int64_t{0}}}))},
+        AttrsOf({{"begin", std::vector<int64_t>{0}}, {"end", std::vector<int64_t>{0}}}));
+    const std::string name = std::string("onnx_") + rnn.kind + "_n" + (n == "?" ? "any" : n) +
+                             "_h" + std::to_string(*hidden);
+    const ir::GlobalVar step = context.Define(name, RecurrenceText(rnn, name, n, *hidden));
+    std::vector<ir::Expr> args = {xw.expr, squeeze0(context.Input(2)).expr, recurrent_bias.expr,
+                                  Known(TensorNode::Scalar<int64_t>(DataType::Int64(), 0)).expr,
+                                  h0.expr};
+    if (rnn.cell_state) args.push_back(initial(6).expr);
+    args.push_back(none.expr);
+    const ir::Expr result = Make<ir::CallNode>(step, args);
+    const auto field = [&](int index) {
+      return context.Call("expand_dims", {context.Expr(Make<ir::TupleGetItemNode>(result, index))},
+                          AttrsOf({{"axis", int64_t{index == 0 ? 1 : 0}}}));
+    };
+    Values outputs = {field(0), field(1)};
+    if (rnn.cell_state) outputs.push_back(field(2));
+    return outputs;
+  };
+}
+
 const std::map<std::string, Converter>& Converters() {
   static const std::map<std::string, Converter> converters = {
       {"Abs", Unary("abs")},
@@ -549,8 +717,10 @@ const std::map<std::string, Converter>& Converters() {
       {"Gather", Gather},
       {"Gemm", Gemm},
       {"Greater", Binary("greater")},
+      {"GRU", RecurrentLayer({3, "gru", false})},
       {"Identity", Identity},
       {"LayerNormalization", LayerNormalization},
+      {"LSTM", RecurrentLayer({4, "lstm", true})},
       {"Less", Binary("less")},
       {"Log", Unary("log")},
       {"MatMul", MatMul},
@@ -587,15 +757,21 @@ const std::map<std::string, Converter>& Converters() {
 
 }  // namespace
 
-NodeContext::NodeContext(const onnx::NodeProto& node, int64_t opset,
-                         std::vector<std::optional<Value>> inputs,
-                         std::function<ir::TensorType(const ir::Expr&)> type_of,
-                         std::function<Tensor(const ir::Expr&)> fold)
+NodeContext::NodeContext(
+    const onnx::NodeProto& node, int64_t opset, std::vector<std::optional<Value>> inputs,
+    std::function<ir::TensorType(const ir::Expr&)> type_of,
+    std::function<Tensor(const ir::Expr&)> fold,
+    std::function<ir::GlobalVar(const std::string&, const std::string&)> define)
     : node_(node),
       opset_(opset),
       inputs_(std::move(inputs)),
       type_of_(std::move(type_of)),
-      fold_(std::move(fold)) {}
+      fold_(std::move(fold)),
+      define_(std::move(define)) {}
+
+ir::GlobalVar NodeContext::Define(const std::string& name, const std::string& relay_text) const {
+  return define_(name, relay_text);
+}
 
 const Value& NodeContext::Input(size_t i) const {
   if (!Has(i)) Fail("input " + std::to_string(i) + " is required");
@@ -668,6 +844,24 @@ const onnx::TensorProto* NodeContext::TensorAttr(const std::string& name) const 
   return &attribute->t();
 }
 
+std::optional<std::string> NodeContext::StringAttr(const std::string& name) const {
+  const onnx::AttributeProto* attribute = FindAttr(node_, name);
+  if (!attribute) return std::nullopt;
+  if (attribute->type() != onnx::AttributeProto::STRING) {
+    Fail("attribute '" + name + "' must be a string");
+  }
+  return attribute->s();
+}
+
+std::optional<std::vector<std::string>> NodeContext::StringsAttr(const std::string& name) const {
+  const onnx::AttributeProto* attribute = FindAttr(node_, name);
+  if (!attribute) return std::nullopt;
+  if (attribute->type() != onnx::AttributeProto::STRINGS) {
+    Fail("attribute '" + name + "' must be a list of strings");
+  }
+  return std::vector<std::string>(attribute->strings().begin(), attribute->strings().end());
+}
+
 void NodeContext::OnlyAttrs(const std::vector<std::string>& known) const {
   for (const onnx::AttributeProto& attribute : node_.attribute()) {
     if (std::find(known.begin(), known.end(), attribute.name()) == known.end()) {
@@ -688,6 +882,7 @@ Value NodeContext::Expr(const ir::Expr& expr) const {
   // graph inputs, so an expression over constants only is computed now.
   struct Leaves : ir::ExprVisitor {
     void VisitVar(const ir::VarNode*) override { free = true; }
+    void VisitGlobalVar(const ir::GlobalVarNode*) override { free = true; }
     bool free = false;
   } leaves;
   leaves.VisitExpr(expr);

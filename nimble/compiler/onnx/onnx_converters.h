@@ -44,10 +44,13 @@ Value KnownValue(const Tensor& tensor, const std::string& name = "");
 class NodeContext {
  public:
   // `type_of` infers (and remembers) the type of an expression; `fold`
-  // evaluates a call whose arguments are all known.
+  // evaluates a call whose arguments are all known; `define` adds a global
+  // function given as Relay text (`def @name(...) { ... }`) to the module
+  // being built, once per name, and returns it.
   NodeContext(const onnx::NodeProto& node, int64_t opset, std::vector<std::optional<Value>> inputs,
               std::function<ir::TensorType(const ir::Expr&)> type_of,
-              std::function<Tensor(const ir::Expr&)> fold);
+              std::function<Tensor(const ir::Expr&)> fold,
+              std::function<ir::GlobalVar(const std::string&, const std::string&)> define);
 
   const onnx::NodeProto& node() const { return node_; }
   int64_t opset() const { return opset_; }
@@ -59,6 +62,7 @@ class NodeContext {
   const Value& Input(size_t i) const;
   // Input `i`'s type (a tensor type).
   ir::TensorType TypeOf(size_t i) const;
+  ir::TensorType TypeOfExpr(const ir::Expr& expr) const { return type_of_(expr); }
   // Input `i`'s value as integers; fails unless known at import time.
   std::vector<int64_t> KnownInts(size_t i, const std::string& what) const;
 
@@ -66,6 +70,8 @@ class NodeContext {
   std::optional<float> FloatAttr(const std::string& name) const;
   std::optional<std::vector<int64_t>> IntsAttr(const std::string& name) const;
   const onnx::TensorProto* TensorAttr(const std::string& name) const;
+  std::optional<std::string> StringAttr(const std::string& name) const;
+  std::optional<std::vector<std::string>> StringsAttr(const std::string& name) const;
   // Fails when the node has an attribute that is not in `known`.
   void OnlyAttrs(const std::vector<std::string>& known) const;
 
@@ -73,6 +79,8 @@ class NodeContext {
   // is known, else an expression.
   Value Call(const std::string& op, const std::vector<Value>& args, ir::Attrs attrs = {}) const;
   Value Expr(const ir::Expr& expr) const;
+  // The global function `name`, defined by `relay_text` the first time.
+  ir::GlobalVar Define(const std::string& name, const std::string& relay_text) const;
 
   // Throws nimble::Error "node NAME (OP): reason".
   [[noreturn]] void Fail(const std::string& reason) const;
@@ -83,6 +91,7 @@ class NodeContext {
   std::vector<std::optional<Value>> inputs_;
   std::function<ir::TensorType(const ir::Expr&)> type_of_;
   std::function<Tensor(const ir::Expr&)> fold_;
+  std::function<ir::GlobalVar(const std::string&, const std::string&)> define_;
 };
 
 // A converter: the node's outputs, in order.

@@ -8,6 +8,7 @@
 
 #include "nimble/compiler/eval/evaluator.h"
 #include "nimble/compiler/onnx/onnx_converters.h"
+#include "nimble/compiler/text/parser.h"
 #include "nimble/compiler/typing/type_infer.h"
 #include "nimble/vm/error.h"
 
@@ -59,11 +60,10 @@ class GraphImporter {
     }
     if (outputs.empty()) Fail("the graph has no outputs");
     const ir::Expr body = outputs.size() == 1 ? outputs.front() : Make<ir::TupleNode>(outputs);
-    ir::IRModule module = ir::MakeModule();
-    module->Add(Make<ir::GlobalVarNode>("main"),
-                Make<ir::FunctionNode>(params, body, nullptr, std::vector<ir::TypeVar>{}));
-    typing::InferTypes(module);
-    return module;
+    module_->Add(Make<ir::GlobalVarNode>("main"),
+                 Make<ir::FunctionNode>(params, body, nullptr, std::vector<ir::TypeVar>{}));
+    typing::InferTypes(module_);
+    return module_;
   }
 
  private:
@@ -136,7 +136,7 @@ class GraphImporter {
   ir::TensorType TypeOf(const ir::Expr& expr) {
     const auto found = types_.find(expr.get());
     if (found != types_.end()) return found->second.second;
-    const ir::Type type = typing::InferExprType(expr);
+    const ir::Type type = typing::InferExprType(expr, module_);
     if (!type || type->kind != ir::TypeKind::kTensor) throw Error("a value is not a tensor");
     const ir::TensorType tensor = type.as<ir::TensorTypeNode>();
     types_.emplace(expr.get(), std::make_pair(expr, tensor));
@@ -155,6 +155,18 @@ class GraphImporter {
     return tensor;
   }
 
+  // A converter's global function (a recurrence), parsed from its Relay
+  // text; its GlobalVar is the parsed one, which its recursive calls use.
+  ir::GlobalVar Define(const std::string& name, const std::string& text) {
+    if (ir::Function existing = module_->Lookup(name)) return module_->GetGlobalVar(name);
+    const ir::IRModule parsed =
+        text::ParseModule("#[version = \"0.0.5\"]\n" + text, "<" + name + ">");
+    const ir::Function function = parsed->Lookup(name);
+    if (!function) throw Error("a converter's function @" + name + " did not parse");
+    module_->Add(parsed->GetGlobalVar(name), function);
+    return parsed->GetGlobalVar(name);
+  }
+
   void Convert(const onnx::NodeProto& node, size_t index) {
     const std::string name = NodeName(node, index);
     if (!node.domain().empty() && node.domain() != "ai.onnx") {
@@ -170,7 +182,8 @@ class GraphImporter {
     try {
       const NodeContext context(
           node, opset_, std::move(inputs), [this](const ir::Expr& expr) { return TypeOf(expr); },
-          Fold);
+          Fold,
+          [this](const std::string& name, const std::string& text) { return Define(name, text); });
       outputs = (*converter)(context);
     } catch (const Error& error) {
       const std::string message = error.what();
@@ -189,6 +202,7 @@ class GraphImporter {
   const onnx::GraphProto& graph_;
   const int64_t opset_;
   const std::string source_;
+  ir::IRModule module_ = ir::MakeModule();
   std::unordered_map<std::string, Value> values_;
   // Each entry holds its expression, so that no address is reused for
   // another while the importer runs.

@@ -10,7 +10,9 @@
 // time (initialisers, constants, the shapes of static tensors) is computed
 // there, so that PyTorch's shape arithmetic on `Shape` outputs folds away
 // where shapes are static and stays as run-time shape computation where
-// they are `?`. @main returns the graph's outputs (a tuple when several).
+// they are `?`. Recurrent layers (LSTM, GRU) become tail-recursive global
+// functions over the sequence. @main returns the graph's outputs (a tuple
+// when several).
 //
 // Opsets 11 to 17 of the default domain are accepted. Anything else is an
 // error that names the cause: a file that is not a model, a graph that

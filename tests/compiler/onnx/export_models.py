@@ -96,6 +96,20 @@ class Linear2d(nn.Module):
         return torch.log(torch.exp(self.linear(x)) + 1) / 3
 
 
+class Recurrent(nn.Module):
+    """nn.LSTM or nn.GRU over a sequence: every step's output and the final states."""
+
+    def __init__(self, cell, layers):
+        super().__init__()
+        self.rnn = cell(10, 6, num_layers=layers)
+
+    def forward(self, x):
+        output, states = self.rnn(x)
+        if isinstance(states, tuple):
+            return (output,) + states
+        return output, states
+
+
 def export(out_dir, name, model, make_inputs, lengths, dynamic_axes, opset):
     model.eval()
     sample = make_inputs(lengths[0])
@@ -150,6 +164,11 @@ def main():
     export(out_dir, "ops_opset11", Ops(), two, [4], {"in0": {1: "n"}, "in1": {1: "n"}}, 11)
     export(out_dir, "linear", Linear2d(), lambda length: (torch.randn(length, 12),), [3, 8],
            {"in0": {0: "batch"}}, 13)
+    sequence = lambda length: (torch.randn(length, 1, 10),)
+    for cell, name in ((nn.LSTM, "lstm"), (nn.GRU, "gru")):
+        for layers in (1, 2):
+            export(out_dir, f"{name}{layers}", Recurrent(cell, layers), sequence, [5, 1, 12],
+                   {"in0": {0: "sequence"}}, 14)
 
 
 if __name__ == "__main__":

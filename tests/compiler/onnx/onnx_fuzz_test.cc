@@ -1,5 +1,5 @@
 // Seeded random mutations of real ONNX models: PyTorch's exports of a BERT
-// encoder and of an operator graph (export_models.py, where PyTorch is
+// encoder, an operator graph and a 2-layer LSTM (export_models.py, where PyTorch is
 // installed) and a graph built here of every converted operator. Bytes are
 // flipped, cut and inserted, and the model's structure is edited (op types,
 // attributes, inputs, dims, initializer data, opsets). Every import must
@@ -143,7 +143,7 @@ std::vector<std::string> ExportedModels() {
                               "/tests/compiler/onnx/export_models.py " + dir.string() +
                               " > /dev/null 2>&1";
   if (std::system(command.c_str()) == 0) {
-    for (const char* name : {"bert_opset14.onnx", "ops.onnx"}) {
+    for (const char* name : {"bert_opset14.onnx", "ops.onnx", "lstm2.onnx"}) {
       std::ifstream file(dir / name, std::ios::binary);
       models.emplace_back(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
     }
@@ -197,7 +197,8 @@ class Mutator {
           static const char* kOps[] = {"Add",   "MatMul",  "Reshape", "Gather",    "Slice",
                                        "Split", "Concat",  "Softmax", "Transpose", "Unsqueeze",
                                        "Range", "Expand",  "Where",   "Cast",      "Squeeze",
-                                       "Shape", "Dropout", "Gemm",    "ReduceSum", "Constant"};
+                                       "Shape", "Dropout", "Gemm",    "ReduceSum", "Constant",
+                                       "LSTM",  "GRU"};
           graph.mutable_node(Below(graph.node_size()))->set_op_type(kOps[Below(std::size(kOps))]);
           break;
         }

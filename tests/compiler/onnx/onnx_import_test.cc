@@ -1,6 +1,7 @@
 // ONNX import: models exported by PyTorch's exporter in the test itself
 // (export_models.py: a two-layer BERT encoder with a dynamic sequence axis at
-// opsets 14 and 17, the operators BERT-like graphs use, a Gemm), run on the
+// opsets 14 and 17, the operators BERT-like graphs use, a Gemm, 1- and
+// 2-layer nn.LSTM and nn.GRU over a dynamic sequence), run on the
 // VM at several lengths and compared with PyTorch's outputs; and malformed
 // models (truncated, not a protobuf, a missing tensor, a cycle, an
 // unsupported operator or opset) refused with errors that name the cause.
@@ -148,6 +149,19 @@ TEST(OnnxImport, OperatorsOfOpset11MatchPyTorch) {
 
 TEST(OnnxImport, GemmWithADynamicBatchMatchesPyTorch) {
   ExpectMatchesPyTorch("linear");
+}
+
+TEST(OnnxImport, OneLayerLstmMatchesPyTorchAtEveryLength) {
+  ExpectMatchesPyTorch("lstm1");
+}
+
+TEST(OnnxImport, TwoLayerLstmMatchesPyTorchAtEveryLength) {
+  ExpectMatchesPyTorch("lstm2");
+}
+
+TEST(OnnxImport, GruLayersMatchPyTorchAtEveryLength) {
+  ExpectMatchesPyTorch("gru1");
+  ExpectMatchesPyTorch("gru2");
 }
 
 TEST(OnnxImport, TheSequenceAxisIsAnyAndShapesFoldWhereStatic) {
