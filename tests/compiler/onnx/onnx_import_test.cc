@@ -2,7 +2,8 @@
 // (export_models.py: a two-layer BERT encoder with a dynamic sequence axis at
 // opsets 14 and 17, the operators BERT-like graphs use, a Gemm, 1- and
 // 2-layer nn.LSTM and nn.GRU over a dynamic sequence), run on the
-// VM at several lengths and compared with PyTorch's outputs; and malformed
+// VM at several lengths and compared with PyTorch's outputs (and ONNX
+// Runtime's, where the python3 on the PATH has onnxruntime); and malformed
 // models (truncated, not a protobuf, a missing tensor, a cycle, an
 // unsupported operator or opset) refused with errors that name the cause.
 #include "nimble/compiler/onnx/onnx_import.h"
@@ -45,6 +46,8 @@ class Exported {
   const fs::path& dir() const { return dir_; }
   bool ok() const { return ok_; }
   const std::string& why_not() const { return why_not_; }
+  // Whether NAME.L.ort.npz hold ONNX Runtime's outputs.
+  bool with_onnxruntime() const { return with_onnxruntime_; }
   // NAME -> its sequence lengths.
   const std::map<std::string, std::vector<int>>& cases() const { return cases_; }
 
@@ -75,6 +78,11 @@ class Exported {
       }
     }
     ok_ = !cases_.empty();
+    // ONNX Runtime's outputs too, where the python3 on the PATH has it.
+    const std::string ort = "python3 " + std::string(NIMBLE_SOURCE_DIR) +
+                            "/tests/compiler/onnx/onnxruntime_outputs.py " + dir_.string() +
+                            " > /dev/null 2>&1";
+    with_onnxruntime_ = ok_ && std::system(ort.c_str()) == 0;
   }
   ~Exported() {
     std::error_code ignored;
@@ -84,6 +92,7 @@ class Exported {
 
   fs::path dir_;
   bool ok_ = false;
+  bool with_onnxruntime_ = false;
   std::string why_not_;
   std::map<std::string, std::vector<int>> cases_;
 };
@@ -96,7 +105,33 @@ void Flatten(const Ref<Object>& value, std::vector<Tensor>* out) {
   out->push_back(value.as<TensorNode>());
 }
 
-// Runs `name` on the VM at each of its lengths against PyTorch's outputs.
+// Fails unless `actual` equals `expected` within 1e-4 relative.
+void ExpectClose(const std::vector<Tensor>& actual, const std::vector<Tensor>& expected,
+                 const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const std::string where = what + ", output " + std::to_string(i);
+    ASSERT_EQ(actual[i]->shape(), expected[i]->shape()) << where;
+    ASSERT_EQ(actual[i]->dtype(), expected[i]->dtype()) << where;
+    for (int64_t k = 0; k < actual[i]->numel(); ++k) {
+      const double a = LoadElementAsDouble(actual[i]->raw_data(), actual[i]->dtype(), k);
+      const double e = LoadElementAsDouble(expected[i]->raw_data(), expected[i]->dtype(), k);
+      ASSERT_LE(std::abs(a - e), 1e-4 * std::max(1.0, std::abs(e)))
+          << where << ", element " << k << ": " << a << " vs " << e;
+    }
+  }
+}
+
+std::vector<Tensor> Outputs(const fs::path& npz) {
+  std::vector<Tensor> outputs;
+  for (auto& [key, tensor] : ReadNpz(npz.string())) {
+    if (key.starts_with("out")) outputs.push_back(tensor);
+  }
+  return outputs;
+}
+
+// Runs `name` on the VM at each of its lengths against PyTorch's outputs
+// (and ONNX Runtime's, where it is installed).
 void ExpectMatchesPyTorch(const std::string& name) {
   const Exported& exported = Exported::Get();
   if (!exported.ok()) GTEST_SKIP() << exported.why_not();
@@ -106,27 +141,17 @@ void ExpectMatchesPyTorch(const std::string& name) {
   options.tuning_database.clear();
   vm::VirtualMachine machine(backend::Compile(module, options));
   for (int length : exported.cases().at(name)) {
+    const std::string stem = name + "." + std::to_string(length);
     std::vector<Ref<Object>> inputs;
-    std::vector<Tensor> expected;
-    for (auto& [key, tensor] :
-         ReadNpz((exported.dir() / (name + "." + std::to_string(length) + ".npz")).string())) {
+    for (auto& [key, tensor] : ReadNpz((exported.dir() / (stem + ".npz")).string())) {
       if (key.starts_with("in")) inputs.push_back(tensor);
-      if (key.starts_with("out")) expected.push_back(tensor);
     }
     std::vector<Tensor> actual;
     Flatten(machine.Invoke("main", inputs), &actual);
-    ASSERT_EQ(actual.size(), expected.size()) << name << " at " << length;
-    for (size_t i = 0; i < actual.size(); ++i) {
-      const std::string where =
-          name + " output " + std::to_string(i) + " at length " + std::to_string(length);
-      ASSERT_EQ(actual[i]->shape(), expected[i]->shape()) << where;
-      ASSERT_EQ(actual[i]->dtype(), expected[i]->dtype()) << where;
-      for (int64_t k = 0; k < actual[i]->numel(); ++k) {
-        const double a = LoadElementAsDouble(actual[i]->raw_data(), actual[i]->dtype(), k);
-        const double e = LoadElementAsDouble(expected[i]->raw_data(), expected[i]->dtype(), k);
-        ASSERT_LE(std::abs(a - e), 1e-4 * std::max(1.0, std::abs(e)))
-            << where << ", element " << k << ": " << a << " vs PyTorch's " << e;
-      }
+    ExpectClose(actual, Outputs(exported.dir() / (stem + ".npz")), stem + " against PyTorch");
+    if (exported.with_onnxruntime()) {
+      ExpectClose(actual, Outputs(exported.dir() / (stem + ".ort.npz")),
+                  stem + " against ONNX Runtime");
     }
   }
 }
