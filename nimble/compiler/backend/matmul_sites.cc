@@ -199,6 +199,9 @@ std::vector<double> InterleavedSecondsPerCall(const std::vector<std::function<vo
 }
 
 struct SiteMeasurer::State {
+  State(const ir::IRModule& module, const CompileOptions& options)
+      : module(module), options(options) {}
+
   const ir::IRModule& module;
   const CompileOptions& options;
   PoolWork pool_work;
@@ -233,7 +236,7 @@ struct SiteMeasurer::State {
 };
 
 SiteMeasurer::SiteMeasurer(const ir::IRModule& module, const CompileOptions& options)
-    : state_(std::make_unique<State>(State{module, options, {}, {}, {}})) {}
+    : state_(std::make_unique<State>(module, options)) {}
 
 SiteMeasurer::~SiteMeasurer() = default;
 
