@@ -105,13 +105,28 @@ bool Equal(const Expr& a, const Expr& b) {
   return std::equal(x.begin(), x.end(), y.begin(), y.end(), Equal);
 }
 
+// The terms of a sum; a sum times a constant is distributed, so that
+// (i * 2 + b) * 16 shows its multiple of 32 (reshapes and transposes of
+// symbolic shapes compose such indices).
 void CollectTerms(const Expr& expr, std::vector<Expr>* terms) {
   if (const BinaryNode* add = AsBinary(expr, BinaryOp::kAdd)) {
     CollectTerms(add->a, terms);
     CollectTerms(add->b, terms);
-  } else {
-    terms->push_back(expr);
+    return;
   }
+  if (const BinaryNode* product = AsBinary(expr, BinaryOp::kMul)) {
+    int64_t factor;
+    for (const auto& [sum, constant] :
+         {std::pair(product->a, product->b), std::pair(product->b, product->a)}) {
+      const BinaryNode* add = AsBinary(sum, BinaryOp::kAdd);
+      if (add && AsInt(constant, &factor)) {
+        CollectTerms(Mul(add->a, constant), terms);
+        CollectTerms(Mul(add->b, constant), terms);
+        return;
+      }
+    }
+  }
+  terms->push_back(expr);
 }
 
 Expr SumOf(const std::vector<Expr>& terms) {
@@ -130,6 +145,12 @@ Expr QuotientOf(const Expr& term, const Expr& divisor) {
   if (const BinaryNode* product = AsBinary(term, BinaryOp::kMul)) {
     if (Expr q = QuotientOf(product->b, divisor)) return Mul(product->a, q);
     if (Expr q = QuotientOf(product->a, divisor)) return Mul(q, product->b);
+    // (x * 2) * 16 over 32: x * 2 over 2.
+    int64_t multiplier;
+    if (AsInt(divisor, &factor) && factor > 0 && AsInt(product->b, &multiplier) && multiplier > 0 &&
+        factor % multiplier == 0) {
+      return QuotientOf(product->a, IntImm(factor / multiplier));
+    }
   }
   return nullptr;
 }

@@ -76,6 +76,18 @@ TEST(SimplifyTest, ReshapeIndicesBecomeTheLoopVariables) {
   EXPECT_EQ(k.Simplified(FloorMod(k.j, k.d)), "j");
 }
 
+TEST(SimplifyTest, AConstantTimesASumIsDistributedToFindMultiples) {
+  // A transpose of a reshape: (d * 2 + i mod 2) * 16 + j mod 16 taken mod
+  // 32 loses its d term, whose multiple of 32 shows only once distributed.
+  const IndexKernel k;
+  const Expr value =
+      FloorMod(Add(Mul(Add(Mul(k.d, IntImm(2)), FloorMod(k.i, IntImm(2))), IntImm(16)),
+                   FloorMod(k.j, IntImm(16))),
+               IntImm(32));
+  EXPECT_EQ(k.Simplified(value), "((floormod(i, 2) * 16) + floormod(j, 16))");
+  EXPECT_EQ(k.Run(Simplify(k.Make(value)), 37), k.Run(k.Make(value), 37));
+}
+
 TEST(SimplifyTest, NestedFlatIndicesAreBoundedByTheProductOfExtents) {
   // (i * d + j) < 3 * d: a flat index over the whole [3, d] iteration space.
   const IndexKernel k;
