@@ -73,34 +73,57 @@ class Figures {
 struct Timing {
   double us_per_token = 0;
   std::vector<double> latencies_us;
+  std::vector<double> pass_us;  // each timed pass over the samples, in order
 };
 
-Timing TimePasses(vm::VirtualMachine& machine, const std::vector<Sample>& samples, int warmup,
-                  int repeat, const std::string& phase, const Progress& progress) {
-  const size_t total = static_cast<size_t>(warmup) + samples.size() * repeat;
+// Times `machines` on the same samples: each runs `warmup` untimed
+// invocations, then each timed pass runs on every machine in turn (A B A B),
+// so that a drift of the host's speed falls on all of them alike.
+std::vector<Timing> TimePasses(const std::vector<vm::VirtualMachine*>& machines,
+                               const std::vector<Sample>& samples, int warmup, int repeat,
+                               const std::string& phase, const Progress& progress) {
+  const size_t total = machines.size() * (static_cast<size_t>(warmup) + samples.size() * repeat);
   size_t done = 0;
-  for (int i = 0; i < warmup; ++i) {
-    machine.Invoke("main", samples[i % samples.size()].args);
-    progress(phase, ++done, total);
-  }
-  std::vector<std::vector<double>> per_sample(samples.size());
-  std::vector<double> pass_us;
-  for (int pass = 0; pass < repeat; ++pass) {
-    double pass_total = 0;
-    for (size_t s = 0; s < samples.size(); ++s) {
-      const Clock::time_point start = Clock::now();
-      machine.Invoke("main", samples[s].args);
-      const double us = Microseconds(Clock::now() - start);
-      per_sample[s].push_back(us);
-      pass_total += us;
+  for (vm::VirtualMachine* machine : machines) {
+    for (int i = 0; i < warmup; ++i) {
+      machine->Invoke("main", samples[i % samples.size()].args);
       progress(phase, ++done, total);
     }
-    pass_us.push_back(pass_total);
   }
-  Timing timing;
-  timing.us_per_token = Median(pass_us) / static_cast<double>(TotalTokens(samples));
-  for (const std::vector<double>& runs : per_sample) timing.latencies_us.push_back(Median(runs));
-  return timing;
+  std::vector<Timing> timings(machines.size());
+  std::vector<std::vector<std::vector<double>>> per_sample(
+      machines.size(), std::vector<std::vector<double>>(samples.size()));
+  for (int pass = 0; pass < repeat; ++pass) {
+    for (size_t m = 0; m < machines.size(); ++m) {
+      double pass_total = 0;
+      for (size_t s = 0; s < samples.size(); ++s) {
+        const Clock::time_point start = Clock::now();
+        machines[m]->Invoke("main", samples[s].args);
+        const double us = Microseconds(Clock::now() - start);
+        per_sample[m][s].push_back(us);
+        pass_total += us;
+        progress(phase, ++done, total);
+      }
+      timings[m].pass_us.push_back(pass_total);
+    }
+  }
+  for (size_t m = 0; m < machines.size(); ++m) {
+    timings[m].us_per_token =
+        Median(timings[m].pass_us) / static_cast<double>(TotalTokens(samples));
+    for (const std::vector<double>& runs : per_sample[m]) {
+      timings[m].latencies_us.push_back(Median(runs));
+    }
+  }
+  return timings;
+}
+
+// The median over passes of `a`'s time over `b`'s, pass by pass.
+double MedianPassRatio(const Timing& a, const Timing& b) {
+  std::vector<double> ratios;
+  for (size_t pass = 0; pass < a.pass_us.size() && pass < b.pass_us.size(); ++pass) {
+    ratios.push_back(a.pass_us[pass] / b.pass_us[pass]);
+  }
+  return Median(ratios);
 }
 
 // The bytes of the program's named constants (its weights; an imported
@@ -351,7 +374,7 @@ BenchResult RunBenchmark(const BenchOptions& options, const Progress& progress) 
   figures.Add("tokens", static_cast<double>(TotalTokens(samples)), "count");
   vm::VirtualMachine machine(executable);
   const Timing timing =
-      TimePasses(machine, samples, options.warmup, options.repeat, "run", progress);
+      TimePasses({&machine}, samples, options.warmup, options.repeat, "run", progress).front();
   AddTiming(figures, "", timing);
 
   const std::vector<Sample> profiled(samples.begin(),
@@ -380,10 +403,13 @@ BenchResult RunBenchmark(const BenchOptions& options, const Progress& progress) 
     const vm::Executable static_executable =
         backend::Compile(models::BuildBert(static_options).Module(), planned);
     vm::VirtualMachine static_machine(static_executable);
-    const Timing dynamic_timing =
-        TimePasses(machine, fixed, options.warmup, options.repeat, "dynamic@len", progress);
-    const Timing static_timing =
-        TimePasses(static_machine, fixed, options.warmup, options.repeat, "static@len", progress);
+    const std::vector<Timing> timings =
+        TimePasses({&machine, &static_machine}, fixed, options.warmup, options.repeat,
+                   "dynamic, static @len", progress);
+    const Timing& dynamic_timing = timings[0];
+    const Timing& static_timing = timings[1];
+    figures.Add("fixed_len_dynamic_over_static", MedianPassRatio(dynamic_timing, static_timing),
+                "ratio");
     const std::vector<Sample> fixed_profiled(
         fixed.begin(), fixed.begin() + std::min(fixed.size(), kProfiledSamples));
     AddTiming(figures, "fixed_len_dynamic_", dynamic_timing);

@@ -161,7 +161,8 @@ struct ExportOptions {
   std::string model;
   std::string out;
   std::string params;
-  std::optional<int> layers;  // the builder's default when absent
+  std::optional<int> layers;   // the builder's default when absent
+  std::optional<int> seq_len;  // bert: a static length instead of `?<=512`
   uint64_t seed = 1;
   std::string weights;  // load instead of seeding
 };
@@ -398,6 +399,7 @@ void Dump(const DumpOptions& options) {
 
 // The model builder's output for `options`, at the paper's sizes.
 models::Model BuildModel(const ExportOptions& options) {
+  if (options.seq_len && options.model != "bert") throw Error("--seq-len applies to bert");
   if (options.model == "lstm") {
     models::LstmOptions lstm;
     lstm.layers = options.layers.value_or(lstm.layers);
@@ -414,6 +416,7 @@ models::Model BuildModel(const ExportOptions& options) {
   }
   models::BertOptions bert;
   bert.layers = options.layers.value_or(bert.layers);
+  bert.seq_len = options.seq_len.value_or(bert.seq_len);
   bert.seed = options.seed;
   bert.weights_path = options.weights;
   return models::BuildBert(bert);
@@ -601,6 +604,11 @@ int Main(int argc, char** argv) {
       ->required();
   export_command->add_option("--layers", export_model.layers,
                              "Layers (lstm: 1 to 8, default 1; bert: default 12)");
+  export_command
+      ->add_option("--seq-len", export_model.seq_len,
+                   "BERT: a program for this one length (static shapes), as "
+                   "`nimble-bench run --static-seq-len` compiles it")
+      ->check(CLI::Range(1, 512));
   export_command->add_option("--seed", export_model.seed, "Seed of the random weights")
       ->capture_default_str();
   export_command->add_option("--weights", export_model.weights,

@@ -366,7 +366,10 @@ std::string RunSummary(const RunCommand& command, const RunInfo& info, int64_t r
         << Value(figures, "fixed_len_dynamic_us_per_token") << " us/token (others "
         << Value(figures, "fixed_len_dynamic_other_us_per_token") << "), static "
         << Value(figures, "fixed_len_static_us_per_token") << " (others "
-        << Value(figures, "fixed_len_static_other_us_per_token") << ")\n";
+        << Value(figures, "fixed_len_static_other_us_per_token") << "); dynamic / static "
+        << std::setprecision(3) << Value(figures, "fixed_len_dynamic_over_static")
+        << std::setprecision(1) << " (median of " << command.bench.repeat
+        << " interleaved passes)\n";
   }
   out << "  recorded       run " << run_id << " in "
       << (command.coordinator.empty() ? command.db : "the results.db of " + command.coordinator)

@@ -122,6 +122,12 @@ TEST_F(NimbleBenchCli, TreeLstmAndBertWithAStaticLength) {
               ::testing::ElementsAre("treelstm", "bert"));
   EXPECT_THAT(Query("SELECT name FROM measurements WHERE name LIKE 'fixed_len_static_us%'"),
               ::testing::ElementsAre("fixed_len_static_us_per_token"));
+  // The two programs' passes took turns; their ratio is recorded beside them.
+  EXPECT_THAT(bert.out, HasSubstr("dynamic / static "));
+  const std::vector<std::string> ratio =
+      Query("SELECT value FROM measurements WHERE name = 'fixed_len_dynamic_over_static'");
+  ASSERT_THAT(ratio, ::testing::SizeIs(1));
+  EXPECT_GT(std::stod(ratio[0]), 0.0);
 }
 
 TEST_F(NimbleBenchCli, ErrorsAreReportedAndRecorded) {

@@ -913,6 +913,16 @@ TEST_F(NimbleExport, TreeLstmRunsOnArrays) {
             (Shape{1, 150}));
 }
 
+TEST_F(NimbleExport, BertAtAStaticLength) {
+  Outcome exported = Nimble({"export-model", "bert", "--layers", "1", "--seq-len", "8", "-o",
+                             Temp("bert.relay"), "--params", Temp("bert.npz")});
+  ASSERT_EQ(exported.status, 0) << exported.err;
+  std::ifstream program(Temp("bert.relay"));
+  const std::string text((std::istreambuf_iterator<char>(program)), {});
+  EXPECT_THAT(text, HasSubstr("%input_ids: Tensor[(1, 8), int32]"));
+  EXPECT_THAT(text, Not(HasSubstr("?")));
+}
+
 TEST_F(NimbleExport, Errors) {
   const std::vector<std::string> out{"-o", Temp("m.relay"), "--params", Temp("m.npz")};
   auto export_model = [&](std::vector<std::string> args) {
@@ -922,6 +932,8 @@ TEST_F(NimbleExport, Errors) {
   };
   ExpectUserError(export_model({"treelstm", "--layers", "2"}),
                   "--layers applies to lstm and bert, not treelstm");
+  ExpectUserError(export_model({"lstm", "--seq-len", "8"}), "--seq-len applies to bert");
+  EXPECT_EQ(export_model({"bert", "--seq-len", "513"}).status, 2);
   ExpectUserError(export_model({"lstm", "--layers", "9"}),
                   "lstm: layers must be between 1 and 8, got 9");
   ASSERT_EQ(export_model({"treelstm"}).status, 0);

@@ -14,6 +14,7 @@
 #include "nimble/vm/error.h"
 #include "nimble/vm/kernel.h"
 #include "nimble/vm/tensor.h"
+#include "nimble/vm/thread_pool.h"
 
 namespace nimble::vm {
 namespace {
@@ -188,6 +189,24 @@ TEST_P(DenseKernelsTest, BatchMatMulMatchesNaiveLoop) {
         CheckBatchMatMul({batch_a, batch_b, 17, 33, 300, transpose_a, transpose_b}, seed += 2);
         CheckBatchMatMul({batch_a, batch_b, 1, 33, 300, transpose_a, transpose_b}, seed += 2);
       }
+    }
+  }
+}
+
+// The libraries run one slice per pool thread, cut along the batch, the rows
+// or the columns (to multiples of 16): products big enough to be cut, with
+// every layout, a broadcast operand, a column tail and a last slice of one
+// row (a matrix-vector call on a strided row when a is transposed).
+TEST_P(DenseKernelsTest, SlicedProductsMatchNaiveLoop) {
+  if (ThreadPool::Global().num_threads() < 2) GTEST_SKIP() << "one thread: nothing is sliced";
+  uint32_t seed = 500;
+  for (bool transpose_a : {false, true}) {
+    for (bool transpose_b : {false, true}) {
+      CheckBatchMatMul({1, 1, 67, 19, 300, transpose_a, transpose_b}, seed += 2);  // rows
+      CheckBatchMatMul({1, 1, 19, 67, 300, transpose_a, transpose_b}, seed += 2);  // columns
+      CheckBatchMatMul({4, 1, 19, 9, 300, transpose_a, transpose_b}, seed += 2);   // batch
+      CheckBatchMatMul({1, 3, 19, 9, 300, transpose_a, transpose_b}, seed += 2);
+      CheckBatchMatMul({1, 1, 3, 2, 30000, transpose_a, transpose_b}, seed += 2);  // 2 + 1 rows
     }
   }
 }

@@ -151,14 +151,12 @@ std::optional<KernelChoice> TunedChoice(const MatMulSite& site, const CompileOpt
 
 std::vector<std::string> LibraryCandidates(const std::string& op, bool dynamic,
                                            const std::string& choice) {
-  // At a site with a `?` dimension the libraries pay costs that a
-  // measurement at one length, called back to back, does not show: oneDNN
-  // builds a primitive per shape (milliseconds, then cached), so every new
-  // length pays it, and OpenBLAS's threads, asleep after the work between
-  // calls, must wake (the LSTM-2 projection, once per sentence: 1.1 ms in
-  // place against 0.18 ms for the built-in kernel, though it measured
-  // faster). So under auto only static sites weigh them; "library" keeps
-  // OpenBLAS at `?` sites.
+  // At a site with a `?` dimension oneDNN pays a cost that a measurement at
+  // one length does not show: it builds a primitive per shape (milliseconds,
+  // then cached), so every new length pays it. OpenBLAS, measured at 64 rows,
+  // won BERT's sites by a few percent that the model then lost at other
+  // lengths (3-7% slower in three interleaved pairs). So under auto only
+  // static sites weigh them; "library" keeps OpenBLAS at `?` sites.
   std::vector<std::string> kernels;
   if (choice == "auto") {
     kernels.push_back(op);

@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <initializer_list>
 #include <limits>
@@ -561,18 +562,100 @@ void BuiltinMatMul(const MatMulProblem& p, const float* a, const float* b, float
   });
 }
 
-#if defined(NIMBLE_HAVE_DNNL)
 // ---------------------------------------------------------------------------
-// oneDNN: one matmul primitive per problem, created on first use (creation
-// costs far more than a small product) and kept for the life of the process.
-// Transposed operands are strided views, so nothing is copied.
+// Libraries. oneDNN and OpenBLAS run on the runtime's pool: the product is cut
+// into one slice per pool thread and each slice is a single-threaded library
+// call. Left to their own threads (OpenMP's for Debian's oneDNN, OpenBLAS's
+// pthreads), the libraries keep them spinning for milliseconds after each
+// call, on the very cores that the pool's next kernel needs: BERT compiled
+// for one length, with oneDNN at the sites where it measured fastest, ran
+// 1.35x slower than without it, and as fast once OpenMP's threads slept.
 
-void UsePoolThreadsInOpenMp() {
-  thread_local bool configured = false;
-  if (configured) return;
-  omp_set_num_threads(ThreadPool::Global().num_threads());
-  configured = true;
+// One slice of a MatMulProblem: its sizes, where its operands start, and the
+// strides of the whole operands it lies in (a row of a, of b as stored, of c;
+// a matrix of each).
+struct MatMulSlice {
+  MatMulProblem p;
+  const float* a;
+  const float* b;
+  float* c;
+  int64_t lda, ldb, ldc;
+  int64_t batch_stride_a, batch_stride_b, batch_stride_c;
+};
+
+using MatMulSliceImpl = void (*)(const MatMulSlice& slice);
+
+// Cuts `p` into at most one slice per pool thread and runs `impl` on each in
+// parallel: along the batch when there are enough matrices, else along
+// whichever of m and n is larger (splitting n gives each thread a part of b,
+// the weights of a dense layer, instead of all of it).
+void RunSlicedOnPool(MatMulSliceImpl impl, const MatMulProblem& p, const float* a, const float* b,
+                     float* c) {
+  const MatMulSlice whole{
+      .p = p,
+      .a = a,
+      .b = b,
+      .c = c,
+      .lda = p.transpose_a ? p.m : p.k,
+      .ldb = p.transpose_b ? p.k : p.n,
+      .ldc = p.n,
+      .batch_stride_a = p.m * p.k,
+      .batch_stride_b = p.n * p.k,
+      .batch_stride_c = p.m * p.n,
+  };
+  // Below this many multiply-adds a second thread costs more than it saves.
+  constexpr int64_t kMinSliceWork = int64_t{1} << 16;
+  const int64_t work = p.batch() * p.m * p.n * p.k;
+  const int64_t threads = ThreadPool::Global().num_threads();
+  const int64_t pieces = std::max<int64_t>(1, std::min(threads, work / kMinSliceWork));
+  if (pieces == 1) {
+    impl(whole);
+    return;
+  }
+  enum class Axis { kBatch, kRows, kCols };
+  const Axis axis = p.batch() >= pieces ? Axis::kBatch : p.n > p.m ? Axis::kCols : Axis::kRows;
+  const int64_t extent = axis == Axis::kBatch ? p.batch() : axis == Axis::kCols ? p.n : p.m;
+  // Column slices stay multiples of 16 so that every slice keeps whole vectors.
+  const int64_t align = axis == Axis::kCols ? 16 : 1;
+  const int64_t step = CeilDiv(CeilDiv(extent, pieces), align) * align;
+  ParallelFor(0, CeilDiv(extent, step), 1, [&](int64_t first, int64_t last) {
+    for (int64_t piece = first; piece < last; ++piece) {
+      const int64_t begin = piece * step;
+      const int64_t size = std::min(step, extent - begin);
+      MatMulSlice slice = whole;
+      switch (axis) {
+        case Axis::kBatch:
+          // A batch of one broadcasts: every slice reads the whole of it.
+          if (p.batch_a != 1) {
+            slice.p.batch_a = size;
+            slice.a += begin * whole.batch_stride_a;
+          }
+          if (p.batch_b != 1) {
+            slice.p.batch_b = size;
+            slice.b += begin * whole.batch_stride_b;
+          }
+          slice.c += begin * whole.batch_stride_c;
+          break;
+        case Axis::kRows:
+          slice.p.m = size;
+          slice.a += p.transpose_a ? begin : begin * whole.lda;
+          slice.c += begin * whole.ldc;
+          break;
+        case Axis::kCols:
+          slice.p.n = size;
+          slice.b += p.transpose_b ? begin * whole.ldb : begin;
+          slice.c += begin;
+          break;
+      }
+      impl(slice);
+    }
+  });
 }
+
+#if defined(NIMBLE_HAVE_DNNL)
+// oneDNN: one matmul primitive per slice shape, created on first use
+// (creation costs far more than a small product) and kept for the life of the
+// process. Transposed operands and slices are strided views: nothing is copied.
 
 dnnl::engine& CpuEngine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -584,28 +667,42 @@ struct DnnlPrimitive {
   dnnl::memory::desc a, b, c;
 };
 
-DnnlPrimitive CreateDnnlPrimitive(const MatMulProblem& p) {
+DnnlPrimitive CreateDnnlPrimitive(const MatMulSlice& s) {
   using dnnl::memory;
-  const memory::desc a(
-      {p.batch_a, p.m, p.k}, memory::data_type::f32,
-      p.transpose_a ? memory::dims{p.m * p.k, 1, p.m} : memory::dims{p.m * p.k, p.k, 1});
-  const memory::desc b(
-      {p.batch_b, p.k, p.n}, memory::data_type::f32,
-      p.transpose_b ? memory::dims{p.n * p.k, 1, p.k} : memory::dims{p.n * p.k, p.n, 1});
+  const MatMulProblem& p = s.p;
+  const memory::desc a({p.batch_a, p.m, p.k}, memory::data_type::f32,
+                       p.transpose_a ? memory::dims{s.batch_stride_a, 1, s.lda}
+                                     : memory::dims{s.batch_stride_a, s.lda, 1});
+  const memory::desc b({p.batch_b, p.k, p.n}, memory::data_type::f32,
+                       p.transpose_b ? memory::dims{s.batch_stride_b, 1, s.ldb}
+                                     : memory::dims{s.batch_stride_b, s.ldb, 1});
   const memory::desc c({p.batch(), p.m, p.n}, memory::data_type::f32,
-                       memory::dims{p.m * p.n, p.n, 1});
+                       memory::dims{s.batch_stride_c, s.ldc, 1});
   const dnnl::matmul::primitive_desc descriptor(dnnl::matmul::desc(a, b, c), CpuEngine());
   return {dnnl::matmul(descriptor), a, b, c};
 }
 
-std::shared_ptr<const DnnlPrimitive> CachedDnnlPrimitive(const MatMulProblem& p) {
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool>;
+std::shared_ptr<const DnnlPrimitive> CachedDnnlPrimitive(const MatMulSlice& s) {
+  using Key = std::array<int64_t, 13>;
   static std::mutex mutex;
   static std::map<Key, std::shared_ptr<const DnnlPrimitive>> cache;
-  const Key key{p.batch_a, p.batch_b, p.m, p.n, p.k, p.transpose_a, p.transpose_b};
+  const MatMulProblem& p = s.p;
+  const Key key{p.batch_a,
+                p.batch_b,
+                p.m,
+                p.n,
+                p.k,
+                p.transpose_a,
+                p.transpose_b,
+                s.lda,
+                s.ldb,
+                s.ldc,
+                s.batch_stride_a,
+                s.batch_stride_b,
+                s.batch_stride_c};
   std::lock_guard lock(mutex);
   std::shared_ptr<const DnnlPrimitive>& entry = cache[key];
-  if (!entry) entry = std::make_shared<const DnnlPrimitive>(CreateDnnlPrimitive(p));
+  if (!entry) entry = std::make_shared<const DnnlPrimitive>(CreateDnnlPrimitive(s));
   return entry;
 }
 
@@ -614,35 +711,32 @@ std::string ProblemString(const MatMulProblem& p) {
          ", m=" + std::to_string(p.m) + ", n=" + std::to_string(p.n) + ", k=" + std::to_string(p.k);
 }
 
-void DnnlMatMul(const MatMulProblem& p, const float* a, const float* b, float* c) {
-  UsePoolThreadsInOpenMp();
+void DnnlMatMulSlice(const MatMulSlice& s) {
+  // OpenMP's thread count is per thread: each pool thread runs its slice alone.
+  thread_local const bool single_threaded = (omp_set_num_threads(1), true);
+  (void)single_threaded;
   try {
-    const std::shared_ptr<const DnnlPrimitive> primitive = CachedDnnlPrimitive(p);
+    const std::shared_ptr<const DnnlPrimitive> primitive = CachedDnnlPrimitive(s);
     dnnl::engine& engine = CpuEngine();
     thread_local dnnl::stream stream(engine);
     // oneDNN takes non-const handles but reads the inputs only.
-    dnnl::memory a_memory(primitive->a, engine, const_cast<float*>(a));
-    dnnl::memory b_memory(primitive->b, engine, const_cast<float*>(b));
-    dnnl::memory c_memory(primitive->c, engine, c);
+    dnnl::memory a_memory(primitive->a, engine, const_cast<float*>(s.a));
+    dnnl::memory b_memory(primitive->b, engine, const_cast<float*>(s.b));
+    dnnl::memory c_memory(primitive->c, engine, s.c);
     primitive->matmul.execute(
         stream, {{DNNL_ARG_SRC, a_memory}, {DNNL_ARG_WEIGHTS, b_memory}, {DNNL_ARG_DST, c_memory}});
     stream.wait();
   } catch (const dnnl::error& error) {
-    throw Error("oneDNN matmul (" + ProblemString(p) + ") failed: " + error.what());
+    throw Error("oneDNN matmul (" + ProblemString(s.p) + ") failed: " + error.what());
   }
+}
+
+void DnnlMatMul(const MatMulProblem& p, const float* a, const float* b, float* c) {
+  RunSlicedOnPool(DnnlMatMulSlice, p, a, b, c);
 }
 #endif
 
-// ---------------------------------------------------------------------------
-// OpenBLAS: one cblas call per batch entry; OpenBLAS threads each call itself.
-
-void UsePoolThreadsInOpenBlas() {
-  static const bool configured = [] {
-    openblas_set_num_threads(ThreadPool::Global().num_threads());
-    return true;
-  }();
-  (void)configured;
-}
+// OpenBLAS: one cblas call per matrix of the slice.
 
 blasint BlasIndex(int64_t value) {
   if (value > std::numeric_limits<blasint>::max()) {
@@ -651,28 +745,38 @@ blasint BlasIndex(int64_t value) {
   return static_cast<blasint>(value);
 }
 
-void OpenBlasMatMul(const MatMulProblem& p, const float* a, const float* b, float* c) {
-  UsePoolThreadsInOpenBlas();
+void OpenBlasMatMulSlice(const MatMulSlice& s) {
+  const MatMulProblem& p = s.p;
   const blasint m = BlasIndex(p.m);
   const blasint n = BlasIndex(p.n);
   const blasint k = BlasIndex(p.k);
+  const blasint lda = BlasIndex(s.lda);
+  const blasint ldb = BlasIndex(s.ldb);
+  const blasint ldc = BlasIndex(s.ldc);
   for (int64_t batch = 0; batch < p.batch(); ++batch) {
-    const float* a_i = a + (p.batch_a == 1 ? 0 : batch) * p.m * p.k;
-    const float* b_i = b + (p.batch_b == 1 ? 0 : batch) * p.n * p.k;
-    float* c_i = c + batch * p.m * p.n;
+    const float* a_i = s.a + (p.batch_a == 1 ? 0 : batch) * s.batch_stride_a;
+    const float* b_i = s.b + (p.batch_b == 1 ? 0 : batch) * s.batch_stride_b;
+    float* c_i = s.c + batch * s.batch_stride_c;
     if (m == 1) {
-      // A single row of a is k contiguous values whichever way it is stored.
+      // A single row of a: k values, a column of the stored [k, m] when transposed.
+      const blasint step_a = p.transpose_a ? lda : 1;
       if (p.transpose_b) {
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, b_i, k, a_i, 1, 0.0f, c_i, 1);
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, b_i, ldb, a_i, step_a, 0.0f, c_i, 1);
       } else {
-        cblas_sgemv(CblasRowMajor, CblasTrans, k, n, 1.0f, b_i, n, a_i, 1, 0.0f, c_i, 1);
+        cblas_sgemv(CblasRowMajor, CblasTrans, k, n, 1.0f, b_i, ldb, a_i, step_a, 0.0f, c_i, 1);
       }
     } else {
       cblas_sgemm(CblasRowMajor, p.transpose_a ? CblasTrans : CblasNoTrans,
-                  p.transpose_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a_i,
-                  p.transpose_a ? m : k, b_i, p.transpose_b ? k : n, 0.0f, c_i, n);
+                  p.transpose_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a_i, lda, b_i, ldb,
+                  0.0f, c_i, ldc);
     }
   }
+}
+
+void OpenBlasMatMul(const MatMulProblem& p, const float* a, const float* b, float* c) {
+  static const bool single_threaded = (openblas_set_num_threads(1), true);
+  (void)single_threaded;
+  RunSlicedOnPool(OpenBlasMatMulSlice, p, a, b, c);
 }
 
 // ---------------------------------------------------------------------------

@@ -256,7 +256,8 @@ TEST_F(ReportTest, TableFourGivesMillisecondsAtTheRunsLength) {
               {"fixed_len_static_us_per_token", 150, "us"},
               {"fixed_len_dynamic_us_per_token", 190, "us"},
               {"fixed_len_dynamic_kernel_us_per_token", 164.5, "us"},
-              {"fixed_len_dynamic_other_us_per_token", 25.5, "us"}});
+              {"fixed_len_dynamic_other_us_per_token", 25.5, "us"},
+              {"fixed_len_dynamic_over_static", 1.0234, "ratio"}});
   Record(RunInfoOf("bert", kBertBase), 200);  // no static length: not in Table 4
   const Report report = Build();
   const Table& table = TableOf(report, "table4");
@@ -272,6 +273,7 @@ TEST_F(ReportTest, TableFourGivesMillisecondsAtTheRunsLength) {
   EXPECT_EQ(At(table, *row, "Kernels (ms)").text, "21.06");
   EXPECT_EQ(At(table, *row, "Others (ms)").text, "3.26");
   EXPECT_THAT(At(table, *row, "Others (ms)").value, Optional(DoubleNear(3.264, 1e-9)));
+  EXPECT_EQ(At(table, *row, "Dynamic / static").text, "1.023");
   EXPECT_EQ(At(table, *row, "Paper: static / dynamic / kernels / others").text,
             "19.38 / 24.32 / 21.06 / 3.26");
   const auto paper = PaperRows(table);
@@ -296,6 +298,7 @@ TEST_F(ReportTest, TableFourShowsAnUnrecordedFigureAsAGap) {
   EXPECT_EQ(At(table, *row, "Dynamic (ms)").text, "3.20");
   EXPECT_TRUE(At(table, *row, "Static (ms)").gap);
   EXPECT_EQ(At(table, *row, "Static (ms)").text, "not recorded");
+  EXPECT_EQ(At(table, *row, "Dynamic / static").text, "not recorded");
   EXPECT_EQ(At(table, *row, "Paper: static / dynamic / kernels / others").text, "");
 }
 
@@ -313,7 +316,8 @@ TEST_F(ReportTest, TableFourShowsAnEmulatedRunAsGaps) {
   const Table& table = TableOf(report, "table4");
   const std::vector<Cell>* row = RowOfRun(table, run);
   ASSERT_NE(row, nullptr);
-  for (const std::string column : {"Static (ms)", "Dynamic (ms)", "Kernels (ms)", "Others (ms)"}) {
+  for (const std::string column :
+       {"Static (ms)", "Dynamic (ms)", "Kernels (ms)", "Others (ms)", "Dynamic / static"}) {
     EXPECT_TRUE(At(table, *row, column).gap) << column;
     EXPECT_EQ(At(table, *row, column).text, "emulated") << column;
     EXPECT_FALSE(At(table, *row, column).value.has_value()) << column;
