@@ -2,25 +2,30 @@
 // for the sizes asked for.
 //
 // The hidden state stays (1, L, H) from the embeddings to the pooler, so
-// nn.dense, nn.layer_norm and the residual adds take it as it is. Attention
-// is laid out so that no transpose kernel runs: nn.batch_matmul multiplies
-// the hidden state (batch 1, broadcast) by the per-head views of the weights,
-// and which operand comes first decides the layout of the product:
+// nn.dense, nn.layer_norm and the residual adds take it as it is. In
+// attention nn.batch_matmul multiplies the hidden state (batch 1, broadcast)
+// by the per-head views of the weights, and which operand comes first decides
+// the layout of the product:
 //
 //   q  = x · Wq_hᵀ        (heads, L, dh)   x (1, L, H), Wq as (heads, dh, H)
 //   k  = x · Wk_hᵀ        (heads, L, dh)
 //   vᵀ = Wv_h · xᵀ        (heads, dh, L)
 //   p  = softmax(q · kᵀ)  (heads, L, L)
-//   cᵀ = vᵀ · pᵀ          (heads, dh, L) = the context (L, H) transposed
-//   out = c · Woᵀ         batch_matmul(cᵀ as (1, H, L), Wo, transpose_a)
+//   cᵀ = vᵀ · pᵀ          (heads, dh, L)
+//   c  = cᵀ transposed to (L, heads, dh), as (1, L, H)
+//   out = c · Woᵀ         nn.dense
 //
-// (The built-in matmul packs a transposed operand inside the call, oneDNN
-// reads it strided; either way no kernel call or tensor is added for it.)
+// The context's transpose is the one copy attention makes (a kernel with its
+// reshape, about 0.1 ms at L = 128 on a 2-core Zen3). It pays for itself: the
+// output projection becomes an nn.dense on a constant weight, which the
+// compiler packs (transform/pack_dense_weights.h), where multiplying cᵀ
+// directly (batch_matmul with transpose_a) took 1.5 ms a layer against 0.7
+// (`nimble run --profile`, BERT-base at L = 128).
 // The per-head views, 1/sqrt(dh) folded into Wq and bq, are reshapes and
 // multiplies of constants, which constant folding computes at compile time,
 // so the weights stay the peer's state_dict tensors. One layer is 21 kernel
-// calls: 6 batch matmuls, 2 denses, 8 adds, softmax, the context reshape, 2
-// layer norms and gelu.
+// calls: 5 batch matmuls, 3 denses, 8 adds, softmax, the context's transpose,
+// 2 layer norms and gelu.
 #include "models/bert/bert.h"
 
 #include <cmath>
@@ -94,7 +99,6 @@ void EncoderLayer(const BertOptions& options, int layer, std::ostringstream& tex
   Let(text, "bk" + n, view("attn.key.bias", heads + ", 1, " + dh));
   Let(text, "wv" + n, view("attn.value.weight", per_head));
   Let(text, "bv" + n, view("attn.value.bias", heads + ", " + dh + ", 1"));
-  Let(text, "wo" + n, view("attn_out.weight", "1, " + hidden + ", " + hidden));
   Let(text, "q" + n, "add(nn.batch_matmul(" + x + ", %wq" + n + "), %bq" + n + ")",
       "(" + heads + ", L, " + dh + ")");
   Let(text, "k" + n, "add(nn.batch_matmul(" + x + ", %wk" + n + "), %bk" + n + ")",
@@ -103,10 +107,11 @@ void EncoderLayer(const BertOptions& options, int layer, std::ostringstream& tex
       "(" + heads + ", " + dh + ", L)");
   Let(text, "probs" + n, "nn.softmax(nn.batch_matmul(%q" + n + ", %k" + n + "), axis=-1)",
       "(" + heads + ", L, L)");
-  Let(text, "context_t" + n,
-      "reshape(nn.batch_matmul(%v_t" + n + ", %probs" + n + "), newshape=[1, " + hidden + ", -1])",
-      "(1, " + hidden + ", L)");
-  Let(text, "attention" + n, "nn.batch_matmul(%context_t" + n + ", %wo" + n + ", transpose_a=True)",
+  Let(text, "context" + n,
+      "reshape(transpose(nn.batch_matmul(%v_t" + n + ", %probs" + n +
+          "), axes=[2, 0, 1]), newshape=[1, -1, " + hidden + "])",
+      "(1, L, " + hidden + ")");
+  Let(text, "attention" + n, "nn.dense(%context" + n + ", " + weight("attn_out.weight") + ")",
       "(1, L, " + hidden + ")");
   Let(text, "h" + n,
       LayerNorm("add(add(%attention" + n + ", " + weight("attn_out.bias") + "), " + x + ")",
