@@ -151,12 +151,13 @@ std::optional<KernelChoice> TunedChoice(const MatMulSite& site, const CompileOpt
 
 std::vector<std::string> LibraryCandidates(const std::string& op, bool dynamic,
                                            const std::string& choice) {
-  // At a site with a `?` dimension oneDNN pays a cost that a measurement at
-  // one length does not show: it builds a primitive per shape (milliseconds,
-  // then cached), so every new length pays it. OpenBLAS, measured at 64 rows,
-  // won BERT's sites by a few percent that the model then lost at other
-  // lengths (3-7% slower in three interleaved pairs). So under auto only
-  // static sites weigh them; "library" keeps OpenBLAS at `?` sites.
+  // A site with a `?` dimension is measured at one length, and the libraries'
+  // wins there did not hold at the others: oneDNN builds a primitive per
+  // shape (the process's first about 6 ms, later ones 10-25 us, then cached),
+  // and with it at BERT's `?` sites the model ran 1.09x slower (median of four
+  // interleaved pairs); OpenBLAS won BERT's sites by a few percent that the
+  // model lost (3-7% slower in three pairs). So under auto only static sites
+  // weigh them; "library" keeps OpenBLAS at `?` sites.
   std::vector<std::string> kernels;
   if (choice == "auto") {
     kernels.push_back(op);
