@@ -65,9 +65,11 @@ bool IsHostTarget(const std::string& target);
 std::vector<double> InterleavedSecondsPerCall(const std::vector<std::function<void()>>& runs);
 
 // Kernels on float32 tensors of a site's measured shapes. Each call is
-// followed by the same piece of parallel work on the runtime's thread pool:
-// a library whose threads keep spinning after a call (OpenBLAS's, OpenMP's
-// for oneDNN) slows what runs next on the same cores, and that cost is its.
+// followed by the same piece of parallel work on the runtime's thread pool,
+// as in a model, where other kernels run between two calls of a site: a
+// kernel that leaves threads busy after it returns would slow that work, and
+// the cost would be its. (The libraries run on the pool, one slice per
+// thread, so today none does; see nimble/vm/kernels/dense.cc.)
 class SiteMeasurer {
  public:
   // `module` holds the sites (after the pipeline); generated kernels are
