@@ -108,9 +108,13 @@ class SiteTimer {
 
  private:
   // A generated kernel is measured per template configuration.
+  // A library kernel's key says it ran on the runtime's pool: measurements
+  // of the libraries on their own threads, which earlier builds recorded
+  // under the bare name, no longer hold and must not be read back.
   std::string Key(const MatMulSite& site, const std::string& kernel) const {
-    return kernel == kGeneratedKernel ? site.op + ".generated " + te::MatMulKnobsText(matmul_)
-                                      : kernel;
+    if (kernel == kGeneratedKernel) return site.op + ".generated " + te::MatMulKnobsText(matmul_);
+    if (kernel.ends_with(".dnnl") || kernel.ends_with(".openblas")) return kernel + " on the pool";
+    return kernel;
   }
   std::string ProcessKey(const MatMulSite& site, const std::string& kernel) const {
     return std::to_string(host_.threads) + "|" + Key(site, kernel) + "|" + AttrsText(site.attrs) +
