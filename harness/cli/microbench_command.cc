@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -10,6 +9,7 @@
 
 #include "harness/bench/dispatch_figures.h"
 #include "harness/bench/dispatch_microbench.h"
+#include "harness/bench/fixed_text.h"
 #include "harness/bench/host_info.h"
 #include "harness/bench/results_db.h"
 #include "harness/bench/run_record.h"
@@ -37,12 +37,6 @@ DenseShape ParseShape(const std::string& text) {
     throw CLI::ValidationError("--shapes", "expected INxOUT (e.g. 768x3072), got '" + text + "'");
   }
   return shape;
-}
-
-std::string Fixed(double value, int decimals) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
-  return buffer;
 }
 
 const Measurement* Find(const std::vector<Measurement>& figures, const std::string& name) {

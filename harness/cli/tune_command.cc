@@ -2,12 +2,12 @@
 
 #include <unistd.h>
 
-#include <cstdio>
 #include <iostream>
 #include <iterator>
 #include <memory>
 #include <sstream>
 
+#include "harness/bench/fixed_text.h"
 #include "harness/bench/host_info.h"
 #include "harness/cli/progress_bar.h"
 #include "harness/cli/run_command.h"
@@ -33,12 +33,6 @@ struct TuneCommand {
   std::string secret_file;
   std::string tls_ca;
 };
-
-std::string Fixed(double value, int decimals) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
-  return buffer;
-}
 
 std::string Summary(const TuneCommand& command, const std::vector<tuning::SiteOutcome>& outcomes) {
   std::ostringstream out;

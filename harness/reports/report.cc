@@ -1,12 +1,12 @@
 #include "harness/reports/report.h"
 
-#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
 
 #include "harness/bench/dispatch_figures.h"
+#include "harness/bench/fixed_text.h"
 #include "nimble/compiler/support/sqlite_util.h"
 
 namespace nimble::reports {
@@ -79,11 +79,7 @@ std::optional<double> PaperFigure(const std::string& model, const std::string& s
   return std::nullopt;
 }
 
-std::string Fixed(double value, int decimals) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
-  return buffer;
-}
+using bench::Fixed;
 
 std::string PaperOverheadText(const PaperOverhead& entry) {
   return Fixed(entry.tvm_static_ms, 2) + " / " + Fixed(entry.nimble_ms, 2) + " / " +
