@@ -256,7 +256,7 @@ backend::CompileOptions CompileOptionsOf(const BenchOptions& options) {
 ir::IRModule ModelModule(const BenchOptions& options) {
   if (options.model != "onnx") return BuildModel(options).Module();
 #if NIMBLE_HAVE_ONNX
-  return onnx_import::ImportOnnxFile(options.onnx);
+  return onnx_import::ImportOnnxFile(options.onnx, {.dim_bounds = options.onnx_dim_bounds});
 #else
   throw Error(options.onnx + ": ONNX import is not in this build (libonnx-dev, libprotobuf-dev)");
 #endif
@@ -282,6 +282,7 @@ std::string ConfigurationJson(const BenchOptions& options) {
   nlohmann::ordered_json config;
   if (options.model == "onnx") {
     config = {{"onnx", options.onnx}};
+    if (!options.onnx_dim_bounds.empty()) config["dim_bounds"] = options.onnx_dim_bounds;
   } else if (options.model == "lstm") {
     config = {{"input_size", options.lstm.input_size},
               {"hidden_size", options.lstm.hidden_size},

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ struct BenchOptions {
   // An ONNX model to import and run instead of a builder's (inputs from the
   // dataset by the graph's input names and types: OnnxSamples).
   std::string onnx;
+  // Bounds of the ONNX model's named input dimensions
+  // (onnx_import::ImportOptions::dim_bounds).
+  std::map<std::string, int64_t> onnx_dim_bounds;
   std::string target = "intel";
   DatasetSpec dataset;
   int warmup = 8;

@@ -55,6 +55,7 @@ constexpr size_t kSummaryValues = 8;
 struct CheckOptions {
   std::string program;
   std::string params;
+  std::vector<std::string> dim_bounds;  // an ONNX model's --dim-bound NAME=N
 };
 
 // Which kernels run the program's ops (backend::CompileOptions::kernels) and
@@ -117,6 +118,7 @@ backend::CompileOptions WithKernels(backend::CompileOptions options, const Kerne
 struct CompileOptions {
   std::string program;
   std::string params;
+  std::vector<std::string> dim_bounds;
   std::string target = "intel";
   // The functions the executable keeps (with what they call); empty: @main,
   // or every function of a module without @main.
@@ -128,6 +130,7 @@ struct CompileOptions {
 struct RunOptions {
   std::string program;
   std::string params;
+  std::vector<std::string> dim_bounds;
   std::vector<std::string> inputs;
   std::string out_dir;
   std::string function = "main";
@@ -172,7 +175,7 @@ bool IsExecutableFile(const std::string& path) {
 }
 
 void Check(const CheckOptions& options) {
-  ir::IRModule module = LoadProgram(options.program, options.params, "main");
+  ir::IRModule module = LoadProgram(options.program, options.params, "main", options.dim_bounds);
   std::cout << text::PrintModule(module, text::PrintOptions{.show_types = true});
 }
 
@@ -195,7 +198,8 @@ ir::Function EntryOf(const ir::IRModule& module, const std::string& path,
 }
 
 void Compile(const CompileOptions& options) {
-  const ir::IRModule module = LoadProgram(options.program, options.params, "main");
+  const ir::IRModule module =
+      LoadProgram(options.program, options.params, "main", options.dim_bounds);
   try {
     backend::Compile(module, WithKernels({.target = options.target,
                                           .entry_functions = options.functions,
@@ -215,13 +219,15 @@ vm::Executable LoadOrCompile(const RunOptions& options) {
       throw Error(path + ": --params applies to programs, not executables");
     }
     if (!options.plan_memory) throw Error(path + ": --no-memory-plan applies to programs");
+    if (!options.dim_bounds.empty()) throw Error(path + ": --dim-bound applies to ONNX models");
     if (options.kernels.kernels != "auto" || !options.kernels.fusion ||
         options.kernels.tuning_db != backend::DefaultTuningDatabase()) {
       throw Error(path + ": --kernels, --no-fusion and --tuning-db apply to programs");
     }
     return vm::Executable::LoadFromFile(path);
   }
-  const ir::IRModule module = LoadProgram(path, options.params, options.function);
+  const ir::IRModule module =
+      LoadProgram(path, options.params, options.function, options.dim_bounds);
   EntryOf(module, path, options.function);
   try {
     return backend::Compile(module, WithKernels({.entry_functions = {options.function},
@@ -258,7 +264,8 @@ Ref<Object> RunOnEvaluator(const RunOptions& options, const std::vector<Ref<Obje
   }
   if (options.profile) throw Error("--profile needs --engine vm");
   if (options.warmup > 0) throw Error("--warmup needs --engine vm");
-  const ir::IRModule module = LoadProgram(options.program, options.params, options.function);
+  const ir::IRModule module =
+      LoadProgram(options.program, options.params, options.function, options.dim_bounds);
   std::vector<std::string> params;
   for (const ir::Var& param : EntryOf(module, options.program, options.function)->params) {
     params.push_back(param->name_hint);
@@ -454,12 +461,13 @@ struct ImportOptions {
   std::string model;   // .onnx
   std::string out;     // .relay
   std::string params;  // .npz
+  std::vector<std::string> dim_bounds;
 };
 
 // Writes an ONNX model as a program and its weights, which then run, dump
 // and compile like any other (the printed program parses back to the same).
 void ImportModel(const ImportOptions& options) {
-  const ir::IRModule module = LoadProgram(options.model, "", "main");
+  const ir::IRModule module = LoadProgram(options.model, "", "main", options.dim_bounds);
   text::ParamMap weights;
   const std::string program = text::PrintModule(module, {.constants_out = &weights});
   std::ofstream out(options.out, std::ios::binary);
@@ -483,6 +491,13 @@ std::string OneLine(std::string message) {
   return message;
 }
 
+// --dim-bound on a subcommand that reads an ONNX model.
+void AddDimBoundOption(CLI::App* command, std::vector<std::string>& dim_bounds) {
+  command->add_option("--dim-bound", dim_bounds,
+                      "An ONNX model: NAME=N types its input dimension NAME (a dim_param such as "
+                      "'sequence') `?<=N`, so that storage is planned once for N; repeatable");
+}
+
 int Main(int argc, char** argv) {
   CLI::App app{"nimble: a compiler and virtual machine for dynamic neural networks"};
   app.require_subcommand(1);
@@ -494,6 +509,7 @@ int Main(int argc, char** argv) {
   check_command->add_option("--params", check.params,
                             "An .npz of named tensors: meta[relay.Constant][NAME] values and "
                             "@main parameters bound by name");
+  AddDimBoundOption(check_command, check.dim_bounds);
 
   CompileOptions compile;
   CLI::App* compile_command =
@@ -509,6 +525,7 @@ int Main(int argc, char** argv) {
                               "A function the executable keeps, with what it calls; repeatable "
                               "(default: main, or every function of a program without @main)");
   AddKernelOptions(compile_command, compile.kernels);
+  AddDimBoundOption(compile_command, compile.dim_bounds);
   compile_command->add_option("-o,--output", compile.out, "The executable to write (.nimble)")
       ->required();
 
@@ -522,6 +539,7 @@ int Main(int argc, char** argv) {
   run_command->add_option("--params", run.params,
                           "An .npz of named tensors: meta[relay.Constant][NAME] values and "
                           "parameters of the function bound by name");
+  AddDimBoundOption(run_command, run.dim_bounds);
   run_command->add_option("--input", run.inputs,
                           "A .npy per remaining parameter of the function, in order");
   run_command->add_option("--out", run.out_dir,
@@ -623,6 +641,7 @@ int Main(int argc, char** argv) {
       ->required();
   import_command->add_option("--params", import_model.params, "The weights to write (.npz)")
       ->required();
+  AddDimBoundOption(import_command, import_model.dim_bounds);
 
   try {
     app.parse(argc, argv);

@@ -4,8 +4,10 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
+#include "harness/cli/dim_bounds.h"
 #include "nimble/compiler/ir/bind_params.h"
 #if NIMBLE_HAVE_ONNX
 #include "nimble/compiler/onnx/onnx_import.h"
@@ -46,14 +48,19 @@ std::string LocateInFile(const std::string& message, const std::string& file) {
 }
 
 ir::IRModule LoadProgram(const std::string& program_path, const std::string& params_path,
-                         const std::string& entry) {
+                         const std::string& entry, const std::vector<std::string>& dim_bounds) {
+  const std::map<std::string, int64_t> bounds = ParseDimBounds(dim_bounds);
   if (program_path.ends_with(".onnx")) {
     if (!params_path.empty()) throw Error(params_path + ": an ONNX model carries its weights");
 #if NIMBLE_HAVE_ONNX
-    return onnx_import::ImportOnnxFile(program_path);
+    return onnx_import::ImportOnnxFile(program_path, {.dim_bounds = bounds});
 #else
     throw Error(program_path + ": ONNX import is not in this build (libonnx-dev, libprotobuf-dev)");
 #endif
+  }
+  if (!bounds.empty()) {
+    throw Error(program_path +
+                ": --dim-bound applies to ONNX models (a program's text writes `?<=N` itself)");
   }
   text::ParamMap params;
   if (!params_path.empty()) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "nimble/compiler/ir/module.h"
 
@@ -14,8 +15,11 @@ namespace nimble::cli {
 // .npz; no file when empty) are (a) the values of `meta[relay.Constant][name]` in the text and (b)
 // bound into the parameters of the global `entry` that share their names, which thereby stop being
 // parameters. Then infers types.
+// `dim_bounds` ("NAME=N", from --dim-bound) bound an ONNX model's named
+// input dimensions (onnx_import::ImportOptions); they are an error for a
+// program, whose text writes `?<=N` itself.
 ir::IRModule LoadProgram(const std::string& program_path, const std::string& params_path,
-                         const std::string& entry);
+                         const std::string& entry, const std::vector<std::string>& dim_bounds = {});
 
 // Prefixes `message` with the file when it starts with a bare "line:col:", as
 // errors of type inference and evaluation do.

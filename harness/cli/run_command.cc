@@ -20,6 +20,7 @@
 #include "harness/bench/results_db.h"
 #include "harness/bench/run_record.h"
 #include "harness/cli/callgrind.h"
+#include "harness/cli/dim_bounds.h"
 #include "harness/cli/progress_bar.h"
 #include "harness/protocol/auth.h"
 #include "harness/protocol/client.h"
@@ -227,6 +228,10 @@ void ApplySizes(RunCommand& command) {
     if (!bench.model.empty()) throw Error("--onnx and --model name two models: give one");
     bench.model = "onnx";
   }
+  if (!command.dim_bounds.empty() && bench.onnx.empty()) {
+    throw Error("--dim-bound applies to an --onnx model");
+  }
+  bench.onnx_dim_bounds = cli::ParseDimBounds(command.dim_bounds);
   if (command.layers > 0) {
     bench.lstm.layers = command.layers;
     bench.bert.layers = command.layers;
@@ -251,6 +256,9 @@ void AddRunOptions(CLI::App* command, RunCommand& run) {
   command->add_option("--onnx", run.bench.onnx,
                       "An ONNX model instead (token ids or word vectors from --dataset, by its "
                       "inputs' names and types)");
+  command->add_option("--dim-bound", run.dim_bounds,
+                      "With --onnx: NAME=N types the model's input dimension NAME `?<=N`, so "
+                      "that storage is planned once for N; repeatable");
   command->add_option("--layers", run.layers, "LSTM: 1 or 2 (default 1); BERT: default 12")
       ->check(CLI::Range(1, 24));
   command

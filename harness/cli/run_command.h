@@ -22,6 +22,7 @@ struct RunCommand {
   int sentences = 0;
   int threads = 0;
   std::string weights;
+  std::vector<std::string> dim_bounds;  // --dim-bound NAME=N, for --onnx
   std::string db = "results.db";
   bool json = false;
   bool emulate = false;             // correctness run under an emulator, recorded as such

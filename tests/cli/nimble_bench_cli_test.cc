@@ -512,4 +512,19 @@ TEST_F(NimbleBenchCli, AnOnnxModelRunsOnTheDatasetAndIsRecorded) {
   const Outcome both = Bench({"run", "--onnx", model, "--model", "bert", "--db", Db()});
   EXPECT_NE(both.status, 0);
   EXPECT_THAT(both.out, HasSubstr("--onnx and --model name two models"));
+
+  // A bounded sequence: storage planned once for the bound, in one region.
+  const Outcome bounded = Bench(With(
+      {"run", "--onnx", model, "--dim-bound", "sequence=512", "--db", Db(), "--json"}, kQuick));
+  ASSERT_EQ(bounded.status, 0) << bounded.out;
+  const nlohmann::json bounded_result = nlohmann::json::parse(bounded.out);
+  EXPECT_EQ(bounded_result["configuration"]["dim_bounds"]["sequence"], 512);
+  const auto allocations = [](const nlohmann::json& run) {
+    return run["measurements"]["alloc_storage_per_sentence_planned"]["value"].get<double>();
+  };
+  EXPECT_LT(allocations(bounded_result), allocations(result));
+  const Outcome misplaced =
+      Bench({"run", "--model", "bert", "--dim-bound", "sequence=512", "--db", Db()});
+  EXPECT_NE(misplaced.status, 0);
+  EXPECT_THAT(misplaced.out, HasSubstr("--dim-bound applies to an --onnx model"));
 }

@@ -1013,6 +1013,42 @@ TEST_F(NimbleCli, OnnxModelsImportRunAndCompile) {
   }
 }
 
+// --dim-bound types a named dimension `?<=N`: the VM then refuses a larger
+// input, and a name or form it cannot take is a user error.
+TEST_F(NimbleCli, OnnxDimensionsTakeABound) {
+  const std::string model = WriteOnnxModel(dir_);
+  if (model.empty()) GTEST_SKIP() << "/usr/bin/python3 has no onnx (apt install python3-onnx)";
+  const Outcome checked = Nimble({"check", model, "--dim-bound", "batch=3"});
+  ASSERT_EQ(checked.status, 0) << checked.err;
+  EXPECT_THAT(checked.out, HasSubstr("%x: Tensor[(?<=3, 4), float32]"));
+  ASSERT_EQ(Nimble({"import", model, "-o", Temp("bounded.relay"), "--params", Temp("bounded.npz"),
+                    "--dim-bound", "batch=3"})
+                .status,
+            0);
+  EXPECT_THAT(ReadFile(Temp("bounded.relay")), HasSubstr("%x: Tensor[(?<=3, 4), float32]"));
+  WriteNpy(Temp("two.npy"), TensorNode::Empty({2, 4}, DataType::Float32()));
+  WriteNpy(Temp("four.npy"), TensorNode::Empty({4, 4}, DataType::Float32()));
+  EXPECT_EQ(Nimble({"run", model, "--dim-bound", "batch=3", "--input", Temp("two.npy")}).status, 0);
+  const Outcome past =
+      Nimble({"run", model, "--dim-bound", "batch=3", "--input", Temp("four.npy")});
+  EXPECT_EQ(past.status, 1);
+  EXPECT_THAT(past.err, HasSubstr("(4, 4)"));
+
+  ExpectUserError(
+      Nimble({"check", model, "--dim-bound", "sequence=8"}),
+      model +
+          ": a bound is given for dimension 'sequence', which no graph input has (their "
+          "named dimensions: 'batch')");
+  for (const std::string bad : {"batch", "batch=0", "batch=x", "=4", "batch=4k"}) {
+    ExpectUserError(Nimble({"check", model, "--dim-bound", bad}), "--dim-bound takes NAME=N");
+  }
+  ExpectUserError(Nimble({"check", model, "--dim-bound", "batch=3", "--dim-bound", "batch=4"}),
+                  "--dim-bound gives dimension 'batch' twice");
+  ExpectUserError(Nimble({"check", Temp("bounded.relay"), "--params", Temp("bounded.npz"),
+                          "--dim-bound", "batch=3"}),
+                  Temp("bounded.relay") + ": --dim-bound applies to ONNX models");
+}
+
 TEST_F(NimbleCli, BadOnnxFilesAreUserErrors) {
   const std::string junk = WriteTemp("junk.onnx", "this is not a protobuf \xff\xff\xff");
   ExpectUserError(Nimble({"run", junk}), junk + ": not an ONNX model");

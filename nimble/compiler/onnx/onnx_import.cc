@@ -33,8 +33,9 @@ std::string NodeName(const onnx::NodeProto& node, size_t index) {
 
 class GraphImporter {
  public:
-  GraphImporter(const onnx::GraphProto& graph, int64_t opset, const std::string& source)
-      : graph_(graph), opset_(opset), source_(source) {}
+  GraphImporter(const onnx::GraphProto& graph, int64_t opset, const std::string& source,
+                const ImportOptions& options)
+      : graph_(graph), opset_(opset), source_(source), options_(options) {}
 
   ir::IRModule Run() {
     std::set<std::string> used_names;
@@ -51,6 +52,7 @@ class GraphImporter {
       params.push_back(Make<ir::VarNode>(Identifier(input.name()), InputType(input)));
       values_[input.name()] = {params.back(), std::nullopt, {}};
     }
+    CheckDimBoundsNameInputDims();
     for (size_t index : TopologicalOrder()) Convert(graph_.node(static_cast<int>(index)), index);
     std::vector<ir::Expr> outputs;
     for (const onnx::ValueInfoProto& output : graph_.output()) {
@@ -69,7 +71,8 @@ class GraphImporter {
  private:
   [[noreturn]] void Fail(const std::string& reason) const { throw Error(source_ + ": " + reason); }
 
-  ir::Type InputType(const onnx::ValueInfoProto& input) const {
+  // Records the input's named dimensions in dim_names_.
+  ir::Type InputType(const onnx::ValueInfoProto& input) {
     const std::string what = "graph input '" + input.name() + "'";
     if (!input.type().has_tensor_type()) Fail(what + " is not a tensor");
     const onnx::TypeProto::Tensor& tensor = input.type().tensor_type();
@@ -79,9 +82,38 @@ class GraphImporter {
       if (dim.has_dim_value() && (dim.dim_value() < 0 || dim.dim_value() > kMaxDimension)) {
         Fail(what + " has a dimension of " + std::to_string(dim.dim_value()));
       }
-      shape.push_back(dim.has_dim_value() ? ir::Dim(dim.dim_value()) : ir::Dim::Any());
+      if (dim.has_dim_value()) {
+        shape.push_back(ir::Dim(dim.dim_value()));
+        continue;
+      }
+      std::optional<int64_t> bound;
+      if (dim.has_dim_param()) {
+        dim_names_.insert(dim.dim_param());
+        if (const auto found = options_.dim_bounds.find(dim.dim_param());
+            found != options_.dim_bounds.end()) {
+          bound = found->second;
+        }
+      }
+      shape.push_back(ir::Dim::AnyAtMost(bound));
     }
     return ir::MakeTensorType(shape, DTypeFromOnnx(tensor.elem_type(), what));
+  }
+
+  void CheckDimBoundsNameInputDims() const {
+    for (const auto& [name, bound] : options_.dim_bounds) {
+      if (bound < 0 || bound > kMaxDimension) {
+        Fail("the bound of dimension '" + name + "' must be between 0 and " +
+             std::to_string(kMaxDimension) + ", got " + std::to_string(bound));
+      }
+      if (dim_names_.contains(name)) continue;
+      std::string names;
+      for (const std::string& known : dim_names_)
+        names += (names.empty() ? "'" : ", '") + known + "'";
+      Fail("a bound is given for dimension '" + name + "', which no graph input has (" +
+           (names.empty() ? std::string("the inputs have no named dimensions")
+                          : "their named dimensions: " + names) +
+           ")");
+    }
   }
 
   // The nodes in an order where each comes after what defines its inputs
@@ -202,6 +234,8 @@ class GraphImporter {
   const onnx::GraphProto& graph_;
   const int64_t opset_;
   const std::string source_;
+  const ImportOptions& options_;
+  std::set<std::string> dim_names_;  // the inputs' named dimensions
   ir::IRModule module_ = ir::MakeModule();
   std::unordered_map<std::string, Value> values_;
   // Each entry holds its expression, so that no address is reused for
@@ -211,7 +245,8 @@ class GraphImporter {
 
 }  // namespace
 
-ir::IRModule ImportOnnx(const std::string& bytes, const std::string& source_name) {
+ir::IRModule ImportOnnx(const std::string& bytes, const std::string& source_name,
+                        const ImportOptions& options) {
   onnx::ModelProto model;
   if (!model.ParseFromString(bytes)) {
     throw Error(source_name + ": not an ONNX model (the protobuf does not parse; truncated?)");
@@ -226,15 +261,15 @@ ir::IRModule ImportOnnx(const std::string& bytes, const std::string& source_name
     throw Error(source_name + ": opset " + std::to_string(*opset) + " is not supported (" +
                 std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")");
   }
-  return GraphImporter(model.graph(), *opset, source_name).Run();
+  return GraphImporter(model.graph(), *opset, source_name, options).Run();
 }
 
-ir::IRModule ImportOnnxFile(const std::string& path) {
+ir::IRModule ImportOnnxFile(const std::string& path, const ImportOptions& options) {
   std::ifstream file(path, std::ios::binary);
   if (!file) throw Error(path + ": cannot open it");
   std::ostringstream bytes;
   bytes << file.rdbuf();
-  return ImportOnnx(bytes.str(), path);
+  return ImportOnnx(bytes.str(), path, options);
 }
 
 }  // namespace nimble::onnx_import

@@ -3,7 +3,8 @@
 //
 // @main takes the graph's inputs that are not initialisers, in order, typed
 // from the model: a dimension with a value is static, one with a name
-// (`batch`, `sequence`) or none is `?`. Initialisers become named constants
+// (`batch`, `sequence`) or none is `?` (`?<=N` with a bound in
+// ImportOptions). Initialisers become named constants
 // (`meta[relay.Constant][name]` when printed; their names made
 // identifiers). Each node becomes calls of Nimble operators
 // (onnx_converters.h); a value that only depends on what is known at import
@@ -21,6 +22,8 @@
 // type and why).
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 
 #include "nimble/compiler/ir/module.h"
@@ -30,10 +33,20 @@ namespace nimble::onnx_import {
 inline constexpr int64_t kMinOpset = 11;
 inline constexpr int64_t kMaxOpset = 17;
 
+struct ImportOptions {
+  // Upper bounds of named input dimensions (an ONNX dim_param such as
+  // "sequence" to 512): such a dimension is typed `?<=N` instead of `?`, so
+  // that memory planning sizes the model's storage once, for the bound, and
+  // the VM refuses a larger input. A name that no input dimension has is an
+  // error that lists the names there are.
+  std::map<std::string, int64_t> dim_bounds;
+};
+
 // Parses the ModelProto in `bytes`; `source_name` names it in errors.
-ir::IRModule ImportOnnx(const std::string& bytes, const std::string& source_name);
+ir::IRModule ImportOnnx(const std::string& bytes, const std::string& source_name,
+                        const ImportOptions& options = {});
 
 // Reads and imports the file at `path`.
-ir::IRModule ImportOnnxFile(const std::string& path);
+ir::IRModule ImportOnnxFile(const std::string& path, const ImportOptions& options = {});
 
 }  // namespace nimble::onnx_import
