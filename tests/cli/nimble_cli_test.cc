@@ -1034,6 +1034,15 @@ TEST_F(NimbleCli, OnnxDimensionsTakeABound) {
   EXPECT_EQ(past.status, 1);
   EXPECT_THAT(past.err, HasSubstr("(4, 4)"));
 
+  ASSERT_EQ(
+      Nimble({"compile", model, "--dim-bound", "batch=3", "-o", Temp("bounded.nimble")}).status, 0);
+  const Outcome compiled_past =
+      Nimble({"run", Temp("bounded.nimble"), "--input", Temp("four.npy")});
+  EXPECT_EQ(compiled_past.status, 1);
+  EXPECT_THAT(compiled_past.err, HasSubstr("(4, 4)"));
+  ExpectUserError(Nimble({"run", Temp("bounded.nimble"), "--dim-bound", "batch=3"}),
+                  Temp("bounded.nimble") + ": --dim-bound applies to ONNX models");
+
   ExpectUserError(
       Nimble({"check", model, "--dim-bound", "sequence=8"}),
       model +
