@@ -196,9 +196,9 @@ Values ShapeOp(const NodeContext& context) {
   std::vector<ShapeElement> elements;
   for (int64_t d = start; d < end; ++d) {
     const ir::Dim& dim = type->shape[d];
-    elements.push_back(dim.is_static()
-                           ? ShapeElement{dim.value()}
-                           : ShapeElement{std::nullopt, context.Input(0).expr.get(), d});
+    elements.push_back(dim.is_static() ? ShapeElement{dim.value()}
+                                       : ShapeElement{std::nullopt, context.Input(0).expr.get(), d,
+                                                      dim.upper_bound()});
   }
   Value shape =
       context.Call("shape_of", {context.Input(0)}, AttrsOf({{"dtype", DataType::Int64()}}));
@@ -527,6 +527,49 @@ Values Expand(const NodeContext& context) {
   return {context.Call(is_bool ? "logical_or" : "add", {context.Input(0), zero})};
 }
 
+// An integer range from a known start by a known positive step up to a
+// limit that is a bounded dimension's size (PyTorch's
+// `torch.arange(ids.shape[1])` for `?<=512`), as the range up to the bound,
+// a constant, sliced at run time: its length keeps the bound, so storage
+// that depends on it is planned once. Null for any other range.
+std::optional<Value> BoundedRange(const NodeContext& context) {
+  const DataType dtype = context.TypeOf(0)->dtype;
+  const Value& limit = context.Input(1);
+  if ((dtype != DataType::Int64() && dtype != DataType::Int32()) || !context.Input(0).known ||
+      !context.Input(2).known || limit.known || limit.elements.size() != 1 ||
+      !limit.elements[0].upper_bound) {
+    return std::nullopt;
+  }
+  const int64_t start = context.KnownInts(0, "start")[0];
+  const int64_t step = context.KnownInts(2, "delta")[0];
+  if (step <= 0) return std::nullopt;
+  const int64_t count =
+      std::max<int64_t>(0, (*limit.elements[0].upper_bound - start + step - 1) / step);
+  if (count > kMaxFoldedElements) return std::nullopt;
+  std::vector<int64_t> whole(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) whole[static_cast<size_t>(i)] = start + i * step;
+  const Value whole_range = context.Call(
+      "cast", {Known(TensorNode::FromVector<int64_t>({count}, DataType::Int64(), whole))},
+      AttrsOf({{"dtype", dtype}}));
+  // The run-time length, ceil(max(0, limit - start) / step), as a shape
+  // tensor [1] of int64; a term that cannot change it is left out.
+  const auto int64 = [](int64_t value) {
+    return Known(TensorNode::FromVector<int64_t>({}, DataType::Int64(), {value}));
+  };
+  Value length = dtype == DataType::Int64()
+                     ? limit
+                     : context.Call("cast", {limit}, AttrsOf({{"dtype", DataType::Int64()}}));
+  if (start != 0) {
+    length = context.Call("maximum", {context.Call("subtract", {length, int64(start)}), int64(0)});
+  }
+  if (step != 1) {
+    length = context.Call("divide", {context.Call("add", {length, int64(step - 1)}), int64(step)});
+  }
+  const Value end =
+      context.Call("reshape", {length}, AttrsOf({{"newshape", std::vector<int64_t>{1}}}));
+  return context.Call("dyn.strided_slice", {whole_range, KnownInts({0}), end, KnownInts({1})});
+}
+
 Values Range(const NodeContext& context) {
   context.OnlyAttrs({});
   const DataType dtype = context.TypeOf(0)->dtype;
@@ -539,6 +582,7 @@ Values Range(const NodeContext& context) {
       context.Fail("a range of " + std::to_string(count) + " elements");
     }
   }
+  if (std::optional<Value> bounded = BoundedRange(context)) return {*bounded};
   return {context.Call("arange", {context.Input(0), context.Input(1), context.Input(2)},
                        AttrsOf({{"dtype", dtype}}))};
 }

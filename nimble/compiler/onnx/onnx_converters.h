@@ -18,11 +18,13 @@ namespace nimble::onnx_import {
 
 // One element of an integer vector that shape arithmetic builds (PyTorch's
 // `x.shape[1]`, `x.size()[:-1] + (12, 64)`): its value when known, else the
-// tensor and dimension whose size it is, when it is one.
+// tensor and dimension whose size it is, when it is one, and that
+// dimension's bound (`?<=N`), which a Range up to it keeps.
 struct ShapeElement {
   std::optional<int64_t> value;
   const ir::ExprNode* size_of = nullptr;
   int64_t dim = -1;
+  std::optional<int64_t> upper_bound = std::nullopt;
 };
 
 // A tensor of the graph: its expression, and its value when known at import

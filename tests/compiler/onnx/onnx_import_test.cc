@@ -130,13 +130,15 @@ std::vector<Tensor> Outputs(const fs::path& npz) {
   return outputs;
 }
 
-// Runs `name` on the VM at each of its lengths against PyTorch's outputs
-// (and ONNX Runtime's, where it is installed).
-void ExpectMatchesPyTorch(const std::string& name) {
+// Runs `name` (imported with `import_options`) on the VM at each of its
+// lengths against PyTorch's outputs (and ONNX Runtime's, where it is
+// installed).
+void ExpectMatchesPyTorch(const std::string& name, const ImportOptions& import_options = {}) {
   const Exported& exported = Exported::Get();
   if (!exported.ok()) GTEST_SKIP() << exported.why_not();
   ASSERT_TRUE(exported.cases().contains(name)) << name;
-  const ir::IRModule module = ImportOnnxFile((exported.dir() / (name + ".onnx")).string());
+  const ir::IRModule module =
+      ImportOnnxFile((exported.dir() / (name + ".onnx")).string(), import_options);
   backend::CompileOptions options;
   options.tuning_database.clear();
   vm::VirtualMachine machine(backend::Compile(module, options));
@@ -201,6 +203,77 @@ TEST(OnnxImport, TheSequenceAxisIsAnyAndShapesFoldWhereStatic) {
   // tensors.
   EXPECT_THAT(text, ::testing::Not(HasSubstr("dyn.reshape")));
   EXPECT_THAT(text, HasSubstr("newshape=[1, 0, 4, 8]"));
+}
+
+// With the sequence bounded, the positions' `torch.arange(length)` keeps the
+// bound too (a slice of the whole range, not a run-time range), so no
+// dimension of the program is left unbounded.
+TEST(OnnxImport, ABoundedSequenceReachesThroughThePositionsRange) {
+  const Exported& exported = Exported::Get();
+  if (!exported.ok()) GTEST_SKIP() << exported.why_not();
+  const ImportOptions bounded{.dim_bounds = {{"sequence", 33}}};
+  const ir::IRModule module =
+      ImportOnnxFile((exported.dir() / "bert_opset14.onnx").string(), bounded);
+  const std::string text = text::PrintModule(module, {.show_types = true});
+  EXPECT_THAT(text, HasSubstr("%in0: Tensor[(1, ?<=33), int64]"));
+  EXPECT_THAT(text, HasSubstr("-> (Tensor[(1, ?<=33, 32), float32], Tensor[(1, 32), float32])"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("arange")));
+  EXPECT_THAT(text, ::testing::Not(::testing::ContainsRegex("\\?[^<]")));
+  ExpectMatchesPyTorch("bert_opset14", bounded);
+}
+
+// Range(2, n, 3) over a dimension n <= 10, built here: the slice of the
+// constant [2, 5, 8] that Range would give, at every n up to the bound.
+TEST(OnnxImport, ARangeUpToABoundedSizeIsItsBoundsRangeSliced) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(14);
+  onnx::GraphProto& graph = *model.mutable_graph();
+  graph.set_name("range");
+  onnx::ValueInfoProto& input = *graph.add_input();
+  input.set_name("x");
+  input.mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  input.mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_param("n");
+  const auto scalar = [&](const std::string& name, int64_t value) {
+    onnx::TensorProto& tensor = *graph.add_initializer();
+    tensor.set_name(name);
+    tensor.set_data_type(onnx::TensorProto::INT64);
+    tensor.add_int64_data(value);
+  };
+  scalar("zero", 0);
+  scalar("start", 2);
+  scalar("step", 3);
+  const auto node = [&](const std::string& op, std::vector<std::string> inputs,
+                        const std::string& output) {
+    onnx::NodeProto& added = *graph.add_node();
+    added.set_op_type(op);
+    added.set_name(output + "_node");
+    for (const std::string& name : inputs) added.add_input(name);
+    added.add_output(output);
+  };
+  node("Shape", {"x"}, "shape");
+  node("Gather", {"shape", "zero"}, "n");
+  node("Range", {"start", "n", "step"}, "range");
+  graph.add_output()->set_name("range");
+  const ir::IRModule module =
+      ImportOnnx(model.SerializeAsString(), "range.onnx", {.dim_bounds = {{"n", 10}}});
+  EXPECT_THAT(text::PrintModule(module, {.show_types = true}),
+              HasSubstr("-> Tensor[(?<=3,), int64]"));
+  backend::CompileOptions options;
+  options.tuning_database.clear();
+  vm::VirtualMachine machine(backend::Compile(module, options));
+  for (int64_t n = 0; n <= 10; ++n) {
+    const Tensor x = TensorNode::Empty({n}, DataType::Float32());
+    const Tensor range = machine.Invoke("main", {x}).as<TensorNode>();
+    std::vector<int64_t> expected;
+    for (int64_t value = 2; value < n; value += 3) expected.push_back(value);
+    ASSERT_EQ(range->shape(), Shape{static_cast<int64_t>(expected.size())}) << "n = " << n;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_EQ(LoadElementAsInt64(range->raw_data(), range->dtype(), static_cast<int64_t>(i)),
+                expected[i])
+          << "n = " << n;
+    }
+  }
 }
 
 TEST(OnnxImport, AnImportedProgramPrintsAndParsesBack) {
