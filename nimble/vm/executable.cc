@@ -49,6 +49,7 @@
 #include <utility>
 
 #include "nimble/vm/error.h"
+#include "nimble/vm/extent_switch.h"
 #include "nimble/vm/file_io.h"
 
 namespace nimble::vm {
@@ -1273,6 +1274,11 @@ std::string KernelTableToString(const Executable& exe) {
       source = "generated" + std::string(shape_func ? " shape function" : "") + ", fuses " +
                primitive.attrs.GetString("fused");
       if (primitive.attrs.Has("signature")) source += ", " + primitive.attrs.GetString("signature");
+    } else if (primitive.name == kExtentSwitch && primitive.attrs.Has("below") &&
+               primitive.attrs.Has("from") && primitive.attrs.Has("extent")) {
+      source = "kernel[" + std::to_string(primitive.attrs.GetInt("below")) + "] below extent " +
+               std::to_string(primitive.attrs.GetInt("extent")) + ", kernel[" +
+               std::to_string(primitive.attrs.GetInt("from")) + "] from it";
     } else if (primitive.name.ends_with(".dnnl")) {
       source = "library oneDNN";
     } else if (primitive.name.ends_with(".openblas")) {

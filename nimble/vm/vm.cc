@@ -9,6 +9,7 @@
 #include "nimble/vm/adt.h"
 #include "nimble/vm/dlpack.h"
 #include "nimble/vm/error.h"
+#include "nimble/vm/extent_switch.h"
 #include "nimble/vm/kernel_library.h"
 #include "nimble/vm/kernels/element.h"
 
@@ -238,9 +239,20 @@ void VirtualMachine::BindPrimitives(const VMOptions& options) {
   KernelRegistry extra_kernels;
   for (const auto& [name, factory] : options.extra_kernels) extra_kernels.Register(name, factory);
 
+  // Switches choose among the other kernels, so they are bound last.
+  std::vector<bool> is_switch;
+  for (const Primitive& primitive : executable_.primitives) {
+    is_switch.push_back(primitive.name == kExtentSwitch);
+  }
+  const auto where = [&](size_t i) {
+    return "primitive " + std::to_string(i) + " '" + executable_.primitives[i].name + "'";
+  };
   for (size_t i = 0; i < executable_.primitives.size(); ++i) {
     const Primitive& primitive = executable_.primitives[i];
-    const std::string where = "primitive " + std::to_string(i) + " '" + primitive.name + "'";
+    if (is_switch[i]) {
+      kernels_.emplace_back();
+      continue;
+    }
     std::string library_miss = "the executable embeds no kernel library";
     if (kernel_library_) {
       if (NimbleKernelFunc func = kernel_library_->Find(primitive.name, &library_miss)) {
@@ -266,11 +278,19 @@ void VirtualMachine::BindPrimitives(const VMOptions& options) {
         continue;
       }
     } catch (const Error& error) {
-      throw Error(where + ": " + error.what());
+      throw Error(where(i) + ": " + error.what());
     }
-    throw Error(where + " has no kernel: it is not in the executable's kernel library (" +
+    throw Error(where(i) + " has no kernel: it is not in the executable's kernel library (" +
                 library_miss +
                 "), among the VM's extra kernels, the built-in kernels or its devices' libraries");
+  }
+  for (size_t i = 0; i < executable_.primitives.size(); ++i) {
+    if (!is_switch[i]) continue;
+    try {
+      kernels_[i] = BindExtentSwitch(executable_.primitives[i].attrs, kernels_, is_switch);
+    } catch (const Error& error) {
+      throw Error(where(i) + ": " + error.what());
+    }
   }
 }
 

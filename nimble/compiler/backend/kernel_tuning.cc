@@ -74,9 +74,19 @@ class SiteTimer {
   TuningDatabase& database() { return database_; }
   const TuningHost& host() const { return host_; }
 
-  // The fastest of `candidates`, each a kernel on a site. Those without a
-  // recorded time are measured together, taking turns.
+  // The fastest of `candidates`, each a kernel on a site.
   Choice Fastest(const std::vector<Candidate>& candidates) {
+    const std::vector<double> seconds = Seconds(candidates);
+    Choice best;
+    for (size_t c = 0; c < candidates.size(); ++c) {
+      if (seconds[c] < best.seconds) best = {candidates[c].second, seconds[c]};
+    }
+    return best;
+  }
+
+  // Seconds per call of each of `candidates` (infinite for one that cannot
+  // run). Those without a recorded time are measured together, taking turns.
+  std::vector<double> Seconds(const std::vector<Candidate>& candidates) {
     std::vector<std::optional<double>> seconds;
     std::vector<size_t> unmeasured;
     std::vector<std::function<void()>> runs;
@@ -95,15 +105,15 @@ class SiteTimer {
     }
     const std::vector<double> measured = InterleavedSecondsPerCall(runs);
     for (size_t i = 0; i < unmeasured.size(); ++i) seconds[unmeasured[i]] = measured[i];
-    Choice best;
+    std::vector<double> result;
     for (size_t c = 0; c < candidates.size(); ++c) {
       const auto& [site, kernel] = candidates[c];
       database_.RecordMeasurement(host_, Key(*site, kernel), AttrsText(site->attrs),
                                   ShapesText(site->inputs), *seconds[c]);
       ProcessMeasurements::Get().Record(ProcessKey(*site, kernel), *seconds[c]);
-      if (*seconds[c] < best.seconds) best = {kernel, *seconds[c]};
+      result.push_back(*seconds[c]);
     }
-    return best;
+    return result;
   }
 
  private:
@@ -151,6 +161,56 @@ std::optional<KernelChoice> TunedChoice(const MatMulSite& site, const CompileOpt
   return KernelChoice{configuration, options.matmul};
 }
 
+// The extents above kDynamicExtent at which a `?` site's choice is weighed
+// against the libraries, and how much faster one must be there to take over.
+constexpr int64_t kLargeExtents[] = {128, 256};
+constexpr double kLargeExtentMargin = 1.03;
+
+// A runtime kernel that beats `chosen` (the site's choice at kDynamicExtent)
+// by kLargeExtentMargin at the largest of kLargeExtents and at each one down
+// to where it takes over. The libraries lose on short sequences, where their
+// fixed costs weigh (LibraryCandidates), but win on long ones: oneDNN's batch
+// products on BERT's attention at 128 tokens. Nullopt when none does.
+std::optional<LargeExtentKernel> LargeExtentChoice(const MatMulSite& site,
+                                                   const std::string& chosen, SiteTimer& timer) {
+  std::optional<LargeExtentKernel> large;
+  std::string winner;
+  for (auto extent = std::rbegin(kLargeExtents); extent != std::rend(kLargeExtents); ++extent) {
+    const MatMulSite at = site.AtExtent(*extent);
+    std::vector<Candidate> candidates = Candidates(at, "auto");
+    for (std::string& kernel : LibraryCandidates(site.op, /*dynamic=*/false, "library")) {
+      candidates.emplace_back(&at, std::move(kernel));
+    }
+    const std::vector<double> seconds = timer.Seconds(candidates);
+    double chosen_seconds = std::numeric_limits<double>::infinity();
+    size_t fastest = 0;
+    for (size_t c = 0; c < candidates.size(); ++c) {
+      if (candidates[c].second == chosen) chosen_seconds = seconds[c];
+      if (seconds[c] < seconds[fastest]) fastest = c;
+    }
+    const std::string& kernel = candidates[fastest].second;
+    if (kernel == chosen || kernel == kGeneratedKernel ||
+        seconds[fastest] * kLargeExtentMargin > chosen_seconds ||
+        (!winner.empty() && kernel != winner)) {
+      break;
+    }
+    winner = kernel;
+    large = LargeExtentKernel{kernel, 0, 0, *extent};
+  }
+  if (!large) return std::nullopt;
+  // The switch reads the first `?` (every `?` of a site is the same extent).
+  for (size_t arg = 0; arg < site.input_class.size(); ++arg) {
+    const Shape& shape = site.input_class[arg];
+    const auto axis = std::find(shape.begin(), shape.end(), kSymbolicDim);
+    if (axis != shape.end()) {
+      large->arg = static_cast<int64_t>(arg);
+      large->axis = axis - shape.begin();
+      return large;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::vector<std::string> LibraryCandidates(const std::string& op, bool dynamic,
@@ -161,7 +221,8 @@ std::vector<std::string> LibraryCandidates(const std::string& op, bool dynamic,
   // and with it at BERT's `?` sites the model ran 1.09x slower (median of four
   // interleaved pairs); OpenBLAS won BERT's sites by a few percent that the
   // model lost (3-7% slower in three pairs). So under auto only static sites
-  // weigh them; "library" keeps OpenBLAS at `?` sites.
+  // weigh them at the representative extent (`?` sites, at the large ones:
+  // LargeExtentChoice); "library" keeps OpenBLAS at `?` sites.
   std::vector<std::string> kernels;
   if (choice == "auto") {
     kernels.push_back(op);
@@ -195,9 +256,12 @@ KernelChoices ChooseMatMulKernels(const ir::IRModule& module, const CompileOptio
     }
     if (options.kernels == "generated") continue;
     const Choice best = timer.Fastest(Candidates(site, options.kernels));
-    if (!best.kernel.empty()) {
-      choices.emplace(site.primitive, KernelChoice{best.kernel, options.matmul});
+    if (best.kernel.empty()) continue;
+    KernelChoice choice{best.kernel, options.matmul};
+    if (options.kernels == "auto" && site.dynamic()) {
+      choice.large = LargeExtentChoice(site, best.kernel, timer);
     }
+    choices.emplace(site.primitive, std::move(choice));
   }
   return choices;
 }

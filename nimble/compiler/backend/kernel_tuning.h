@@ -7,9 +7,11 @@
 // products at 128 tokens.
 //
 // A shape class is the primitive's input shapes with each `?` dimension
-// measured at kDynamicExtent (matmul_sites.h). Under auto the libraries compete only where
-// there is no `?`: oneDNN builds a primitive per shape and OpenBLAS wakes its
-// threads, costs that one length measured back to back does not show. Each
+// measured at kDynamicExtent (matmul_sites.h). Under auto the libraries
+// compete there only where there is no `?`: at one length measured back to
+// back their wins did not hold on the dataset's other lengths. At a `?` site
+// they are weighed at larger extents instead, where one may take over from
+// the choice through a run-time switch (vm/extent_switch.h). Each
 // candidate is timed with the same short parallel work on the runtime's
 // thread pool after each call, so that a library whose threads spin on after
 // a call pays for slowing it; a site's candidates take turns, five rounds of

@@ -30,6 +30,7 @@
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/pass_util.h"
 #include "nimble/vm/error.h"
+#include "nimble/vm/extent_switch.h"
 #include "nimble/vm/kernels/op_kernel.h"
 
 namespace nimble::backend {
@@ -229,10 +230,27 @@ class ExecutableBuilder {
   vm::Executable Take() { return std::move(executable_); }
 
   const PrimitiveKernels& kernels() const { return kernels_; }
-  // The runtime kernel measurement chose for `primitive`, else `op`.
   // The runtime's kernel for `primitive`, one call of `op`: the measured
   // choice, the op's built-in kernel, or on the GPU its library kernel (empty
   // when there is none).
+  // Primitive `kernel` for `primitive`, or a switch from it to the kernel
+  // measurement chose for large extents there (vm/extent_switch.h); both
+  // take the primitive's parameters, which a site's op call takes in order
+  // (matmul_sites.h).
+  int64_t SwitchedKernel(const ir::FunctionNode* primitive, int64_t kernel) {
+    const auto found = choices_.find(primitive);
+    if (found == choices_.end() || !found->second.large) return kernel;
+    const LargeExtentKernel& large = *found->second.large;
+    const auto* op_call = static_cast<const ir::CallNode*>(primitive->body.get());
+    Attrs attrs;
+    attrs.Set("below", kernel);
+    attrs.Set("from", PrimitiveIndex(large.kernel, op_call->attrs));
+    attrs.Set("arg", large.arg);
+    attrs.Set("axis", large.axis);
+    attrs.Set("extent", large.from_extent);
+    return PrimitiveIndex(vm::kExtentSwitch, attrs);
+  }
+
   std::string RuntimeKernel(const ir::FunctionNode* primitive, const std::string& op) const {
     const auto device = devices_.find(primitive);
     if (device != devices_.end() && device->second == "cuda") {
@@ -681,7 +699,8 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
                      " runs on the GPU here, and it has no GPU kernel (it is neither generated "
                      "nor a cuBLAS operator)");
     }
-    const int64_t kernel = builder_.PrimitiveIndex(runtime_kernel, op_call->attrs);
+    int64_t kernel = builder_.PrimitiveIndex(runtime_kernel, op_call->attrs);
+    if (!shape_func) kernel = builder_.SwitchedKernel(primitive, kernel);
     Emit(Instruction::InvokePacked(kernel, std::move(input_regs), std::move(output_regs)));
   }
 
@@ -708,8 +727,9 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
     attrs.Set("signature", generated.signature);
     // The VM passes a GPU kernel device tensors only (its shape function, host ones).
     if (generated.gpu && !shape_func) attrs.Set("device", std::string("cuda"));
-    const int64_t kernel =
+    int64_t kernel =
         builder_.PrimitiveIndex(shape_func ? generated.shape_func : generated.name, attrs);
+    if (!shape_func) kernel = builder_.SwitchedKernel(&primitive, kernel);
     Emit(Instruction::InvokePacked(kernel, std::move(input_regs), std::move(output_regs)));
   }
 

@@ -20,6 +20,7 @@
 // the operator call they implement).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -74,10 +75,20 @@ bool GeneratesOp(const std::string& op, const CompileOptions& options);
 // The kernel chosen for a primitive by measurement (backend/kernel_tuning.h):
 // kGeneratedKernel (code generation) with the template knobs `matmul`, or a
 // runtime kernel name ("nn.dense", "nn.dense.dnnl", "nn.dense.openblas").
+// At a site with a `?` dimension, a runtime kernel may take over once that
+// dimension (`axis` of parameter `arg`) reaches `from_extent`
+// (vm/extent_switch.h).
 inline constexpr const char* kGeneratedKernel = "generated";
+struct LargeExtentKernel {
+  std::string kernel;
+  int64_t arg = 0;
+  int64_t axis = 0;
+  int64_t from_extent = 0;
+};
 struct KernelChoice {
   std::string kernel;
   te::MatMulKnobs matmul;
+  std::optional<LargeExtentKernel> large = std::nullopt;
 };
 using KernelChoices = std::unordered_map<const ir::FunctionNode*, KernelChoice>;
 

@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -59,13 +61,35 @@ std::map<std::string, double> Rows(const std::string& path) {
   return rows;
 }
 
-// Rewrites the recorded time of `kernel`, or of every kernel when empty.
-void SetSeconds(const std::string& path, double seconds, const std::string& kernel = "") {
+// The kernels measured on the shapes `shapes` ("(64,32), (24,32)").
+std::vector<std::string> KernelsAt(const std::string& path, const std::string& shapes) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  std::vector<std::string> kernels;
+  const std::string sql =
+      "SELECT kernel FROM kernel_measurements WHERE shapes = '" + shapes + "' ORDER BY kernel";
+  sqlite3_exec(
+      db, sql.c_str(),
+      [](void* out, int, char** values, char**) {
+        static_cast<std::vector<std::string>*>(out)->push_back(values[0]);
+        return 0;
+      },
+      &kernels, nullptr);
+  sqlite3_close(db);
+  return kernels;
+}
+
+// Rewrites the recorded time of `kernel`, or of every kernel when empty; of
+// its measurements on `shapes` only, when given.
+void SetSeconds(const std::string& path, double seconds, const std::string& kernel = "",
+                const std::string& shapes = "") {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  const std::string sql =
-      "UPDATE kernel_measurements SET seconds_per_call = " + std::to_string(seconds) +
-      (kernel.empty() ? "" : " WHERE kernel = '" + kernel + "'");
+  std::ostringstream value;
+  value << std::scientific << seconds;
+  const std::string sql = "UPDATE kernel_measurements SET seconds_per_call = " + value.str() +
+                          " WHERE 1" + (kernel.empty() ? "" : " AND kernel = '" + kernel + "'") +
+                          (shapes.empty() ? "" : " AND shapes = '" + shapes + "'");
   ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(db);
 }
@@ -186,14 +210,88 @@ TEST_F(KernelTuningTest, TheChosenKernelRunsInTheExecutable) {
   EXPECT_EQ(run(chosen), run(CompileToExecutable(module, builtin)));
 }
 
-TEST_F(KernelTuningTest, ADynamicDimensionLeavesOutTheLibrariesUnderAuto) {
+// At a `?` site, auto weighs the libraries only at the large extents, where
+// one may take over from the choice at the representative extent.
+TEST_F(KernelTuningTest, ADynamicDimensionLeavesTheLibrariesToLargeExtentsUnderAuto) {
   const CompileOptions options = Options("auto");
   ChooseMatMulKernels(Lowered(kDynamic, options), options);
-  EXPECT_THAT(Rows(database_),
-              ElementsAre(Pair("nn.dense", testing::_), Pair(kGeneratedKey, testing::_)));
+  EXPECT_THAT(KernelsAt(database_, "(64,32), (24,32)"), ElementsAre("nn.dense", kGeneratedKey));
+  for (const char* shapes : {"(128,32), (24,32)", "(256,32), (24,32)"}) {
+    EXPECT_THAT(KernelsAt(database_, shapes),
+                ElementsAre("nn.dense", kDnnlKey, kGeneratedKey, kOpenBlasKey))
+        << shapes;
+  }
   const CompileOptions library = Options("library");
   EXPECT_THAT(Chosen(ChooseMatMulKernels(Lowered(kDynamic, library), library)),
               ElementsAre("nn.dense.openblas"));
+}
+
+// A library takes over from the smallest large extent where it wins and
+// keeps winning above it, by the margin; not where it wins only below.
+TEST_F(KernelTuningTest, ALibraryTakesOverWhereItWinsUpToTheLargestExtent) {
+  const CompileOptions options = Options("auto");
+  const ir::IRModule module = Lowered(kDynamic, options);
+  const auto large_of = [&]() -> std::optional<LargeExtentKernel> {
+    const KernelChoices choices = ChooseMatMulKernels(module, options);
+    EXPECT_EQ(choices.size(), 1u);
+    EXPECT_EQ(choices.begin()->second.kernel, kGeneratedKernel);
+    return choices.begin()->second.large;
+  };
+  MeasureThenFavour(module, options, kGeneratedKey);
+  EXPECT_EQ(large_of(), std::nullopt);
+  SetSeconds(database_, 1e-10, kOpenBlasKey, "(128,32), (24,32)");
+  SetSeconds(database_, 1e-10, kOpenBlasKey, "(256,32), (24,32)");
+  std::optional<LargeExtentKernel> large = large_of();
+  ASSERT_TRUE(large);
+  EXPECT_EQ(large->kernel, "nn.dense.openblas");
+  EXPECT_EQ(large->from_extent, 128);
+  EXPECT_EQ(large->arg, 0);
+  EXPECT_EQ(large->axis, 0);
+  SetSeconds(database_, 1e-11, kDnnlKey, "(256,32), (24,32)");
+  large = large_of();
+  ASSERT_TRUE(large);
+  EXPECT_EQ(large->kernel, "nn.dense.dnnl");
+  EXPECT_EQ(large->from_extent, 256);
+  // Within the margin of the generated kernel: no switch.
+  SetSeconds(database_, 1.0, kOpenBlasKey, "(256,32), (24,32)");
+  SetSeconds(database_, 0.98e-9, kDnnlKey, "(256,32), (24,32)");
+  SetSeconds(database_, 1e-9, kGeneratedKey, "(256,32), (24,32)");
+  EXPECT_EQ(large_of(), std::nullopt);
+}
+
+// The switch in the executable: the generated kernel below the extent, the
+// library from it, both giving the built-in kernel's values.
+TEST_F(KernelTuningTest, TheExtentSwitchRunsTheLibraryFromItsExtent) {
+  const CompileOptions options = Options("auto");
+  const ir::IRModule module = Lowered(kDynamic, options);
+  MeasureThenFavour(module, options, kGeneratedKey);
+  SetSeconds(database_, 1e-10, kOpenBlasKey, "(128,32), (24,32)");
+  SetSeconds(database_, 1e-10, kOpenBlasKey, "(256,32), (24,32)");
+  const vm::Executable switched = CompileToExecutable(module, options);
+  const std::string table = vm::KernelTableToString(switched);
+  EXPECT_THAT(table, HasSubstr("] nn.dense.openblas: library OpenBLAS"));
+  EXPECT_THAT(table,
+              ::testing::ContainsRegex(
+                  "vm.extent_switch: kernel\\[[0-9]+\\] below extent 128, kernel\\[[0-9]+\\] "
+                  "from it"));
+  CompileOptions builtin = options;
+  builtin.kernels = "builtin";
+  vm::VirtualMachine machine(switched);
+  vm::VirtualMachine reference(CompileToExecutable(module, builtin));
+  std::vector<float> w(24 * 32);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 5) * 0.5f - 1;
+  const Tensor weight = TensorNode::FromVector<float>({24, 32}, DataType::Float32(), w);
+  for (int64_t rows : {1, 127, 128, 200}) {
+    std::vector<float> x(static_cast<size_t>(rows) * 32);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3;
+    const std::vector<Ref<Object>> args = {
+        TensorNode::FromVector<float>({rows, 32}, DataType::Float32(), x), weight};
+    const auto values = [&](vm::VirtualMachine& vm) {
+      const Tensor result = vm.Invoke("main", args).as<TensorNode>();
+      return std::vector<float>(result->data<float>(), result->data<float>() + result->numel());
+    };
+    EXPECT_EQ(values(machine), values(reference)) << rows << " rows";
+  }
 }
 
 TEST_F(KernelTuningTest, LibraryWeighsOnlyTheLibraries) {
