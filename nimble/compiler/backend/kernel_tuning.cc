@@ -118,13 +118,9 @@ class SiteTimer {
 
  private:
   // A generated kernel is measured per template configuration.
-  // A library kernel's key says it ran on the runtime's pool: measurements
-  // of the libraries on their own threads, which earlier builds recorded
-  // under the bare name, no longer hold and must not be read back.
   std::string Key(const MatMulSite& site, const std::string& kernel) const {
     if (kernel == kGeneratedKernel) return site.op + ".generated " + te::MatMulKnobsText(matmul_);
-    if (kernel.ends_with(".dnnl") || kernel.ends_with(".openblas")) return kernel + " on the pool";
-    return kernel;
+    return MeasuredKernelName(kernel);
   }
   std::string ProcessKey(const MatMulSite& site, const std::string& kernel) const {
     return std::to_string(host_.threads) + "|" + Key(site, kernel) + "|" + AttrsText(site.attrs) +
@@ -154,11 +150,13 @@ std::optional<KernelChoice> TunedChoice(const MatMulSite& site, const CompileOpt
     return choice;
   }
   // A library kernel this build lacks (the database came from another
-  // build) leaves the site to measurement.
-  if (configuration.empty() || !vm::KernelRegistry::Global().Contains(configuration)) {
+  // build), or one tuned on the library's own threads, leaves the site to
+  // measurement.
+  const std::optional<std::string> kernel = KernelOfMeasuredName(configuration);
+  if (!kernel || kernel->empty() || !vm::KernelRegistry::Global().Contains(*kernel)) {
     return std::nullopt;
   }
-  return KernelChoice{configuration, options.matmul};
+  return KernelChoice{*kernel, options.matmul};
 }
 
 // The extents above kDynamicExtent at which a `?` site's choice is weighed

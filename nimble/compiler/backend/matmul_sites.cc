@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <string_view>
 
 #include "nimble/compiler/backend/primitive_kernels.h"
 #include "nimble/compiler/ir/functor.h"
@@ -127,6 +128,30 @@ std::vector<MatMulSite> CollectMatMulSites(const ir::IRModule& module) {
     collector.VisitExpr(definition.function);
   }
   return std::move(collector.sites);
+}
+
+namespace {
+
+constexpr std::string_view kOnThePool = " on the pool";
+
+bool IsLibraryKernel(std::string_view kernel) {
+  return kernel.ends_with(".dnnl") || kernel.ends_with(".openblas");
+}
+
+}  // namespace
+
+std::string MeasuredKernelName(const std::string& kernel) {
+  return IsLibraryKernel(kernel) ? kernel + std::string(kOnThePool) : kernel;
+}
+
+std::optional<std::string> KernelOfMeasuredName(const std::string& name) {
+  if (name.ends_with(kOnThePool)) {
+    const std::string kernel = name.substr(0, name.size() - kOnThePool.size());
+    if (IsLibraryKernel(kernel)) return kernel;
+    return std::nullopt;
+  }
+  if (IsLibraryKernel(name)) return std::nullopt;
+  return name;
 }
 
 std::string ShapesText(const std::vector<Shape>& shapes) {

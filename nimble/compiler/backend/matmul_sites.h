@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,15 @@ std::string HostKey();
 
 // Whether `target` ("intel", "arm") is the CPU this process runs on.
 bool IsHostTarget(const std::string& target);
+
+// A runtime kernel as the tuning databases name its times: a library's
+// (oneDNN, OpenBLAS) as "KERNEL on the pool", since it runs one slice per
+// pool thread; builds that ran the libraries on their own threads recorded
+// them under the bare name, and such times must never be read back.
+std::string MeasuredKernelName(const std::string& kernel);
+// The runtime kernel a name from MeasuredKernelName stands for; nullopt for
+// a library's bare name (a time from before the pool).
+std::optional<std::string> KernelOfMeasuredName(const std::string& name);
 
 // Seconds per call of each of `runs`: the least over five rounds, each round
 // timing every run once in turn (a batch of calls sized to at least 2 ms;

@@ -63,8 +63,10 @@ class Tuner {
                               ? std::min(space.size(), static_cast<size_t>(options_.trials))
                               : space.size();
     for (size_t i = 0; i < trials; ++i) generated.push_back(GeneratedConfiguration(space[i]));
-    const std::vector<std::string> libraries =
-        LibraryCandidates(site_.key.op, site_.dynamic, "auto");
+    std::vector<std::string> libraries;
+    for (const std::string& kernel : LibraryCandidates(site_.key.op, site_.dynamic, "auto")) {
+      libraries.push_back(MeasuredKernelName(kernel));
+    }
 
     std::vector<std::string> candidates = generated;
     if (!site_.dynamic) candidates.insert(candidates.end(), libraries.begin(), libraries.end());
@@ -319,9 +321,14 @@ std::vector<TuningRecord> MeasureTuningTask(const TuningTask& task) {
     for (const std::string& configuration : task.configurations) {
       records.push_back({host, task.target, key, configuration, extent, std::nullopt, ""});
       const std::optional<te::MatMulKnobs> knobs = ParseGeneratedConfiguration(configuration);
+      const std::optional<std::string> kernel = knobs ? std::optional<std::string>(kGeneratedKernel)
+                                                      : KernelOfMeasuredName(configuration);
       try {
-        runs.push_back(measurer.Prepare(measured, knobs ? kGeneratedKernel : configuration,
-                                        knobs.value_or(te::MatMulKnobs{})));
+        if (!kernel) {
+          throw Error("'" + configuration +
+                      "' is not a configuration (a library's is named 'KERNEL on the pool')");
+        }
+        runs.push_back(measurer.Prepare(measured, *kernel, knobs.value_or(te::MatMulKnobs{})));
         ran.push_back(records.size() - 1);
       } catch (const Error& error) {
         records.back().error = error.what();

@@ -176,12 +176,22 @@ TEST_F(TemplateTuningTest, AConfigurationThatCannotRunIsARecordWithItsReason) {
   GTEST_SKIP() << "measures target intel";
 #endif
   const std::vector<TuningRecord> records = MeasureTuningTask(
-      {"intel", site_.program, {"generated tile 16x16", "nn.no_such_kernel"}, {4}});
-  ASSERT_THAT(records, SizeIs(2));
+      {"intel",
+       site_.program,
+       {"generated tile 16x16", "nn.no_such_kernel", "nn.dense.openblas", "nn.dense on the pool"},
+       {4}});
+  ASSERT_THAT(records, SizeIs(4));
   EXPECT_FALSE(records[0].seconds);
   EXPECT_THAT(records[0].error, HasSubstr("a tile's elements must be between 1 and 64"));
   EXPECT_FALSE(records[1].seconds);
   EXPECT_THAT(records[1].error, HasSubstr("nn.no_such_kernel"));
+  // A library runs on the pool, and is named so.
+  EXPECT_FALSE(records[2].seconds);
+  EXPECT_THAT(records[2].error,
+              HasSubstr("'nn.dense.openblas' is not a configuration (a library's is named "
+                        "'KERNEL on the pool')"));
+  EXPECT_FALSE(records[3].seconds);
+  EXPECT_THAT(records[3].error, HasSubstr("'nn.dense on the pool' is not a configuration"));
 }
 
 TEST_F(TemplateTuningTest, ATaskRefusesAnotherTargetAndAProgramThatIsNotOneSite) {
@@ -337,6 +347,21 @@ TEST_F(TemplateTuningTest, ACompileTakesTheTunedChoice) {
     library += choice.kernel == "nn.dense" ? 1 : 0;
   }
   EXPECT_EQ(library, 2);
+  // A library tuned on the pool is taken; one tuned under its bare name
+  // (on its own threads, before the pool) is not: the site is measured.
+  for (const auto& [tuned_kernel, taken] :
+       {std::pair{"nn.dense.openblas on the pool", 2}, std::pair{"nn.dense.openblas", 0}}) {
+    {
+      TuningDatabase database(database_);
+      database.RecordTuned(ThisHost(), "intel", site_.key,
+                           {tuned_kernel, "generated tile 2x8", 1.0, 5});
+    }
+    int openblas = 0;
+    for (const auto& [primitive, choice] : ChooseMatMulKernels(module, options)) {
+      openblas += choice.kernel == "nn.dense.openblas" ? 1 : 0;
+    }
+    EXPECT_EQ(openblas, taken) << tuned_kernel;
+  }
   // An explicit tile wins over tuning.
   options.tuned_matmul = false;
   for (const auto& [primitive, choice] : ChooseMatMulKernels(module, options)) {
