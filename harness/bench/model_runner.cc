@@ -76,29 +76,38 @@ struct Timing {
   std::vector<double> pass_us;  // each timed pass over the samples, in order
 };
 
-// Times `machines` on the same samples: each runs `warmup` untimed
-// invocations, then each timed pass runs on every machine in turn (A B A B),
-// so that a drift of the host's speed falls on all of them alike.
-std::vector<Timing> TimePasses(const std::vector<vm::VirtualMachine*>& machines,
-                               const std::vector<Sample>& samples, int warmup, int repeat,
+// A program to time and its inputs.
+struct Timed {
+  vm::VirtualMachine* machine;
+  const std::vector<Sample>* samples;
+};
+
+// Times each program on its samples: each runs `warmup` untimed
+// invocations, then each timed pass runs every program in turn (A B A B), so
+// that a drift of the host's speed falls on all of them alike.
+std::vector<Timing> TimePasses(const std::vector<Timed>& programs, int warmup, int repeat,
                                const std::string& phase, const Progress& progress) {
-  const size_t total = machines.size() * (static_cast<size_t>(warmup) + samples.size() * repeat);
+  size_t total = 0;
+  for (const Timed& program : programs) {
+    total += static_cast<size_t>(warmup) + program.samples->size() * repeat;
+  }
   size_t done = 0;
-  for (vm::VirtualMachine* machine : machines) {
+  for (const Timed& program : programs) {
     for (int i = 0; i < warmup; ++i) {
-      machine->Invoke("main", samples[i % samples.size()].args);
+      program.machine->Invoke("main", (*program.samples)[i % program.samples->size()].args);
       progress(phase, ++done, total);
     }
   }
-  std::vector<Timing> timings(machines.size());
-  std::vector<std::vector<std::vector<double>>> per_sample(
-      machines.size(), std::vector<std::vector<double>>(samples.size()));
+  std::vector<Timing> timings(programs.size());
+  std::vector<std::vector<std::vector<double>>> per_sample(programs.size());
+  for (size_t m = 0; m < programs.size(); ++m) per_sample[m].resize(programs[m].samples->size());
   for (int pass = 0; pass < repeat; ++pass) {
-    for (size_t m = 0; m < machines.size(); ++m) {
+    for (size_t m = 0; m < programs.size(); ++m) {
+      const std::vector<Sample>& samples = *programs[m].samples;
       double pass_total = 0;
       for (size_t s = 0; s < samples.size(); ++s) {
         const Clock::time_point start = Clock::now();
-        machines[m]->Invoke("main", samples[s].args);
+        programs[m].machine->Invoke("main", samples[s].args);
         const double us = Microseconds(Clock::now() - start);
         per_sample[m][s].push_back(us);
         pass_total += us;
@@ -107,9 +116,9 @@ std::vector<Timing> TimePasses(const std::vector<vm::VirtualMachine*>& machines,
       timings[m].pass_us.push_back(pass_total);
     }
   }
-  for (size_t m = 0; m < machines.size(); ++m) {
+  for (size_t m = 0; m < programs.size(); ++m) {
     timings[m].us_per_token =
-        Median(timings[m].pass_us) / static_cast<double>(TotalTokens(samples));
+        Median(timings[m].pass_us) / static_cast<double>(TotalTokens(*programs[m].samples));
     for (const std::vector<double>& runs : per_sample[m]) {
       timings[m].latencies_us.push_back(Median(runs));
     }
@@ -349,6 +358,9 @@ BenchResult RunCountedPass(const BenchOptions& options) {
 
 BenchResult RunBenchmark(const BenchOptions& options, const Progress& progress) {
   CheckProtocol(options);
+  if (options.against_native && options.model != "onnx") {
+    throw Error("--against-native compares an --onnx model with the native BERT");
+  }
   const ir::IRModule module = ModelModule(options);
   const std::vector<Sample> samples = SamplesOf(options, module, progress);
 
@@ -375,7 +387,7 @@ BenchResult RunBenchmark(const BenchOptions& options, const Progress& progress) 
   figures.Add("tokens", static_cast<double>(TotalTokens(samples)), "count");
   vm::VirtualMachine machine(executable);
   const Timing timing =
-      TimePasses({&machine}, samples, options.warmup, options.repeat, "run", progress).front();
+      TimePasses({{&machine, &samples}}, options.warmup, options.repeat, "run", progress).front();
   AddTiming(figures, "", timing);
 
   const std::vector<Sample> profiled(samples.begin(),
@@ -405,7 +417,7 @@ BenchResult RunBenchmark(const BenchOptions& options, const Progress& progress) 
         backend::Compile(models::BuildBert(static_options).Module(), planned);
     vm::VirtualMachine static_machine(static_executable);
     const std::vector<Timing> timings =
-        TimePasses({&machine, &static_machine}, fixed, options.warmup, options.repeat,
+        TimePasses({{&machine, &fixed}, {&static_machine, &fixed}}, options.warmup, options.repeat,
                    "dynamic, static @len", progress);
     const Timing& dynamic_timing = timings[0];
     const Timing& static_timing = timings[1];
@@ -419,6 +431,27 @@ BenchResult RunBenchmark(const BenchOptions& options, const Progress& progress) 
     AddTiming(figures, "fixed_len_static_", static_timing);
     AddSplit(figures, "fixed_len_static_", static_timing,
              ProfilePass(static_executable, fixed_profiled));
+  }
+  if (options.against_native) {
+    // The native builder's BERT, fed the same sentences (its own inputs:
+    // ids and token types), timed in turn with the imported model.
+    const std::vector<Sample> native_samples =
+        BertSamples(options.dataset, options.bert.max_positions);
+    if (native_samples.size() != samples.size() ||
+        TotalTokens(native_samples) != TotalTokens(samples)) {
+      throw Error("--against-native: the native BERT's sentences (" +
+                  std::to_string(TotalTokens(native_samples)) +
+                  " tokens) are not the ONNX model's (" + std::to_string(TotalTokens(samples)) +
+                  "); is it a BERT fed token ids?");
+    }
+    vm::VirtualMachine native_machine(
+        backend::Compile(models::BuildBert(options.bert).Module(), planned));
+    const std::vector<Timing> timings =
+        TimePasses({{&machine, &samples}, {&native_machine, &native_samples}}, options.warmup,
+                   options.repeat, "onnx, native", progress);
+    figures.Add("onnx_over_native", MedianPassRatio(timings[0], timings[1]), "ratio");
+    figures.Add("against_native_onnx_us_per_token", timings[0].us_per_token, "us");
+    figures.Add("against_native_native_us_per_token", timings[1].us_per_token, "us");
   }
   return {figures.Take(), static_cast<int64_t>(samples.size())};
 }

@@ -42,6 +42,9 @@ struct BenchOptions {
   // BERT: also compile the program at this static sequence length and time
   // it on samples padded/cut to it (0: not).
   int64_t static_seq_len = 0;
+  // An ONNX BERT: also time the native builder's BERT (`bert`) on the same
+  // sentences, pass by pass in turn, for the import's cost (onnx_over_native).
+  bool against_native = false;
   // How the program is compiled (backend::CompileOptions); a configuration
   // other than auto with fusion is recorded in the run's configuration.
   std::string kernels = "auto";

@@ -294,6 +294,10 @@ void AddRunOptions(CLI::App* command, RunCommand& run) {
       ->add_option("--static-seq-len", run.bench.static_seq_len,
                    "BERT: also time a static program at this length (paper Table 4)")
       ->check(CLI::Range(1, 512));
+  command->add_flag("--against-native", run.bench.against_native,
+                    "With --onnx of a BERT: also time the native builder's BERT (the same sizes "
+                    "options) on the same sentences, the two in turn pass by pass, and record "
+                    "onnx_over_native (the median pass ratio)");
   command->add_flag("!--unbounded-length", run.bench.bert.bounded_length,
                     "BERT: type the length `?`, not `?<=512` (storage planned per length, not "
                     "once for the bound)");
@@ -376,6 +380,13 @@ std::string RunSummary(const RunCommand& command, const RunInfo& info, int64_t r
         << Value(figures, "fixed_len_static_us_per_token") << " (others "
         << Value(figures, "fixed_len_static_other_us_per_token") << "); dynamic / static "
         << std::setprecision(3) << Value(figures, "fixed_len_dynamic_over_static")
+        << std::setprecision(1) << " (median of " << command.bench.repeat
+        << " interleaved passes)\n";
+  }
+  if (command.bench.against_native) {
+    out << "  against native onnx " << Value(figures, "against_native_onnx_us_per_token")
+        << " us/token, native " << Value(figures, "against_native_native_us_per_token")
+        << "; onnx / native " << std::setprecision(3) << Value(figures, "onnx_over_native")
         << std::setprecision(1) << " (median of " << command.bench.repeat
         << " interleaved passes)\n";
   }

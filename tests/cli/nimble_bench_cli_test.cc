@@ -523,6 +523,23 @@ TEST_F(NimbleBenchCli, AnOnnxModelRunsOnTheDatasetAndIsRecorded) {
     return run["measurements"]["alloc_storage_per_sentence_planned"]["value"].get<double>();
   };
   EXPECT_LT(allocations(bounded_result), allocations(result));
+  EXPECT_LE(allocations(bounded_result), 3);
+
+  // Against the native builder's BERT of the same sizes, pass by pass.
+  const Outcome against = Bench(
+      With({"run", "--onnx", model, "--dim-bound", "sequence=512", "--against-native", "--layers",
+            "1", "--hidden-size", "32", "--heads", "2", "--ffn-size", "64", "--db", Db()},
+           kQuick));
+  ASSERT_EQ(against.status, 0) << against.out;
+  EXPECT_THAT(against.out, ::testing::ContainsRegex(
+                               "against native onnx [0-9.]+ us/token, native [0-9.]+; onnx / "
+                               "native [0-9.]+ \\(median of [0-9]+ interleaved passes\\)"));
+  EXPECT_THAT(Query("SELECT value > 0 FROM measurements WHERE name = 'onnx_over_native'"),
+              ::testing::ElementsAre("1"));
+  const Outcome native_only = Bench({"run", "--model", "bert", "--against-native", "--db", Db()});
+  EXPECT_NE(native_only.status, 0);
+  EXPECT_THAT(native_only.out, HasSubstr("--against-native compares an --onnx model"));
+
   const Outcome misplaced =
       Bench({"run", "--model", "bert", "--dim-bound", "sequence=512", "--db", Db()});
   EXPECT_NE(misplaced.status, 0);
