@@ -230,9 +230,6 @@ class ExecutableBuilder {
   vm::Executable Take() { return std::move(executable_); }
 
   const PrimitiveKernels& kernels() const { return kernels_; }
-  // The runtime's kernel for `primitive`, one call of `op`: the measured
-  // choice, the op's built-in kernel, or on the GPU its library kernel (empty
-  // when there is none).
   // Primitive `kernel` for `primitive`, or a switch from it to the kernel
   // measurement chose for large extents there (vm/extent_switch.h); both
   // take the primitive's parameters, which a site's op call takes in order
@@ -251,6 +248,9 @@ class ExecutableBuilder {
     return PrimitiveIndex(vm::kExtentSwitch, attrs);
   }
 
+  // The runtime's kernel for `primitive`, one call of `op`: the measured
+  // choice, the op's built-in kernel, or on the GPU its library kernel (empty
+  // when there is none).
   std::string RuntimeKernel(const ir::FunctionNode* primitive, const std::string& op) const {
     const auto device = devices_.find(primitive);
     if (device != devices_.end() && device->second == "cuda") {
