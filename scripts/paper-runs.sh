@@ -9,7 +9,8 @@
 #     imports onnxruntime) ONNX Runtime, one job after another, so that each
 #     peer's ratio to Nimble can be taken pair by pair; BERT also at static
 #     length 128 (Table 4); last, BERT's dense shapes static vs symbolic
-#     (`microbench dispatch`, Figure 3).
+#     (`microbench dispatch`, Figure 3); where python3 has torch and onnx,
+#     BERT-base exported to ONNX against the native builder's (ONNX table).
 # The arm agent runs alone first: on a small host it would steal the timed
 # runs' cores.
 #
@@ -107,6 +108,12 @@ done
 model_options bert
 submit "${options[@]}" --static-seq-len 128 --target intel --threads "$threads"
 submit --kind microbench --suite dispatch --target intel --threads "$threads"
+# BERT-base as PyTorch exports it, against the native builder's (ONNX table).
+if /usr/bin/python3 -c 'import torch, onnx' 2>/dev/null &&
+  /usr/bin/python3 "$root/tests/compiler/onnx/export_models.py" --bert "$work/bert_base.onnx" >&2; then
+  submit --onnx "$work/bert_base.onnx" --dim-bound sequence=512 --against-native \
+    "${options[@]:2}" --target intel --threads "$threads"
+fi
 "$bench" agents stop "${fleet[@]}" >&2
 
 "$bench" report --db "$db" --out "$out"

@@ -229,6 +229,7 @@ class ReportBuilder {
   Table Memory();
   Table Instructions();
   Table DispatchFigure();
+  Table OnnxImport();
 
   std::vector<Provenance> Sources() const {
     std::vector<Provenance> sources;
@@ -484,6 +485,49 @@ Table ReportBuilder::Instructions() {
   return table;
 }
 
+Table ReportBuilder::OnnxImport() {
+  Table table;
+  table.id = "onnx";
+  table.title = "ONNX import: an exported model against the native builder";
+  table.caption =
+      "A model exported from PyTorch to ONNX, run through the importer (nimble-bench run --onnx M "
+      "--against-native), and the native builder's BERT of the same sizes on the same sentences, "
+      "the two programs in turn pass by pass; ONNX / native is the median pass ratio. Bounds are "
+      "the --dim-bound options. Not in the paper.";
+  table.header = {"Model file",      "Target",        "Host",
+                  "Data, threads",   "Bounds",        "ONNX µs/token",
+                  "Native µs/token", "ONNX / native", "Run"};
+  for (const SelectedRun& run : runs_) {
+    const bench::RunInfo& info = run.record.info;
+    if (info.model != "onnx" || Counted(info)) continue;
+    const Json configuration = Configuration(info);
+    std::string bounds;
+    if (const auto found = configuration.find("dim_bounds");
+        found != configuration.end() && found->is_object()) {
+      for (const auto& [name, bound] : found->items()) {
+        bounds += (bounds.empty() ? "" : ", ") + name + " <= " + bound.dump();
+      }
+    }
+    std::vector<Cell> row = {
+        Plain(std::filesystem::path(Text(configuration, "onnx")).filename().string()),
+        Plain(info.target), Plain(HostLabel(info)),
+        Plain(std::filesystem::path(info.dataset).filename().string() + ", " +
+              std::to_string(info.threads) + " thread" + (info.threads == 1 ? "" : "s")),
+        Plain(bounds.empty() ? "none" : bounds)};
+    for (const auto& [name, decimals] :
+         {std::pair{"against_native_onnx_us_per_token", 1},
+          std::pair{"against_native_native_us_per_token", 1}, std::pair{"onnx_over_native", 3}}) {
+      const bench::Measurement* figure = run.Find(name);
+      row.push_back(info.emulated ? Gap("emulated")
+                    : figure      ? Figure(run, figure->value, decimals)
+                                  : Gap("not measured (--against-native)"));
+    }
+    row.push_back(RunLink(run));
+    table.rows.push_back(std::move(row));
+  }
+  return table;
+}
+
 Table ReportBuilder::DispatchFigure() {
   Table table;
   table.id = "figure3";
@@ -560,6 +604,7 @@ Report BuildReport(const std::vector<SelectedRun>& runs, const std::string& data
   report.tables.push_back(builder.Memory());
   report.tables.push_back(builder.DispatchFigure());
   report.tables.push_back(builder.Instructions());
+  report.tables.push_back(builder.OnnxImport());
   report.sources = builder.Sources();
   return report;
 }

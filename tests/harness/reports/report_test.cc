@@ -119,7 +119,7 @@ TEST_F(ReportTest, TablesComeInThePapersOrder) {
   std::vector<std::string> ids;
   for (const Table& table : report.tables) ids.push_back(table.id);
   EXPECT_THAT(ids, ElementsAre("table1", "table2", "table3", "table4", "memory", "figure3",
-                               "instructions"));
+                               "instructions", "onnx"));
   EXPECT_EQ(report.database, db_->path());
   EXPECT_EQ(report.filter, "all finished runs");
   EXPECT_THAT(report.generated_at, Not(IsEmpty()));
@@ -395,6 +395,33 @@ TEST_F(ReportTest, ACountedRunIsInTheInstructionTableOnly) {
   const Table& table1 = TableOf(report, "table1");
   EXPECT_NE(RowOfRun(table1, timed), nullptr);
   EXPECT_EQ(RowOfRun(table1, run), nullptr);
+}
+
+TEST_F(ReportTest, TheOnnxTableComparesAnImportWithTheNativeBuilder) {
+  bench::RunInfo bounded =
+      RunInfoOf("onnx", R"({"onnx":"/tmp/x/bert_base.onnx","dim_bounds":{"sequence":512}})");
+  const int64_t against = Record(bounded, {{"us_per_token", 1600, "us"},
+                                           {"against_native_onnx_us_per_token", 1611.74, "us"},
+                                           {"against_native_native_us_per_token", 1635.66, "us"},
+                                           {"onnx_over_native", 0.9814, "ratio"}});
+  const int64_t alone = Record(RunInfoOf("onnx", R"({"onnx":"lstm.onnx"})"), 60.0);
+  Record(RunInfoOf("bert", kBertBase), 200);  // not imported: not in the table
+  const Report report = Build();
+  const Table& table = TableOf(report, "onnx");
+  ASSERT_THAT(table.rows, SizeIs(2));
+  const std::vector<Cell>* row = RowOfRun(table, against);
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(At(table, *row, "Model file").text, "bert_base.onnx");
+  EXPECT_EQ(At(table, *row, "Bounds").text, "sequence <= 512");
+  EXPECT_EQ(At(table, *row, "ONNX µs/token").text, "1611.7");
+  EXPECT_EQ(At(table, *row, "Native µs/token").text, "1635.7");
+  EXPECT_EQ(At(table, *row, "ONNX / native").text, "0.981");
+  EXPECT_THAT(At(table, *row, "ONNX / native").run, Optional(against));
+  const std::vector<Cell>* other = RowOfRun(table, alone);
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(At(table, *other, "Bounds").text, "none");
+  EXPECT_TRUE(At(table, *other, "ONNX / native").gap);
+  EXPECT_EQ(At(table, *other, "ONNX / native").text, "not measured (--against-native)");
 }
 
 TEST_F(ReportTest, FigureThreeHasNoRowsAndSaysSo) {
