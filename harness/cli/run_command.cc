@@ -175,6 +175,9 @@ int RunCounted(const RunCommand& command, const CLI::App* cli) {
   if (command.bench.static_seq_len > 0) {
     throw Error("--count-instructions counts the dynamic program: leave out --static-seq-len");
   }
+  if (command.bench.against_native) {
+    throw Error("--count-instructions counts one program: leave out --against-native");
+  }
   const HostInfo host = DescribeHost();
   CheckTargetRunsHere(command.bench.target, host, /*emulated=*/false);
   std::vector<std::string> argv = {SelfExecutable(), "run"};

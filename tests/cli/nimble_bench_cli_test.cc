@@ -536,6 +536,25 @@ TEST_F(NimbleBenchCli, AnOnnxModelRunsOnTheDatasetAndIsRecorded) {
                                "native [0-9.]+ \\(median of [0-9]+ interleaved passes\\)"));
   EXPECT_THAT(Query("SELECT value > 0 FROM measurements WHERE name = 'onnx_over_native'"),
               ::testing::ElementsAre("1"));
+  // A model fed word vectors is no BERT to compare.
+  const std::string vectors = (dir_ / "vectors.onnx").string();
+  ASSERT_EQ(Shell("/usr/bin/python3 -c \"import onnx\nfrom onnx import helper, TensorProto as T\n"
+                  "g = helper.make_graph([helper.make_node('Relu', ['x'], ['y'])], 'v', "
+                  "[helper.make_tensor_value_info('x', T.FLOAT, ['n', 8])], "
+                  "[helper.make_tensor_value_info('y', T.FLOAT, ['n', 8])])\n"
+                  "onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), '" +
+                  vectors + "')\"")
+                .status,
+            0);
+  const Outcome not_bert =
+      Bench(With({"run", "--onnx", vectors, "--against-native", "--db", Db()}, kQuick));
+  EXPECT_NE(not_bert.status, 0);
+  EXPECT_THAT(not_bert.out, HasSubstr("--against-native compares a BERT fed token ids, and the "
+                                      "ONNX model's first input, x, does not take the token ids"));
+  const Outcome counted = Bench({"run", "--onnx", model, "--against-native", "--count-instructions",
+                                 "--threads", "1", "--db", Db()});
+  EXPECT_NE(counted.status, 0);
+  EXPECT_THAT(counted.out, HasSubstr("--count-instructions counts one program"));
   const Outcome native_only = Bench({"run", "--model", "bert", "--against-native", "--db", Db()});
   EXPECT_NE(native_only.status, 0);
   EXPECT_THAT(native_only.out, HasSubstr("--against-native compares an --onnx model"));
