@@ -305,11 +305,27 @@ std::vector<Sample> MakeSamples(const BenchOptions& options, const ir::IRModule&
   return BertSamples(options.dataset, options.bert.max_positions);
 }
 
+namespace {
+
+nlohmann::ordered_json BertConfiguration(const BenchOptions& options) {
+  return {{"vocab_size", options.bert.vocab_size},
+          {"hidden_size", options.bert.hidden_size},
+          {"layers", options.bert.layers},
+          {"heads", options.bert.heads},
+          {"ffn_size", options.bert.ffn_size},
+          {"static_seq_len", options.static_seq_len},
+          {"bounded_length", options.bert.bounded_length}};
+}
+
+}  // namespace
+
 std::string ConfigurationJson(const BenchOptions& options) {
   nlohmann::ordered_json config;
   if (options.model == "onnx") {
     config = {{"onnx", options.onnx}};
     if (!options.onnx_dim_bounds.empty()) config["dim_bounds"] = options.onnx_dim_bounds;
+    // The native BERT it was timed against, as a bert run records it.
+    if (options.against_native) config["against_native"] = BertConfiguration(options);
   } else if (options.model == "lstm") {
     config = {{"input_size", options.lstm.input_size},
               {"hidden_size", options.lstm.hidden_size},
@@ -318,13 +334,7 @@ std::string ConfigurationJson(const BenchOptions& options) {
     config = {{"input_size", options.treelstm.input_size},
               {"hidden_size", options.treelstm.hidden_size}};
   } else {
-    config = {{"vocab_size", options.bert.vocab_size},
-              {"hidden_size", options.bert.hidden_size},
-              {"layers", options.bert.layers},
-              {"heads", options.bert.heads},
-              {"ffn_size", options.bert.ffn_size},
-              {"static_seq_len", options.static_seq_len},
-              {"bounded_length", options.bert.bounded_length}};
+    config = BertConfiguration(options);
   }
   config["seed"] = options.dataset.seed;
   if (options.kernels != "auto") config["kernels"] = options.kernels;

@@ -536,6 +536,11 @@ TEST_F(NimbleBenchCli, AnOnnxModelRunsOnTheDatasetAndIsRecorded) {
                                "native [0-9.]+ \\(median of [0-9]+ interleaved passes\\)"));
   EXPECT_THAT(Query("SELECT value > 0 FROM measurements WHERE name = 'onnx_over_native'"),
               ::testing::ElementsAre("1"));
+  // The run says which native BERT it was timed against.
+  EXPECT_THAT(Query("SELECT json_extract(configuration, '$.against_native.hidden_size') || ' ' || "
+                    "json_extract(configuration, '$.against_native.layers') FROM runs r JOIN "
+                    "measurements m ON m.run_id = r.id WHERE m.name = 'onnx_over_native'"),
+              ::testing::ElementsAre("32 1"));
   // A model fed word vectors is no BERT to compare.
   const std::string vectors = (dir_ / "vectors.onnx").string();
   ASSERT_EQ(Shell("/usr/bin/python3 -c \"import onnx\nfrom onnx import helper, TensorProto as T\n"
