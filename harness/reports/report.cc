@@ -122,6 +122,13 @@ bool PaperSized(const bench::RunInfo& info) {
          Integer(c, "heads") == 12 && Integer(c, "ffn_size") == 3072;
 }
 
+// The data's file or directory name (the full path is in the run) and the
+// threads.
+std::string DataAndThreads(const bench::RunInfo& info) {
+  return std::filesystem::path(info.dataset).filename().string() + ", " +
+         std::to_string(info.threads) + " thread" + (info.threads == 1 ? "" : "s");
+}
+
 std::string Sizes(const bench::RunInfo& info) {
   const Json c = Configuration(info);
   std::string sizes;
@@ -133,9 +140,7 @@ std::string Sizes(const bench::RunInfo& info) {
     sizes =
         std::to_string(Integer(c, "input_size")) + "/" + std::to_string(Integer(c, "hidden_size"));
   }
-  // The data's file or directory name: the full path is in the run.
-  return sizes + ", " + std::filesystem::path(info.dataset).filename().string() + ", " +
-         std::to_string(info.threads) + " thread" + (info.threads == 1 ? "" : "s");
+  return sizes + ", " + DataAndThreads(info);
 }
 
 // The system as the paper would name it (for its figure), and as the row
@@ -510,9 +515,7 @@ Table ReportBuilder::OnnxImport() {
     }
     std::vector<Cell> row = {
         Plain(std::filesystem::path(Text(configuration, "onnx")).filename().string()),
-        Plain(info.target), Plain(HostLabel(info)),
-        Plain(std::filesystem::path(info.dataset).filename().string() + ", " +
-              std::to_string(info.threads) + " thread" + (info.threads == 1 ? "" : "s")),
+        Plain(info.target), Plain(HostLabel(info)), Plain(DataAndThreads(info)),
         Plain(bounds.empty() ? "none" : bounds)};
     for (const auto& [name, decimals] :
          {std::pair{"against_native_onnx_us_per_token", 1},
