@@ -171,29 +171,34 @@ constexpr double kLargeExtentMargin = 1.03;
 // products on BERT's attention at 128 tokens. Nullopt when none does.
 std::optional<LargeExtentKernel> LargeExtentChoice(const MatMulSite& site,
                                                    const std::string& chosen, SiteTimer& timer) {
-  std::optional<LargeExtentKernel> large;
-  std::string winner;
-  for (auto extent = std::rbegin(kLargeExtents); extent != std::rend(kLargeExtents); ++extent) {
-    const MatMulSite at = site.AtExtent(*extent);
-    std::vector<Candidate> candidates = Candidates(at, "auto");
+  // Every extent is measured before any is weighed, so that what the
+  // database holds for a site does not depend on which kernel won where.
+  std::vector<MatMulSite> sites;
+  for (int64_t extent : kLargeExtents) sites.push_back(site.AtExtent(extent));
+  std::vector<std::vector<Candidate>> candidates;
+  std::vector<std::vector<double>> seconds;
+  for (const MatMulSite& at : sites) {
+    candidates.push_back(Candidates(at, "auto"));
     for (std::string& kernel : LibraryCandidates(site.op, /*dynamic=*/false, "library")) {
-      candidates.emplace_back(&at, std::move(kernel));
+      candidates.back().emplace_back(&at, std::move(kernel));
     }
-    const std::vector<double> seconds = timer.Seconds(candidates);
+    seconds.push_back(timer.Seconds(candidates.back()));
+  }
+  std::optional<LargeExtentKernel> large;
+  for (size_t e = sites.size(); e-- > 0;) {
     double chosen_seconds = std::numeric_limits<double>::infinity();
     size_t fastest = 0;
-    for (size_t c = 0; c < candidates.size(); ++c) {
-      if (candidates[c].second == chosen) chosen_seconds = seconds[c];
-      if (seconds[c] < seconds[fastest]) fastest = c;
+    for (size_t c = 0; c < candidates[e].size(); ++c) {
+      if (candidates[e][c].second == chosen) chosen_seconds = seconds[e][c];
+      if (seconds[e][c] < seconds[e][fastest]) fastest = c;
     }
-    const std::string& kernel = candidates[fastest].second;
+    const std::string& kernel = candidates[e][fastest].second;
     if (kernel == chosen || kernel == kGeneratedKernel ||
-        seconds[fastest] * kLargeExtentMargin > chosen_seconds ||
-        (!winner.empty() && kernel != winner)) {
+        seconds[e][fastest] * kLargeExtentMargin > chosen_seconds ||
+        (large && kernel != large->kernel)) {
       break;
     }
-    winner = kernel;
-    large = LargeExtentKernel{kernel, 0, 0, *extent};
+    large = LargeExtentKernel{kernel, 0, 0, kLargeExtents[e]};
   }
   if (!large) return std::nullopt;
   // The switch reads the first `?` (every `?` of a site is the same extent).
