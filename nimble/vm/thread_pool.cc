@@ -111,12 +111,13 @@ void ThreadPool::Run(int64_t begin, int64_t end, int64_t grain, RangeFn fn, cons
   num_chunks_.store(static_cast<uint32_t>(chunks), std::memory_order_release);
   // seq_cst store then load, against the sleeper's increment then load in
   // WaitForJob: one of the two sides sees the other, so no wake-up is lost.
-  state_.store(MakeState(generation, 0));
+  state_.store(MakeState(generation, 1));
   if (sleepers_.load() > 0) {
     std::lock_guard lock(mutex_);
     wake_.notify_all();
   }
 
+  RunChunk(0);  // published as claimed: see the header
   RunChunks(generation);
   for (int spins = 0; done_chunks_.load(std::memory_order_acquire) != chunks; ++spins) {
     if (spins < kCallerSpins) {

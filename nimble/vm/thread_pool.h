@@ -2,8 +2,10 @@
 // kernels running one after another never ask for more threads than there are
 // cores. Its size is NIMBLE_NUM_THREADS, or the number of hardware threads.
 //
-// ParallelFor splits a range into chunks that the calling thread and the
-// workers claim one at a time. It runs the whole range on the calling thread
+// ParallelFor splits a range into chunks. The calling thread runs the first
+// (so a job cut into one chunk per thread keeps its first slice on the
+// caller's core, and in its cache, call after call); it and the workers claim
+// the rest one at a time. It runs the whole range on the calling thread
 // when the range is too small to split, when the pool has one thread, when it
 // is called from inside a parallel region (no nested oversubscription), and
 // when another thread is using the pool at that moment. Workers spin briefly

@@ -107,6 +107,21 @@ TEST(ThreadPoolTest, WorkersTakePart) {
   EXPECT_EQ(threads.size(), 2u);
 }
 
+// The caller runs the first chunk of every job, whatever the workers do, so
+// that a kernel cut into one chunk per thread finds its slice of a weight in
+// the same core's cache call after call.
+TEST(ThreadPoolTest, TheCallerRunsTheFirstChunk) {
+  ThreadPool pool(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int job = 0; job < 2000; ++job) {
+    std::atomic<bool> first_on_caller{false};
+    pool.ParallelFor(0, 2, 1, [&](int64_t begin, int64_t) {
+      if (begin == 0) first_on_caller = std::this_thread::get_id() == caller;
+    });
+    ASSERT_TRUE(first_on_caller.load()) << "job " << job;
+  }
+}
+
 TEST(ThreadPoolTest, NestedParallelForRunsInline) {
   ThreadPool pool(4);
   std::atomic<int> inner_calls{0};

@@ -250,50 +250,53 @@ inline void MultiplyBlock(const NtBlock& block) {
 
 // Batch 1 (m = 1, nn.dense on one token): c[j] = the dot product of a and
 // b's row j for j < rows, b's rows k long and contiguous. Streaming b is the
-// whole cost, so the loop keeps four rows in flight with two accumulators
-// each (enough independent sums to cover the FMA latency) and loads each
-// vector of a once for the four rows.
+// whole cost, so the loop keeps eight rows in flight, one accumulator each
+// (enough independent sums to cover the FMA latency), and loads each vector
+// of a once for the eight rows. The last k % L columns are one more vector
+// per row, the row's last L values against a copy of a's that is zero where
+// the main loop already counted them: a scalar tail (the Tree-LSTM's rows
+// of 300 leave 4) cost as much as a fifth of the row.
 template <typename V>
 inline void MultiplyVector(const float* a, const float* b, float* c, int64_t rows, int64_t k) {
   constexpr int L = kLanes<V>;
-  constexpr int kRows = 4;
+  constexpr int kRows = 8;
+  const int64_t body = k / L * L;
+  const bool vector_tail = body != k && k >= L;
+  V a_tail = {};
+  if (vector_tail) {
+    float lanes[L] = {};
+    for (int lane = static_cast<int>(body + L - k); lane < L; ++lane) lanes[lane] = a[k - L + lane];
+    std::memcpy(&a_tail, lanes, sizeof(V));
+  }
   int64_t row = 0;
   const auto dot_rows = [&]<int R>(std::integral_constant<int, R>) {
     const float* b_rows[R];
     for (int j = 0; j < R; ++j) b_rows[j] = b + (row + j) * k;
-    V even[R] = {};
-    V odd[R] = {};
-    int64_t p = 0;
-    for (; p + 2 * L <= k; p += 2 * L) {
-      V a_even, a_odd;
-      std::memcpy(&a_even, a + p, sizeof(V));
-      std::memcpy(&a_odd, a + p + L, sizeof(V));
-#pragma GCC unroll 4
+    V sum[R] = {};
+    for (int64_t p = 0; p < body; p += L) {
+      V a_part;
+      std::memcpy(&a_part, a + p, sizeof(V));
+#pragma GCC unroll 8
       for (int j = 0; j < R; ++j) {
-        V b_even, b_odd;
-        std::memcpy(&b_even, b_rows[j] + p, sizeof(V));
-        std::memcpy(&b_odd, b_rows[j] + p + L, sizeof(V));
-        even[j] += a_even * b_even;
-        odd[j] += a_odd * b_odd;
+        V b_part;
+        std::memcpy(&b_part, b_rows[j] + p, sizeof(V));
+        sum[j] += a_part * b_part;
       }
     }
-    if (p + L <= k) {
-      V a_even;
-      std::memcpy(&a_even, a + p, sizeof(V));
-#pragma GCC unroll 4
+    if (vector_tail) {
+#pragma GCC unroll 8
       for (int j = 0; j < R; ++j) {
-        V b_even;
-        std::memcpy(&b_even, b_rows[j] + p, sizeof(V));
-        even[j] += a_even * b_even;
+        V b_part;
+        std::memcpy(&b_part, b_rows[j] + k - L, sizeof(V));
+        sum[j] += a_tail * b_part;
       }
-      p += L;
     }
-#pragma GCC unroll 4
-    for (int j = 0; j < R; ++j) even[j] += odd[j];
     float sums[R];
-    SumLanes(even, sums);
+    SumLanes(sum, sums);
     for (int j = 0; j < R; ++j) {
-      for (int64_t q = p; q < k; ++q) sums[j] += a[q] * b_rows[j][q];
+      if (!vector_tail) {
+        for (int64_t q = body; q < k; ++q) sums[j] += a[q] * b_rows[j][q];
+      }
       c[row + j] = sums[j];
     }
   };
@@ -506,15 +509,25 @@ std::vector<float> TransposeEach(const float* data, int64_t count, int64_t rows,
   return out;
 }
 
-// Rows of b per chunk of a matrix-vector product: whole cache lines of c
-// and enough streaming to outweigh handing the chunk to a thread.
+// The fewest rows of b in a chunk of a matrix-vector product: whole cache
+// lines of c.
 constexpr int64_t kVectorRowGrain = 64;
+
+// Rows of b per chunk of a matrix-vector product: one chunk per thread, so
+// that each thread reads the same rows call after call (the pool's caller
+// takes the first chunk) and a weight that the threads' caches hold between
+// them stays there (the Tree-LSTM's node weight, 900 KB, in two 512 KB L2s);
+// never less than kVectorRowGrain, nor than what outweighs the hand-over.
+int64_t VectorRowGrain(int64_t rows, int64_t k) {
+  const int64_t per_thread = rows / ThreadPool::Global().num_threads();
+  return std::max({kVectorRowGrain, CeilDiv(kMinChunkFlops, 2 * k) / 16 * 16, per_thread});
+}
 
 void BuiltinMatMul(const MatMulProblem& p, const float* a, const float* b, float* c) {
   static const BuiltinLoops loops = SelectBuiltinLoops();
   if (p.m == 1 && p.transpose_b) {
     // A single row of a is k contiguous values whichever way it is stored.
-    const int64_t grain = std::max(kVectorRowGrain, CeilDiv(kMinChunkFlops, 2 * p.k) / 16 * 16);
+    const int64_t grain = VectorRowGrain(p.n, p.k);
     for (int64_t batch = 0; batch < p.batch(); ++batch) {
       const float* a_i = a + (p.batch_a == 1 ? 0 : batch) * p.k;
       const float* b_i = b + (p.batch_b == 1 ? 0 : batch) * p.n * p.k;
