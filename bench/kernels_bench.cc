@@ -70,6 +70,9 @@ void DenseShapes(benchmark::internal::Benchmark* benchmark) {
     for (int64_t n : {768, 3072}) benchmark->Args({m, 768, n});  // BERT-base
   }
   for (int64_t m : {54, 128}) benchmark->Args({m, 3072, 768});  // BERT's FFN output
+  // The LSTM's input projection over a sentence (MRPC's mean is 24 words):
+  // layer 1's W_ih (300 in) and layer 2's (512 in).
+  for (int64_t k : {300, 512}) benchmark->Args({24, k, 2048});
   // Batch 1 (matrix-vector): the LSTM's W_ih and W_hh (300 or 512 in, 4 gates
   // of 512 out), both fused as [x, h], layer 2's fused [x, h], Tree-LSTM cells.
   for (int64_t k : {300, 512, 812, 1024}) benchmark->Args({1, k, 2048});
@@ -147,6 +150,7 @@ BENCHMARK(BM_PackedDense)->Apply([](benchmark::internal::Benchmark* benchmark) {
     for (int64_t n : {768, 3072}) benchmark->Args({m, 768, n});
   }
   for (int64_t m : {54, 128}) benchmark->Args({m, 3072, 768});
+  for (int64_t k : {300, 512}) benchmark->Args({24, k, 2048});
   benchmark->Args({1, 512, 2048});
   benchmark->UseRealTime();
 });
