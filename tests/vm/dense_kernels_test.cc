@@ -383,7 +383,7 @@ Tensor Packed(const Tensor& weight) {
 }
 
 // Every tail of the row tiles (m % 12 for AVX-512, % 6, % 2), reductions
-// shorter and longer than a depth slice (512) with a vector tail, one and
+// shorter and longer than a depth slice (256) with a vector tail, one and
 // several blocks, leading dimensions flattened.
 TEST(PackedDenseKernelTest, MatchesNaiveLoopOnEveryRowTail) {
   for (const Shape& data_shape : std::vector<Shape>{
