@@ -560,10 +560,12 @@ std::vector<float> TransposeEach(const float* data, int64_t count, int64_t rows,
 constexpr int64_t kVectorRowGrain = 64;
 
 // Rows of b per chunk of a matrix-vector product: one chunk per thread, so
-// that each thread reads the same rows call after call (the pool's caller
-// takes the first chunk) and a weight that the threads' caches hold between
-// them stays there (the Tree-LSTM's node weight, 900 KB, in two 512 KB L2s);
-// never less than kVectorRowGrain, nor than what outweighs the hand-over.
+// that with two threads each reads the same rows call after call (the
+// pool's caller takes the first chunk, its worker the other; with more,
+// the workers take theirs in whatever order they come) and a weight that
+// the two caches hold between them stays there (the Tree-LSTM's node
+// weight, 900 KB, in two 512 KB L2s); never less than kVectorRowGrain, nor
+// than what outweighs the hand-over.
 int64_t VectorRowGrain(int64_t rows, int64_t k) {
   const int64_t per_thread = rows / ThreadPool::Global().num_threads();
   return std::max({kVectorRowGrain, CeilDiv(kMinChunkFlops, 2 * k) / 16 * 16, per_thread});
