@@ -330,7 +330,7 @@ TEST_F(NimbleCli, CompileAndRunOnTheVM) {
               AllOf(HasSubstr("kernels"), HasSubstr("others"), HasSubstr("invoke_packed")));
   Outcome dump = Nimble({"dump", Temp("lstm_arm.nimble"), "--bytecode"});
   EXPECT_THAT(dump.out, AllOf(HasSubstr("target \"arm\""), HasSubstr("kernel[0] nn.dense"),
-                              HasSubstr("fused_sigmoid")));
+                              HasSubstr("fused_add_add_strided_slice_sigmoid")));
   Outcome ref_on_executable = Nimble({"run", Temp("lstm.nimble"), "--engine", "ref"});
   EXPECT_EQ(ref_on_executable.status, 1);
   EXPECT_THAT(ref_on_executable.err, HasSubstr("the reference evaluator runs programs"));
@@ -360,9 +360,12 @@ TEST_F(NimbleCli, KernelChoiceAndFusion) {
     EXPECT_EQ(Nimble(args).status, 0) << out;
     return Nimble({"dump", Temp(out), "--kernels"}).out;
   };
-  EXPECT_THAT(compile("fused.nimble", {"--tuning-db", Temp("tuning.db")}),
-              AllOf(Not(HasSubstr("nn.dense+")),
-                    HasSubstr("generated, fuses sigmoid+sigmoid+tanh+multiply+multiply+add")));
+  EXPECT_THAT(
+      compile("fused.nimble", {"--tuning-db", Temp("tuning.db")}),
+      AllOf(Not(HasSubstr("nn.dense+")),
+            HasSubstr("generated, fuses add+add+strided_slice+sigmoid+strided_slice+sigmoid+"
+                      "strided_slice+tanh+strided_slice+sigmoid+multiply+multiply+add+"
+                      "tanh+multiply")));
   EXPECT_TRUE(std::filesystem::exists(Temp("tuning.db")));
   EXPECT_THAT(compile("library.nimble", {"--kernels", "library"}),
               AllOf(HasSubstr("] nn.dense."), HasSubstr(": library ")));
@@ -390,23 +393,26 @@ TEST_F(NimbleCli, KernelChoiceAndFusion) {
 }
 
 // The loop IR of the generated kernels, simplified: a row's elementwise
-// kernel indexes its operands by the loop variable alone.
+// kernel indexes its operands by the loop variable and the gate's offset.
 TEST_F(NimbleCli, DumpsTheLoopIrOfAGeneratedKernel) {
   const std::string lstm = Example("lstm_cell.relay");
   const std::string params = Example("data/lstm_cell.npz");
   const Outcome all = Nimble({"dump", lstm, "--params", params, "--tir", "all"});
   ASSERT_EQ(all.status, 0) << all.err;
-  EXPECT_THAT(all.out, AllOf(HasSubstr("kernel fused_sigmoid_sigmoid_tanh_multiply_2("),
-                             HasSubstr("add[add.j] = ((p0[add.j] + p1[add.j]) + p2[add.j])"),
-                             Not(HasSubstr("floordiv"))));
+  EXPECT_THAT(all.out,
+              AllOf(HasSubstr("kernel fused_add_add_strided_slice_sigmoid_0("),
+                    HasSubstr("(sigmoid(((p0[(48 + multiply.j)] + p1[(48 + multiply.j)]) + "
+                              "p2[(48 + multiply.j)])) * tanh(add[multiply.j]))"),
+                    Not(HasSubstr("floordiv"))));
   const Outcome missing = Nimble({"dump", lstm, "--params", params, "--tir", "fused_nope"});
   ExpectUserError(missing, "--tir: no generated kernel named 'fused_nope'");
-  EXPECT_THAT(missing.err, HasSubstr("are fused_add_add_0, fused_split_1, "));
+  EXPECT_THAT(missing.err,
+              HasSubstr("are fused_add_add_strided_slice_sigmoid_0, fused_take_expand_dims_1, "));
   // For the nvidia target a kernel is a GPU loop per stage, a thread per element.
   const Outcome gpu =
       Nimble({"dump", lstm, "--params", params, "--tir", "all", "--target", "nvidia"});
   ASSERT_EQ(gpu.status, 0) << gpu.err;
-  EXPECT_THAT(gpu.out, AllOf(HasSubstr("gpu kernel fused_sigmoid_sigmoid_tanh_multiply_2("),
+  EXPECT_THAT(gpu.out, AllOf(HasSubstr("gpu kernel fused_add_add_strided_slice_sigmoid_0("),
                              HasSubstr("for add.thread in [0, 16) gpu_threads {")));
 }
 
@@ -444,8 +450,8 @@ TEST_F(NimbleCli, AllocationsWithAndWithoutPlanning) {
   ASSERT_EQ(counts.status, 0) << counts.err;
   EXPECT_THAT(Lines(counts.out),
               ElementsAre(HasSubstr("allocations"),
-                          "manifested                  11           1248                   0",
-                          "planned                      5            992                   0"));
+                          "manifested                   6            736                   0",
+                          "planned                      5            736                   0"));
   const std::vector<std::string> run = {"run",  lstm,      "--params",
                                         params, "--input", Example("data/lstm_sequence.npy")};
   std::vector<std::string> unplanned = run;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <sstream>
 
 #include "nimble/compiler/backend/kernel_tuning.h"
@@ -16,6 +17,7 @@
 #include "nimble/compiler/transform/manifest_alloc.h"
 #include "nimble/compiler/transform/pack_dense_weights.h"
 #include "nimble/compiler/transform/plan_devices.h"
+#include "nimble/compiler/transform/slice_splits.h"
 #include "nimble/compiler/transform/to_anf.h"
 #include "nimble/vm/error.h"
 
@@ -26,6 +28,15 @@ namespace {
 PassInfo Plain(std::string name, ir::IRModule (*pass)(const ir::IRModule&)) {
   return {std::move(name),
           [pass](const ir::IRModule& module, const CompileOptions&) { return pass(module); }};
+}
+
+// Whether `call` may join a fused primitive: only a generated kernel can run
+// one.
+std::function<bool(const ir::CallNode&)> Fusible(const CompileOptions& options) {
+  return [&options](const ir::CallNode& call) {
+    return GeneratesOp(static_cast<const ir::OpNode&>(*call.callee).name, options) &&
+           op::CanGenerate(call);
+  };
 }
 
 // A memory-planning pass, skipped when the options turn planning off.
@@ -50,14 +61,15 @@ const std::vector<PassInfo>& Passes() {
       Plain("eta-expand", transform::EtaExpandConstructors),
       Plain("anf", transform::ToANormalForm),
       Plain("lambda-lift", transform::LambdaLift),
+      {"slice-splits",
+       [](const ir::IRModule& module, const CompileOptions& options) {
+         // A split's pieces as slices pay only when they fuse into their readers.
+         return options.fuse_ops ? transform::SliceSplits(module, Fusible(options)) : module;
+       }},
       {"fuse",
        [](const ir::IRModule& module, const CompileOptions& options) {
-         // Only a generated kernel can run a fused primitive.
-         const auto fusible = [&options](const ir::CallNode& call) {
-           return GeneratesOp(static_cast<const ir::OpNode&>(*call.callee).name, options) &&
-                  op::CanGenerate(call);
-         };
-         return transform::FuseOps(module, {.enabled = options.fuse_ops, .fusible = fusible});
+         return transform::FuseOps(module,
+                                   {.enabled = options.fuse_ops, .fusible = Fusible(options)});
        }},
       {"dead-code",
        [](const ir::IRModule& module, const CompileOptions& options) {

@@ -63,8 +63,13 @@ class Lowerer {
   const std::vector<tir::Buffer>& input_buffers() const { return input_buffers_; }
 
  private:
-  static tir::Buffer MakeBuffer(const TensorNode& tensor) {
-    return std::make_shared<tir::BufferNode>(tensor.name, tensor.dtype, tensor.shape);
+  // Named after the tensor, with a suffix when another buffer of the kernel
+  // has its name already (a fused LSTM cell has several `multiply`s), so that
+  // the printed loop IR reads unambiguously.
+  tir::Buffer MakeBuffer(const TensorNode& tensor) {
+    const int uses = buffer_names_[tensor.name]++;
+    const std::string name = uses == 0 ? tensor.name : tensor.name + "_" + std::to_string(uses);
+    return std::make_shared<tir::BufferNode>(name, tensor.dtype, tensor.shape);
   }
 
   // Counts the places each computed tensor is read from, looking through
@@ -206,8 +211,8 @@ class Lowerer {
     }
 
     // Spatial loops but the innermost, fused into one.
-    const tir::Var inner = tir::MakeVar(tensor.name + ".j");
-    const tir::Var outer = tir::MakeVar(tensor.name + ".i");
+    const tir::Var inner = tir::MakeVar(buffer->name + ".j");
+    const tir::Var outer = tir::MakeVar(buffer->name + ".i");
     std::vector<Expr> indices(rank);
     indices[rank - 1] = inner;
     Expr remaining = outer;
@@ -237,7 +242,7 @@ class Lowerer {
   // which accumulates a reduction serially.
   tir::Stmt LowerGpuStage(const TensorNode& tensor, const tir::Buffer& buffer,
                           const ReduceNode* reduce) {
-    const tir::Var thread = tir::MakeVar(tensor.name + ".thread");
+    const tir::Var thread = tir::MakeVar(buffer->name + ".thread");
     const size_t rank = tensor.shape.size();
     std::vector<Expr> indices(rank);
     Expr remaining = thread;
@@ -281,7 +286,7 @@ class Lowerer {
     if (!reduce) return tir::Store(buffer, flat, LowerExpr(tensor.body, substitution));
 
     const tir::Buffer accumulator = std::make_shared<tir::BufferNode>(
-        tensor.name + ".acc", tensor.dtype, std::vector<Expr>{tir::IntImm(1)});
+        buffer->name + ".acc", tensor.dtype, std::vector<Expr>{tir::IntImm(1)});
     const Expr zero = tir::IntImm(0);
     const Expr combined = ReduceCombine(reduce->reduce_kind, tir::Load(accumulator, zero),
                                         LowerExpr(reduce->source, substitution));
@@ -301,6 +306,8 @@ class Lowerer {
   const MatMulKnobs matmul_knobs_;
   const bool gpu_;
   std::map<const TensorNode*, tir::Buffer> buffers_;
+  // Buffers made so far per tensor name.
+  std::map<std::string, int> buffer_names_;
   std::set<const TensorNode*> outputs_;
   std::map<const TensorNode*, int> reads_;
   std::set<const TensorNode*> visited_;

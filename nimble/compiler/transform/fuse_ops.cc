@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -86,16 +87,21 @@ struct Edge {
   OpPattern pattern;
 };
 
+// No use outside the graph.
+constexpr int kNoOutsideUse = std::numeric_limits<int>::max();
+
 // A kernel call of the chain (TVM's IndexedForwardGraph node).
 struct Node {
   const ir::CallNode* call;
   ir::Var var;  // its let binder; null for the chain's result
   OpPattern pattern;
   std::vector<Edge> consumers;  // in chain order, each node once
-  // Its value is used other than as an argument of a node: by another kind of
-  // expression, in a nested scope, or as the chain's result. It then ends its
-  // group.
-  bool escapes = false;
+  // The first position in the chain (the index of a let; the chain's result
+  // comes after them all) where its value is used other than as an argument
+  // of a node: by another kind of expression, in a nested scope, or in the
+  // result. A group may hold it other than as its last node only when that
+  // use comes after the group's last node, which then returns it too.
+  int outside_use = kNoOutsideUse;
 };
 
 // TVM's GraphPartitioner on the nodes of one chain, in chain order (a
@@ -103,12 +109,17 @@ struct Node {
 // node, the only one whose value is used outside the group.
 class Partitioner {
  public:
-  Partitioner(const std::vector<Node>& nodes, int max_group_ops)
-      : nodes_(nodes), max_group_ops_(max_group_ops), dominators_(nodes.size()) {
+  // `positions` holds each node's position in the chain, ascending.
+  Partitioner(const std::vector<Node>& nodes, const std::vector<int>& positions, int max_group_ops)
+      : nodes_(nodes),
+        positions_(positions),
+        max_group_ops_(max_group_ops),
+        dominators_(nodes.size()) {
     for (const Node& node : nodes) {
       const bool anchor =
           node.pattern == OpPattern::kOutEWiseFusable || node.pattern == OpPattern::kCommReduce;
-      groups_.push_back({static_cast<int>(groups_.size()), node.pattern, 1, anchor});
+      groups_.push_back(
+          {static_cast<int>(groups_.size()), node.pattern, 1, anchor, node.outside_use});
     }
     BuildPostDominators();
   }
@@ -132,6 +143,8 @@ class Partitioner {
     int num_nodes;
     // Holds an nn.dense-like op or a reduction.
     bool anchored;
+    // The first outside use of any of its nodes' values.
+    int outside_use;
   };
 
   // A node's immediate post-dominator (-1: none, the value leaves the graph
@@ -143,11 +156,12 @@ class Partitioner {
   };
 
   // One pass from the last node up: each node's post-dominator is the least
-  // common ancestor of its consumers in the tree built so far.
+  // common ancestor of its consumers in the tree built so far. Outside uses
+  // do not count: TryFuse keeps them after the group.
   void BuildPostDominators() {
     for (int i = static_cast<int>(nodes_.size()) - 1; i >= 0; --i) {
       const Node& node = nodes_[i];
-      if (node.escapes || node.consumers.empty()) continue;
+      if (node.consumers.empty()) continue;
       OpPattern pattern = node.consumers[0].pattern;
       int parent = node.consumers[0].node;
       for (size_t k = 1; k < node.consumers.size(); ++k) {
@@ -242,6 +256,9 @@ class Partitioner {
     for (int node : path) {
       const int root = Find(node);
       if (!seen.insert(root).second) continue;
+      // A value used outside before the group's last node would have to
+      // exist before the fused kernel runs.
+      if (groups_[root].outside_use <= positions_[target]) return;
       merged.push_back(root);
       num_nodes += groups_[root].num_nodes;
     }
@@ -253,10 +270,12 @@ class Partitioner {
       into.num_nodes += group.num_nodes;
       if (group.anchored) into.pattern = std::max(into.pattern, group.pattern);
       into.anchored = into.anchored || group.anchored;
+      into.outside_use = std::min(into.outside_use, group.outside_use);
     }
   }
 
   const std::vector<Node>& nodes_;
+  const std::vector<int>& positions_;
   const int max_group_ops_;
   std::vector<PostDominator> dominators_;
   std::vector<Group> groups_;
@@ -306,47 +325,53 @@ class Fuser : public ir::ExprMutator {
     }
 
     std::vector<Node> nodes;
+    std::vector<int> positions;
     std::unordered_map<const ir::VarNode*, int> node_of_var;
-    std::unordered_set<const ir::VarNode*> used_elsewhere;
-    const auto note_uses = [&](const ir::Expr& expr) {
-      for (const ir::Var& var : ir::FreeVars(expr)) used_elsewhere.insert(var.get());
+    const auto note_uses = [&](const ir::Expr& expr, int position) {
+      for (const ir::Var& var : ir::FreeVars(expr)) {
+        const auto found = node_of_var.find(var.get());
+        if (found == node_of_var.end()) continue;
+        int& first = nodes[found->second].outside_use;
+        first = std::min(first, position);
+      }
     };
     std::vector<int> node_of_let;
-    for (const ir::LetNode* let : lets) {
-      const ir::CallNode* call = GraphCall(let->value);
-      node_of_let.push_back(call ? AddNode(call, let->var, node_of_var, fusible_, nodes) : -1);
+    for (size_t i = 0; i < lets.size(); ++i) {
+      const ir::CallNode* call = GraphCall(lets[i]->value);
+      node_of_let.push_back(call ? AddNode(call, lets[i]->var, node_of_var, fusible_, nodes) : -1);
       if (call) {
-        node_of_var.emplace(let->var.get(), node_of_let.back());
+        node_of_var.emplace(lets[i]->var.get(), node_of_let.back());
+        positions.push_back(static_cast<int>(i));
       } else {
-        note_uses(let->value);
+        note_uses(lets[i]->value, static_cast<int>(i));
       }
     }
+    const int result_position = static_cast<int>(lets.size());
     int result_node = -1;
     if (const ir::CallNode* call = GraphCall(result)) {
       result_node = AddNode(call, nullptr, node_of_var, fusible_, nodes);
-      nodes[result_node].escapes = true;
+      positions.push_back(result_position);
+      nodes[result_node].outside_use = result_position;
     } else {
-      note_uses(result);
+      note_uses(result, result_position);
     }
-    for (Node& node : nodes) node.escapes = node.escapes || used_elsewhere.contains(node.var.get());
 
-    const std::vector<int> roots = Partitioner(nodes, max_group_ops_).Partition();
+    const std::vector<int> roots = Partitioner(nodes, positions, max_group_ops_).Partition();
     std::vector<std::vector<int>> members(nodes.size());
     for (size_t i = 0; i < nodes.size(); ++i) members[roots[i]].push_back(static_cast<int>(i));
-    // What binds a node's value: its primitive call, the group's fused call
-    // at the group's last node, nothing inside a group.
-    const auto rewrite = [&](int node, const ir::Expr& value) -> ir::Expr {
-      if (node < 0 || members[roots[node]].size() == 1) return VisitExpr(value);
-      if (roots[node] != node) return ir::Expr();
-      return FusedCall(nodes, members[node]);
-    };
+    // A group's fused call at its last node; nothing at its other nodes.
+    const auto fused = [&](int node) { return node >= 0 && members[roots[node]].size() > 1; };
 
-    ir::Expr body = rewrite(result_node, result);
+    ir::Expr body =
+        fused(result_node) ? FusedCall(nodes, members[result_node]).call : VisitExpr(result);
     for (size_t i = lets.size(); i-- > 0;) {
-      ir::Expr value = rewrite(node_of_let[i], lets[i]->value);
-      if (!value) continue;
-      body = Make<ir::LetNode>(lets[i]->var, std::move(value), std::move(body));
-      body->span = lets[i]->span;
+      const int node = node_of_let[i];
+      if (!fused(node)) {
+        body = Make<ir::LetNode>(lets[i]->var, VisitExpr(lets[i]->value), std::move(body));
+        body->span = lets[i]->span;
+      } else if (roots[node] == node) {
+        body = BindOutputs(FusedCall(nodes, members[node]), lets[i]->span, std::move(body));
+      }
     }
     return body;
   }
@@ -376,13 +401,40 @@ class Fuser : public ir::ExprMutator {
         consumers.push_back({index, edge});
       }
     }
-    nodes.push_back({call, std::move(var), pattern, {}, false});
+    nodes.push_back({call, std::move(var), pattern, {}});
     return index;
+  }
+
+  // A group's primitive call and the binders of what it returns: its last
+  // node's value, then those of its other nodes used outside it (as a tuple
+  // when there are several).
+  struct GroupCall {
+    ir::Expr call;
+    std::vector<ir::Var> outputs;
+  };
+
+  // `let`s binding what `group` returns, in `body`.
+  static ir::Expr BindOutputs(const GroupCall& group, const ir::Span& span, ir::Expr body) {
+    if (group.outputs.size() == 1) {
+      body = Make<ir::LetNode>(group.outputs[0], group.call, std::move(body));
+      body->span = span;
+      return body;
+    }
+    const ir::Var tuple = ir::MakeVar("outputs");
+    for (size_t k = group.outputs.size(); k-- > 0;) {
+      body = Make<ir::LetNode>(group.outputs[k],
+                               Make<ir::TupleGetItemNode>(tuple, static_cast<int>(k)),
+                               std::move(body));
+      body->span = span;
+    }
+    body = Make<ir::LetNode>(tuple, group.call, std::move(body));
+    body->span = span;
+    return body;
   }
 
   // The call of one primitive computing the group `members` (in chain order)
   // on the group's inputs, each passed once; scalar constants stay inside.
-  static ir::Expr FusedCall(const std::vector<Node>& nodes, const std::vector<int>& members) {
+  static GroupCall FusedCall(const std::vector<Node>& nodes, const std::vector<int>& members) {
     std::vector<ir::Var> params;
     std::vector<ir::Expr> inputs;
     // A value from outside the group, or a member's binder, to what the body
@@ -391,6 +443,10 @@ class Fuser : public ir::ExprMutator {
     std::vector<Binding> bindings;
     std::string fused;
     ir::Expr body;
+    // The values it returns besides the last node's.
+    std::vector<ir::Expr> extra_values;
+    std::vector<ir::Type> extra_types;
+    std::vector<ir::Var> outputs = {nodes[members.back()].var};
     for (int member : members) {
       const Node& node = nodes[member];
       const auto* op = static_cast<const ir::OpNode*>(node.call->callee.get());
@@ -417,12 +473,27 @@ class Fuser : public ir::ExprMutator {
       } else {
         ir::Var var = ir::MakeVar(node.var->name_hint);
         inside.emplace(node.var.get(), var);
-        bindings.push_back({std::move(var), std::move(value)});
+        bindings.push_back({var, std::move(value)});
+        if (node.outside_use != kNoOutsideUse) {
+          extra_types.push_back(node.call->checked_type);
+          extra_values.push_back(var);
+          outputs.push_back(node.var);
+        }
       }
     }
     const ir::CallNode* last = nodes[members.back()].call;
-    return CallPrimitive(std::move(params), WrapLets(bindings, std::move(body)), last->checked_type,
-                         std::move(fused), std::move(inputs), last->span);
+    ir::Type type = last->checked_type;
+    if (!extra_values.empty()) {
+      std::vector<ir::Expr> fields = {std::move(body)};
+      std::vector<ir::Type> types = {type};
+      fields.insert(fields.end(), extra_values.begin(), extra_values.end());
+      types.insert(types.end(), extra_types.begin(), extra_types.end());
+      body = Make<ir::TupleNode>(std::move(fields));
+      type = Make<ir::TupleTypeNode>(std::move(types));
+    }
+    return {CallPrimitive(std::move(params), WrapLets(bindings, std::move(body)), std::move(type),
+                          std::move(fused), std::move(inputs), last->span),
+            std::move(outputs)};
   }
 
   // The call on `inputs` of a primitive function of `params` and `body`;

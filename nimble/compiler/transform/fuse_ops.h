@@ -11,11 +11,14 @@
 // into the injective, reduction or anchored group that post-dominates them;
 // injective ops fuse into injective consumers once the anchors are done. A
 // group has at most one anchor (one nn.dense-like op or one reduction, which
-// the code generator composes one per kernel), at most `max_group_ops` ops,
-// and only its last op's value is used outside it. Ops that keep a group of
+// the code generator composes one per kernel) and at most `max_group_ops`
+// ops. Its other ops' values may be used outside it only after its last op:
+// the primitive then returns them too, after the last op's value, so that an
+// LSTM cell is one kernel returning both h' and c'. Ops that keep a group of
 // their own: opaque ones, data-dependent and upper-bound shape functions
 // (whose shape function would have to read a fused intermediate), and ops
-// with tuple arguments or results (concatenate, split).
+// with tuple arguments or results (concatenate, split; SliceSplits turns a
+// split's fields into slices first).
 #pragma once
 
 #include <functional>
@@ -40,10 +43,10 @@ struct FuseOptions {
 // parameter per argument of the call; a fused primitive has one per distinct
 // input of the group (scalar constants stay in its body), a body that binds
 // the group's ops in order, and the attribute `Fused="nn.dense+add+tanh"`
-// naming them. The memory dialect's ops and the calls the VM runs as
-// instructions (op::RunsAsVMInstruction: shape_of, scalar control
-// arithmetic) stay as they are, and so do primitive
-// functions, so a second run changes nothing. Throws nimble::Error for a
+// naming them; one that also returns other ops' values ends in a tuple of
+// them, bound after the call by `let`s of its fields. The memory dialect's ops and the calls the VM
+// runs as instructions (op::RunsAsVMInstruction: shape_of, scalar control arithmetic) stay as they
+// are, and so do primitive functions, so a second run changes nothing. Throws nimble::Error for a
 // module without types or max_group_ops < 1.
 ir::IRModule FuseOps(const ir::IRModule& module, const FuseOptions& options = {});
 

@@ -362,7 +362,7 @@ def @main(%x: Tensor[(4,), float32]) {
 
 // %b is also passed to a global and %c goes into a tuple: both end their
 // group, so only the inside of a group disappears from the chain.
-TEST(FuseOps, AValueUsedOutsideTheGraphEndsItsGroup) {
+TEST(FuseOps, AValueUsedAfterItsGroupIsReturnedToo) {
   ir::IRModule module = ParseTyped(R"(
 def @id(%v: Tensor[(4,), float32]) -> Tensor[(4,), float32] { %v }
 
@@ -378,17 +378,48 @@ def @main(%x: Tensor[(4,), float32]) {
 def @id(%v: Tensor[(4,), float32]) -> Tensor[(4,), float32] { %v }
 
 def @main(%x: Tensor[(4,), float32]) {
+  let %outputs = fn (%p0: Tensor[(4,), float32], Primitive=1, Fused="exp+negative+tanh")
+                   -> (Tensor[(4,), float32], Tensor[(4,), float32]) {
+    let %a = exp(%p0);
+    let %inner_b = negative(%a);
+    (tanh(%inner_b), %inner_b)
+  }(%x);
+  let %c = %outputs.0;
+  let %b = %outputs.1;
+  let %d = @id(%b);
+  let %t = (%c, %d);
+  %t
+})");
+}
+
+// A value used outside the graph before the group would end (here by a call
+// whose result the group reads) must exist first: it ends its group.
+TEST(FuseOps, AValueUsedOutsideBeforeTheGroupEndsEndsIt) {
+  ir::IRModule module = ParseTyped(R"(
+def @id(%v: Tensor[(4,), float32]) -> Tensor[(4,), float32] { %v }
+
+def @main(%x: Tensor[(4,), float32]) {
+  let %a = exp(%x);
+  let %b = negative(%a);
+  let %d = @id(%b);
+  let %c = add(%b, %d);
+  %c
+})");
+  ExpectProgram(FuseOps(module), R"(
+def @id(%v: Tensor[(4,), float32]) -> Tensor[(4,), float32] { %v }
+
+def @main(%x: Tensor[(4,), float32]) {
   let %b = fn (%p0: Tensor[(4,), float32], Primitive=1, Fused="exp+negative")
              -> Tensor[(4,), float32] {
     let %a = exp(%p0);
     negative(%a)
   }(%x);
-  let %c = fn (%p0: Tensor[(4,), float32], Primitive=1) -> Tensor[(4,), float32] {
-    tanh(%p0)
-  }(%b);
   let %d = @id(%b);
-  let %t = (%c, %d);
-  %t
+  let %c = fn (%p0: Tensor[(4,), float32], %p1: Tensor[(4,), float32], Primitive=1)
+             -> Tensor[(4,), float32] {
+    add(%p0, %p1)
+  }(%b, %d);
+  %c
 })");
 }
 
@@ -574,7 +605,8 @@ def @main(%c: Tensor[(), bool], %x: Tensor[(4,), float32]) -> Tensor[(4,), float
   let %r = if (%c) { %a } else { %b };
   %r
 })");
-  EXPECT_THAT(Primitives(FuseOps(escaping)), ElementsAre("exp", "negative"));
+  // Both values are used after the group's last node: one kernel returns both.
+  EXPECT_THAT(Primitives(FuseOps(escaping)), ElementsAre("exp+negative"));
 }
 
 TEST(FuseOps, IsIdempotentAndDeterministic) {
