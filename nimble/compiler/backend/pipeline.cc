@@ -11,6 +11,7 @@
 #include "nimble/compiler/transform/dead_code.h"
 #include "nimble/compiler/transform/eta_expand.h"
 #include "nimble/compiler/transform/fold_constant.h"
+#include "nimble/compiler/transform/forward_tuple_fields.h"
 #include "nimble/compiler/transform/fuse_ops.h"
 #include "nimble/compiler/transform/insert_kills.h"
 #include "nimble/compiler/transform/lambda_lift.h"
@@ -76,6 +77,7 @@ const std::vector<PassInfo>& Passes() {
          return transform::EliminateDeadCode(module, options.entry_functions);
        }},
       Plain("manifest-alloc", transform::ManifestAlloc),
+      Plain("forward-tuple-fields", transform::ForwardTupleFields),
       {"plan-devices",
        [](const ir::IRModule& module, const CompileOptions& options) {
          return transform::PlanDevices(module, TargetDevice(options.target));

@@ -1,0 +1,133 @@
+#include "nimble/compiler/transform/forward_tuple_fields.h"
+
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "nimble/compiler/ir/free_vars.h"
+#include "nimble/compiler/ir/functor.h"
+#include "nimble/compiler/support/deep_stack.h"
+#include "nimble/compiler/transform/pass_util.h"
+#include "nimble/compiler/typing/type_infer.h"
+
+namespace nimble::transform {
+
+namespace {
+
+bool IsAtom(const ir::Expr& expr) {
+  return expr->kind == ir::ExprKind::kVar || expr->kind == ir::ExprKind::kConstant;
+}
+
+// A tuple literal of variables and constants.
+bool IsAtomTuple(const ir::Expr& expr) {
+  if (expr->kind != ir::ExprKind::kTuple) return false;
+  for (const ir::Expr& field : static_cast<const ir::TupleNode&>(*expr).fields) {
+    if (!IsAtom(field)) return false;
+  }
+  return true;
+}
+
+class TupleForwarder : public ir::ExprMutator {
+ public:
+  ir::Expr VisitVar(const ir::VarNode* var) override {
+    const auto found = renamed_.find(var);
+    return found != renamed_.end() ? found->second : ir::RefOf(var);
+  }
+
+  ir::Expr VisitTupleGetItem(const ir::TupleGetItemNode* get) override {
+    ir::Expr tuple = VisitExpr(get->tuple);
+    const ir::Expr literal = LiteralOr(tuple);
+    if (literal->kind == ir::ExprKind::kTuple) {
+      return static_cast<const ir::TupleNode&>(*literal).fields[get->index];
+    }
+    ir::Expr result = Make<ir::TupleGetItemNode>(std::move(tuple), get->index);
+    result->span = get->span;
+    return result;
+  }
+
+  ir::Expr VisitCall(const ir::CallNode* call) override {
+    const std::string_view op = CalledOpName(*call);
+    if (op != "memory.invoke_mut" && op != "memory.shape_func") {
+      return ExprMutator::VisitCall(call);
+    }
+    std::vector<ir::Expr> args = {VisitExpr(call->args[0])};
+    for (size_t i = 1; i < call->args.size(); ++i) {
+      const ir::Expr& arg = call->args[i];
+      if (arg->kind != ir::ExprKind::kTuple) {
+        args.push_back(VisitExpr(arg));
+        continue;
+      }
+      std::vector<ir::Expr> fields;
+      for (const ir::Expr& field : static_cast<const ir::TupleNode&>(*arg).fields) {
+        fields.push_back(LiteralOr(VisitExpr(field)));
+      }
+      args.push_back(Make<ir::TupleNode>(std::move(fields)));
+      args.back()->span = arg->span;
+    }
+    ir::Expr result = Make<ir::CallNode>(call->callee, std::move(args), call->attrs);
+    result->span = call->span;
+    return result;
+  }
+
+  // The whole chain from `head` on, looped over: chains run 10,000 deep.
+  ir::Expr VisitLet(const ir::LetNode* head) override {
+    std::vector<const ir::LetNode*> lets;
+    std::vector<ir::Expr> values;
+    ir::Expr expr = ir::RefOf(head);
+    for (; expr->kind == ir::ExprKind::kLet; expr = static_cast<const ir::LetNode&>(*expr).body) {
+      const auto* let = static_cast<const ir::LetNode*>(expr.get());
+      ir::Expr value = VisitExpr(let->value);
+      if (let->value->kind == ir::ExprKind::kTupleGetItem && IsAtom(value)) {
+        renamed_[let->var.get()] = std::move(value);
+        continue;
+      }
+      if (IsAtomTuple(value)) literals_[let->var.get()] = value;
+      lets.push_back(let);
+      values.push_back(std::move(value));
+    }
+    ir::Expr body = VisitExpr(expr);
+    // A tuple still read as a whole stays.
+    std::unordered_set<const ir::VarNode*> read;
+    const auto note_reads = [&read](const ir::Expr& value) {
+      for (const ir::Var& var : ir::FreeVars(value)) read.insert(var.get());
+    };
+    for (const ir::Expr& value : values) note_reads(value);
+    note_reads(body);
+    for (size_t i = lets.size(); i-- > 0;) {
+      const ir::VarNode* var = lets[i]->var.get();
+      if (literals_.contains(var) && !read.contains(var)) continue;
+      body = Make<ir::LetNode>(lets[i]->var, std::move(values[i]), std::move(body));
+      body->span = lets[i]->span;
+    }
+    return body;
+  }
+
+ private:
+  // The tuple literal bound to `expr` when it is such a variable; else `expr`.
+  ir::Expr LiteralOr(const ir::Expr& expr) const {
+    if (expr->kind != ir::ExprKind::kVar) return expr;
+    const auto found = literals_.find(static_cast<const ir::VarNode*>(expr.get()));
+    return found != literals_.end() ? found->second : expr;
+  }
+
+  // Tuple literals by the variable bound to them, and variables that read a
+  // field of one, by that field.
+  std::unordered_map<const ir::VarNode*, ir::Expr> literals_;
+  std::unordered_map<const ir::VarNode*, ir::Expr> renamed_;
+};
+
+}  // namespace
+
+ir::IRModule ForwardTupleFields(const ir::IRModule& module) {
+  return RunWithDeepStack([&] {
+    ir::IRModule result = MapFunctions(module, [&](const ir::IRModuleNode::Definition& definition) {
+      return ir::RefOf(static_cast<const ir::FunctionNode*>(
+          TupleForwarder().VisitExpr(definition.function).get()));
+    });
+    typing::InferTypes(result);
+    return result;
+  });
+}
+
+}  // namespace nimble::transform
