@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nimble/vm/dlpack.h"
@@ -152,6 +154,24 @@ TEST_P(DenseKernelsTest, MatrixVectorProductsCoverEveryTail) {
   CheckBatchMatMul({1, 3, 1, 9, 37, true, true}, 202);
   CheckBatchMatMul({3, 1, 1, 9, 37, false, true}, 204);
   CheckBatchMatMul({2, 2, 1, 9, 37, false, false}, 206);
+}
+
+// The built-in product sweeps a weight's rows the other way on each call for
+// the same weight (for its cache); every call must still give every row, the
+// same bits each time.
+TEST_P(DenseKernelsTest, MatrixVectorProductsRepeatOnOneWeight) {
+  for (const auto& [k, n] : {std::pair<int64_t, int64_t>{33, 67}, {300, 1030}}) {
+    SCOPED_TRACE("k " + std::to_string(k) + ", n " + std::to_string(n));
+    const Tensor weight = RandomTensor({n, k}, 300);
+    const Tensor data = RandomTensor({1, k}, 301);
+    const Tensor first = RunKernel(Dense(), Attrs(), data, weight, {1, n});
+    ExpectClose(first, NaiveMatMul({1, 1, 1, n, k, false, true}, data, weight), k);
+    for (int call = 0; call < 3; ++call) {
+      const Tensor again = RunKernel(Dense(), Attrs(), data, weight, {1, n});
+      EXPECT_EQ(std::memcmp(again->raw_data(), first->raw_data(), first->nbytes()), 0)
+          << "call " << call + 2;
+    }
+  }
 }
 
 TEST_P(DenseKernelsTest, DenseFlattensLeadingDimensions) {
