@@ -91,7 +91,7 @@ class SiteCollector : public ir::ExprVisitor {
 // the product's, because a fixed sweep larger than a small product's output
 // (it was 256 KB) evicted weights that stay cached between calls in the
 // program, and made every kernel of the LSTM's W_hh or the Tree-LSTM's node
-// product measure alike, 1.4 to 3 times slower than they run there.
+// product measure alike, 1.3 to 4 times slower than they run there.
 class PoolWork {
  public:
   explicit PoolWork(int64_t size) : data_(static_cast<size_t>(size), 0.5f) {}
