@@ -59,6 +59,24 @@ class FreeLists {
 thread_local bool FreeLists::destroyed = false;
 thread_local FreeLists free_lists;
 
+// Objects whose count reached zero while another object was being destroyed
+// on this thread wait here; the outermost release drains them in a loop, so
+// a long list or tree is freed without recursing once per node.
+struct PendingReleases {
+  ~PendingReleases() { destroyed = true; }
+
+  // Set once this thread's list is gone: at exit, thread-local objects are
+  // destroyed before static ones, and those (a test's parameters holding
+  // tensors) still release objects; they are then deleted at once.
+  static thread_local bool destroyed;
+
+  std::vector<const Object*> objects;
+  bool draining = false;
+};
+
+thread_local bool PendingReleases::destroyed = false;
+thread_local PendingReleases pending_releases;
+
 // The class of an object of `size` bytes, or kNumClasses when it is too big.
 size_t SizeClass(size_t size) {
   return size == 0 ? 0 : std::min((size - 1) / kGranule, kNumClasses);
@@ -84,22 +102,22 @@ void Object::operator delete(void* pointer, size_t size) {
 }
 
 void Object::Release(const Object* object) {
-  // Objects whose count reached zero while another object was being destroyed
-  // on this thread wait here; the outermost release drains them in a loop.
-  thread_local std::vector<const Object*> pending;
-  thread_local bool draining = false;
-  if (draining) {
-    pending.push_back(object);
+  if (PendingReleases::destroyed) {
+    delete object;
     return;
   }
-  draining = true;
+  if (pending_releases.draining) {
+    pending_releases.objects.push_back(object);
+    return;
+  }
+  pending_releases.draining = true;
   delete object;
-  while (!pending.empty()) {
-    const Object* next = pending.back();
-    pending.pop_back();
+  while (!pending_releases.objects.empty()) {
+    const Object* next = pending_releases.objects.back();
+    pending_releases.objects.pop_back();
     delete next;
   }
-  draining = false;
+  pending_releases.draining = false;
 }
 
 }  // namespace nimble

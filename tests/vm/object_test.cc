@@ -105,5 +105,28 @@ TEST(ObjectTest, ObjectsFreedOnAnotherThreadJoinItsFreeLists) {
   EXPECT_EQ(TensorNode::FromVector<int32_t>({2}, DataType::Int32(), {4, 5})->GetAsInt64(1), 5);
 }
 
+// At a thread's exit its thread-local objects are destroyed in the reverse
+// order of their construction, so one made before the thread's first release
+// outlives the list where releases wait. What it still holds must be freed
+// all the same: before, those releases went into the destroyed list's freed
+// memory and corrupted the heap (a test binary aborted at exit).
+TEST(ObjectTest, ReleasesAfterTheThreadsPendingListIsDestroyed) {
+  static int destroyed;
+  destroyed = 0;
+  std::thread([] {
+    thread_local Ref<Object> kept_to_the_end;
+    const auto tuple_of_counted = [] {
+      std::vector<Ref<Object>> fields;
+      for (int i = 0; i < 64; ++i) fields.push_back(Make<Counted>(&destroyed));
+      return MakeTuple(std::move(fields));
+    };
+    kept_to_the_end = tuple_of_counted();
+    // The first release makes the list; its 64 fields grow it.
+    tuple_of_counted();
+    EXPECT_EQ(destroyed, 64);
+  }).join();
+  EXPECT_EQ(destroyed, 128);
+}
+
 }  // namespace
 }  // namespace nimble
