@@ -105,6 +105,16 @@ TEST_F(NimbleBenchCli, LstmRunIsRecorded) {
   EXPECT_THAT(Query("SELECT model || ' ' || threads || ' ' || dataset FROM runs"),
               ::testing::ElementsAre("lstm 1 synthetic"));
   EXPECT_EQ(Query("SELECT count(*) FROM measurements")[0], std::to_string(figures.size()));
+
+  // The run names the commit the binary was built from, marked when the
+  // tracked files differed from it (the test runs right after its build).
+  const Outcome head = Shell("git -C " NIMBLE_SOURCE_DIR " rev-parse --short=12 HEAD");
+  const std::string commit = Query("SELECT commit_id FROM runs")[0];
+  if (head.status == 0) {
+    EXPECT_THAT(commit, ::testing::MatchesRegex(head.out.substr(0, 12) + "(\\+dirty)?"));
+  } else {
+    EXPECT_EQ(commit, "unknown");
+  }
 }
 
 TEST_F(NimbleBenchCli, TreeLstmAndBertWithAStaticLength) {
