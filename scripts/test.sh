@@ -14,7 +14,18 @@ rm -rf "$logs" && mkdir -p "$logs"
 # Kernel measurements made by the suites' compiles go next to their logs,
 # not into the user's cache (~/.cache/nimble/tuning.db).
 export NIMBLE_TUNING_DB="$PWD/$logs/tuning.db"
-mapfile -t suites < <(find build/tests -name '*_test' -type f -executable | sort)
+# The suites that take minutes (whole models and fleets through real
+# processes) start first, longest first, so that none of them runs alone at
+# the end; the rest follow in name order.
+slow_first=(nimble_bench_cli harness_fleet models_bert cli models_lstm compiler_onnx_import)
+mapfile -t all < <(find build/tests -name '*_test' -type f -executable | sort)
+suites=()
+for name in "${slow_first[@]}"; do
+  for exe in "${all[@]}"; do [ "$(basename "$exe")" = "${name}_test" ] && suites+=("$exe"); done
+done
+for exe in "${all[@]}"; do
+  [[ " ${slow_first[*]} " == *" $(basename "$exe" _test) "* ]] || suites+=("$exe")
+done
 
 run_suite() {
   local exe=$1 log=$2
