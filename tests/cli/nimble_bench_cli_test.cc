@@ -308,16 +308,21 @@ TEST_F(NimbleBenchCli, ACountedRunRecordsInstructionsAndNoTimes) {
               ::testing::ElementsAre("1"));
 
   // glibc's malloc perturbation (meson's test runner sets it) adds no
-  // instructions to the count: the same run counts the same.
+  // instructions to the count: the same run counts the same to within 0.1%.
+  // Not exactly: the count moves by a few hundred of these 2.6 million with
+  // the stack's alignment, which the length of the process's environment
+  // sets; perturbation, unneutralised, adds 1% here (12% to BERT's).
   const Outcome perturbed = Shell(
       "MALLOC_PERTURB_=165 " + std::string(NIMBLE_BENCH_BINARY) +
       " run --model lstm --hidden-size 16 --no-fusion --count-instructions --kernels generated "
       "--sentences 4 --warmup 1 --repeat 2 --threads 1 --db '" +
       Db() + "'");
   ASSERT_EQ(perturbed.status, 0) << perturbed.out;
-  EXPECT_THAT(Query("SELECT count(DISTINCT value) FROM measurements WHERE name = "
-                    "'cpu_instructions'"),
-              ::testing::ElementsAre("1"));
+  const std::vector<std::string> counts =
+      Query("SELECT value FROM measurements WHERE name = 'cpu_instructions' ORDER BY run_id");
+  ASSERT_EQ(counts.size(), 2u);
+  EXPECT_NEAR(std::stod(counts[1]) / std::stod(counts[0]), 1.0, 1e-3)
+      << counts[0] << " then " << counts[1];
 
   const Outcome threads =
       Bench({"run", "--model", "lstm", "--count-instructions", "--threads", "2", "--db", Db()});
