@@ -52,9 +52,9 @@ class NimbleBenchCli : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("nimble_bench_cli_" + std::to_string(getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    // Each case measures kernels into its own tuning database: what a
-    // compile chooses (and so what a counted run counts) must not change
-    // with what other suites, running beside this one, wrote meanwhile.
+    // Each case measures kernels into its own tuning database: a compile's
+    // kernel choices must not depend on what other suites, running beside
+    // this one, measured meanwhile.
     setenv("NIMBLE_TUNING_DB", (dir_ / "kernel_measurements.db").c_str(), 1);
   }
   void TearDown() override { fs::remove_all(dir_); }
