@@ -12,26 +12,42 @@ namespace {
 
 constexpr size_t kPageSize = 4096;
 constexpr int kLog2PageSize = 12;
+constexpr size_t kLineStep = PooledAllocator::kMinAlignment;
+constexpr size_t kLineClassesEnd = 256;
+constexpr int kLineClasses = kLineClassesEnd / kLineStep;
 constexpr size_t kSmallStep = 256;
-constexpr int kSmallClasses = kPageSize / kSmallStep;
+constexpr int kSmallClasses = kLineClasses + (kPageSize - kLineClassesEnd) / kSmallStep;
 constexpr size_t kLargestClass = size_t{1} << 63;
 
 // The inverse of PooledAllocator::ClassOf: the size of class `index`.
 size_t ClassSizeOfIndex(int index) {
-  if (index < kSmallClasses) return (index + 1) * kSmallStep;
+  if (index < kLineClasses) return (index + 1) * kLineStep;
+  if (index < kSmallClasses) return (index - kLineClasses + 2) * kSmallStep;
   const size_t base = size_t{1} << (kLog2PageSize + (index - kSmallClasses) / 4);
   return base + ((index - kSmallClasses) % 4 + 1) * (base >> 2);
 }
 
 }  // namespace
 
-PooledAllocator::SizeClass PooledAllocator::ClassOf(size_t bytes) {
-  if (bytes <= kPageSize) {
-    const size_t steps = bytes == 0 ? 1 : (bytes + kSmallStep - 1) / kSmallStep;
-    return {static_cast<int>(steps) - 1, steps * kSmallStep};
+PooledAllocator::SizeClass PooledAllocator::ClassOf(size_t bytes, size_t alignment) {
+  if (!std::has_single_bit(alignment) || alignment > kMaxAlignment) {
+    throw Error("unsupported alignment " + std::to_string(alignment) +
+                " (expected a power of two up to " + std::to_string(kMaxAlignment) + ")");
   }
   if (bytes > kLargestClass) {
     throw Error("cannot allocate " + std::to_string(bytes) + " bytes: larger than any device");
+  }
+  // Zero bytes take the smallest class; a multiple of the alignment lands in
+  // a class at least that aligned.
+  bytes = std::max<size_t>(bytes, 1);
+  if (alignment > kMinAlignment) bytes = (bytes + alignment - 1) / alignment * alignment;
+  if (bytes <= kLineClassesEnd) {
+    const size_t steps = (bytes + kLineStep - 1) / kLineStep;
+    return {static_cast<int>(steps) - 1, steps * kLineStep};
+  }
+  if (bytes <= kPageSize) {
+    const size_t steps = (bytes + kSmallStep - 1) / kSmallStep;
+    return {kLineClasses + static_cast<int>(steps) - 2, steps * kSmallStep};
   }
   // 2^octave < bytes <= 2^(octave+1), split into four steps of 2^(octave-2).
   const int octave = std::bit_width(bytes - 1) - 1;
@@ -42,8 +58,12 @@ PooledAllocator::SizeClass PooledAllocator::ClassOf(size_t bytes) {
           base + steps * step};
 }
 
-size_t PooledAllocator::ClassSize(size_t bytes) {
-  return ClassOf(bytes).size;
+size_t PooledAllocator::ClassSize(size_t bytes, size_t alignment) {
+  return ClassOf(bytes, alignment).size;
+}
+
+size_t PooledAllocator::ClassAlignment(size_t class_size) {
+  return std::min(kMaxAlignment, class_size & (~class_size + 1));
 }
 
 PooledAllocator::PooledAllocator(Device device, size_t pool_limit)
@@ -57,11 +77,7 @@ PooledAllocator::~PooledAllocator() {
 }
 
 Buffer PooledAllocator::Alloc(size_t bytes, size_t alignment) {
-  if (!std::has_single_bit(alignment) || alignment > kMaxAlignment) {
-    throw Error("unsupported alignment " + std::to_string(alignment) +
-                " (expected a power of two up to " + std::to_string(kMaxAlignment) + ")");
-  }
-  const SizeClass size_class = ClassOf(bytes);
+  const SizeClass size_class = ClassOf(bytes, alignment);
   {
     std::lock_guard lock(mutex_);
     ClassPool& pool = classes_[size_class.index];
@@ -87,11 +103,11 @@ Buffer PooledAllocator::Alloc(size_t bytes, size_t alignment) {
 
 void* PooledAllocator::AllocFromDevice(size_t bytes) {
   try {
-    return api_->Alloc(bytes, kMaxAlignment);
+    return api_->Alloc(bytes, ClassAlignment(bytes));
   } catch (const Error&) {
     // The device may be full of buffers this pool keeps for other classes.
     ReleaseAll();
-    return api_->Alloc(bytes, kMaxAlignment);
+    return api_->Alloc(bytes, ClassAlignment(bytes));
   }
 }
 
@@ -101,7 +117,7 @@ void PooledAllocator::AddLive(size_t bytes) {
 }
 
 void PooledAllocator::Free(const Buffer& buffer) {
-  const SizeClass size_class = ClassOf(buffer.size);
+  const SizeClass size_class = ClassOf(buffer.size, kMinAlignment);
   std::vector<void*> evicted;
   {
     std::lock_guard lock(mutex_);

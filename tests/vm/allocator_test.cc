@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <thread>
@@ -53,11 +54,16 @@ class CountingDeviceAPI final : public DeviceAPI {
   std::map<void*, size_t> sizes_;
 };
 
-TEST(AllocatorTest, SizeClassesRoundToPagesAndQuarterPowers) {
-  EXPECT_EQ(PooledAllocator::ClassSize(0), 256u);
-  EXPECT_EQ(PooledAllocator::ClassSize(1), 256u);
+TEST(AllocatorTest, SizeClassesRoundToLinesThenQuarterPagesThenQuarterPowers) {
+  EXPECT_EQ(PooledAllocator::ClassSize(0), 64u);
+  EXPECT_EQ(PooledAllocator::ClassSize(1), 64u);
+  EXPECT_EQ(PooledAllocator::ClassSize(64), 64u);
+  EXPECT_EQ(PooledAllocator::ClassSize(65), 128u);
+  EXPECT_EQ(PooledAllocator::ClassSize(129), 192u);
   EXPECT_EQ(PooledAllocator::ClassSize(256), 256u);
   EXPECT_EQ(PooledAllocator::ClassSize(257), 512u);
+  EXPECT_EQ(PooledAllocator::ClassSize(3000), 3072u);
+  EXPECT_EQ(PooledAllocator::ClassSize(4095), 4096u);
   EXPECT_EQ(PooledAllocator::ClassSize(4096), 4096u);
   EXPECT_EQ(PooledAllocator::ClassSize(4097), 5120u);
   EXPECT_EQ(PooledAllocator::ClassSize(6000), 6144u);
@@ -72,6 +78,42 @@ TEST(AllocatorTest, SizeClassesRoundToPagesAndQuarterPowers) {
     EXPECT_LT(size - bytes, bytes / 4) << bytes;
     EXPECT_EQ(PooledAllocator::ClassSize(size), size) << bytes;
   }
+}
+
+TEST(AllocatorTest, ALargerAlignmentRoundsTheSizeToAMultipleOfIt) {
+  EXPECT_EQ(PooledAllocator::ClassSize(100, 64), 128u);
+  EXPECT_EQ(PooledAllocator::ClassSize(100, 128), 128u);
+  EXPECT_EQ(PooledAllocator::ClassSize(100, 256), 256u);
+  EXPECT_EQ(PooledAllocator::ClassSize(150, 128), 256u);
+  EXPECT_EQ(PooledAllocator::ClassSize(300, 256), 512u);
+  EXPECT_EQ(PooledAllocator::ClassSize(4097, 256), 5120u);
+  EXPECT_EQ(PooledAllocator::ClassAlignment(64), 64u);
+  EXPECT_EQ(PooledAllocator::ClassAlignment(192), 64u);
+  EXPECT_EQ(PooledAllocator::ClassAlignment(384), 128u);
+  EXPECT_EQ(PooledAllocator::ClassAlignment(4096), 256u);
+  EXPECT_EQ(PooledAllocator::ClassAlignment(5120), 256u);
+}
+
+TEST(AllocatorTest, EveryBufferHasTheAlignmentItsRequestAskedFor) {
+  CountingDeviceAPI device;
+  PooledAllocator allocator(kCpu, &device, 1 << 20);
+  std::vector<Buffer> held;
+  for (size_t alignment = 1; alignment <= PooledAllocator::kMaxAlignment; alignment *= 2) {
+    for (size_t bytes : {0, 1, 17, 64, 100, 192, 255, 300, 1000, 4096, 4097, 70000}) {
+      const Buffer buffer = allocator.Alloc(bytes, alignment);
+      EXPECT_GE(buffer.size, bytes);
+      const uintptr_t address = reinterpret_cast<uintptr_t>(buffer.data);
+      EXPECT_EQ(address % std::max(alignment, PooledAllocator::kMinAlignment), 0u)
+          << bytes << " bytes aligned to " << alignment;
+      EXPECT_EQ(address % PooledAllocator::ClassAlignment(buffer.size), 0u) << buffer.size;
+      held.push_back(buffer);
+    }
+  }
+  for (const Buffer& buffer : held) allocator.Free(buffer);
+  // Releasing gives back exactly what every class held.
+  allocator.ReleaseAll();
+  EXPECT_EQ(allocator.Stats().bytes_pooled, 0u);
+  EXPECT_EQ(device.frees_, device.allocs_);
 }
 
 TEST(AllocatorTest, FreedBufferOfSameClassIsReused) {
@@ -106,7 +148,7 @@ TEST(AllocatorTest, CountersFollowAScriptedSequence) {
   Buffer a = allocator.Alloc(1000, 64);   // fresh, 1024
   Buffer b = allocator.Alloc(10000, 64);  // fresh, 10240
   allocator.Free(a);
-  Buffer c = allocator.Alloc(800, 64);  // pool hit, 1024
+  Buffer c = allocator.Alloc(970, 64);  // pool hit, 1024
   Buffer d = allocator.Alloc(300, 64);  // fresh, 512
   allocator.Free(b);
   allocator.Free(c);
