@@ -192,9 +192,9 @@ Profile ProfilePass(const vm::Executable& executable, const std::vector<Sample>&
   // Untimed passes first: the pool and this VM's caches (its scalar
   // tensors) then hold what every sample needs, so that the pass below
   // counts steady-state allocations, not this machine's warm-up. One pass is
-  // not always enough: the pool's 64-byte classes are shared by few buffers,
-  // and with one pass Tree-LSTM's second pass still allocated a buffer
-  // (1 in 8 sentences); with two, none.
+  // not always enough: since the pool has 64-byte classes, Tree-LSTM's
+  // second pass still allocated a buffer (1 in 8 sentences); after two
+  // passes, none.
   constexpr int kWarmPasses = 2;
   for (int pass = 0; pass < kWarmPasses; ++pass) {
     for (const Sample& sample : samples) machine.Invoke("main", sample.args);
