@@ -8,11 +8,11 @@
 //   buffers: up to 256 bytes requests round up to a multiple of 64 (a cache
 //   line), so that the scalars, shapes and short rows that a deep recursion
 //   keeps alive cost a line each (with 256-byte classes, a 200,000-row list
-//   program held 400 MB instead of 290); up to a page (4 KiB) to a multiple
-//   of 256 bytes (waste < 256 bytes); above a page, to a quarter-power-of-two
-//   step, i.e. (2^k, 2^(k+1)] splits into 1.25, 1.5, 1.75 and 2 x 2^k (waste
-//   < 25% of the request, < 20% of the buffer). TVM's exact-size buckets made
-//   every new shape a new buffer.
+//   program peaked at 398 MiB of resident memory instead of 289); up to a
+//   page (4 KiB) to a multiple of 256 bytes (waste < 256 bytes); above a
+//   page, to a quarter-power-of-two step, i.e. (2^k, 2^(k+1)] splits into
+//   1.25, 1.5, 1.75 and 2 x 2^k (waste < 25% of the request, < 20% of the
+//   buffer). TVM's exact-size buckets made every new shape a new buffer.
 // * LIFO reuse within a class (the buffer freed last is warm in the cache).
 // * Release policy: bytes held in the pool but unused are capped
 //   (pool_limit). A Free that goes over the cap gives buffers back to the

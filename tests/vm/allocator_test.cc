@@ -89,7 +89,9 @@ TEST(AllocatorTest, ALargerAlignmentRoundsTheSizeToAMultipleOfIt) {
   EXPECT_EQ(PooledAllocator::ClassSize(4097, 256), 5120u);
   EXPECT_EQ(PooledAllocator::ClassAlignment(64), 64u);
   EXPECT_EQ(PooledAllocator::ClassAlignment(192), 64u);
-  EXPECT_EQ(PooledAllocator::ClassAlignment(384), 128u);
+  EXPECT_EQ(PooledAllocator::ClassAlignment(128), 128u);
+  EXPECT_EQ(PooledAllocator::ClassAlignment(256), 256u);
+  EXPECT_EQ(PooledAllocator::ClassAlignment(768), 256u);
   EXPECT_EQ(PooledAllocator::ClassAlignment(4096), 256u);
   EXPECT_EQ(PooledAllocator::ClassAlignment(5120), 256u);
 }
