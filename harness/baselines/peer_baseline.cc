@@ -131,6 +131,11 @@ std::vector<PeerResult> RunPeerBaseline(const bench::BenchOptions& bench,
   if (options.framework == "onnxruntime" && bench.model == "treelstm") {
     throw Error("ONNX Runtime has no Tree-LSTM baseline: the model recurses over a tree");
   }
+  const bool on_gpu = bench.target == "nvidia";
+  if (on_gpu && options.framework != "pytorch") {
+    throw Error("--target nvidia's peer is pytorch on the GPU; the " + options.framework +
+                " baseline runs on the CPU");
+  }
   const std::vector<std::string> known = PeerVariants(options.framework, bench.model);
   for (const std::string& variant : options.variants) {
     if (std::find(known.begin(), known.end(), variant) == known.end()) {
@@ -164,10 +169,16 @@ std::vector<PeerResult> RunPeerBaseline(const bench::BenchOptions& bench,
   progress("nimble", 0, 1);
   WriteNpz(dir.File("expected.npz"), NimbleOutputs(bench, module, samples, check));
   progress("nimble", 1, 1);
-  nlohmann::json spec = {
-      {"model", bench.model},   {"framework", options.framework}, {"threads", options.threads},
-      {"warmup", bench.warmup}, {"repeat", bench.repeat},         {"heads", bench.bert.heads},
-      {"check", check},         {"rtol", kRelativeTolerance},     {"atol", kAbsoluteTolerance}};
+  nlohmann::json spec = {{"model", bench.model},
+                         {"framework", options.framework},
+                         {"threads", options.threads},
+                         {"warmup", bench.warmup},
+                         {"repeat", bench.repeat},
+                         {"heads", bench.bert.heads},
+                         {"check", check},
+                         {"rtol", kRelativeTolerance},
+                         {"atol", kAbsoluteTolerance},
+                         {"device", on_gpu ? "cuda" : "cpu"}};
   if (!options.variants.empty()) spec["variants"] = options.variants;
   WriteFileText(dir.File("spec.json"), spec.dump());
   WriteFileText(dir.File("peer_bench.py"), kPeerBenchScript);

@@ -1,6 +1,8 @@
 // `nimble-bench baseline`: the same model, weights and samples as a Nimble
 // run, measured in a peer framework on this host (PyTorch's eager model and
-// its fastest variant, or ONNX Runtime). Nimble compiles and runs the first
+// its fastest variant, or ONNX Runtime; for --target nvidia, PyTorch on the
+// GPU, each call copying its inputs in and its output out as Nimble's
+// @main does). Nimble compiles and runs the first
 // samples for their outputs; a work directory carries the weights, samples
 // and those outputs to peer_bench.py (embedded in this binary), which runs
 // as a child process in the framework's interpreter, checks its outputs
@@ -43,7 +45,8 @@ struct PeerResult {
 };
 
 // Throws nimble::Error naming the cause: an unknown framework or variant, a
-// model the framework cannot run (Tree-LSTM in ONNX Runtime), a missing interpreter
+// model or target the framework cannot run (Tree-LSTM or the GPU in ONNX
+// Runtime), a missing interpreter
 // or framework, outputs that differ from Nimble's, or a child that failed
 // (its last stderr line).
 std::vector<PeerResult> RunPeerBaseline(const bench::BenchOptions& bench,

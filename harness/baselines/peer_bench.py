@@ -19,7 +19,9 @@ Work directory (written by the caller)
                  "heads": int >= 1 (bert only: the weights do not tell it),
                  "check": K (1 <= K <= samples: leading samples with expected outputs),
                  "rtol": float, "atol": float,
-                 "variants": [names] (optional: time only these; default all)}
+                 "variants": [names] (optional: time only these; default all),
+                 "device": "cpu" | "cuda" (optional, default cpu; cuda: pytorch only,
+                           the model on GPU 0)}
   weights.npz   float32 tensors named as the PyTorch state_dict; sizes and layer
                 counts are read from their shapes.
                   lstm      weight_ih_l{n}, weight_hh_l{n}, bias_ih_l{n}, bias_hh_l{n}
@@ -76,6 +78,11 @@ Unless the caller's environment sets them, OMP_NUM_THREADS and
 OPENBLAS_NUM_THREADS are set to `threads` and OMP_WAIT_POLICY to PASSIVE
 before numpy or torch is loaded. PyTorch runs under inference_mode with
 denormals flushed to zero.
+
+Device cuda: the weights and models live on GPU 0 (fp32; TF32 left off, as
+PyTorch's default for matrix products); each timed call copies its sample's
+inputs to the GPU and its output back, so its time ends when the GPU is done,
+as a Nimble run on --target nvidia copies in and out of @main.
 """
 from __future__ import annotations  # the models' annotations name torch before it is imported
 
@@ -99,6 +106,7 @@ F = None
 
 MODELS = ("lstm", "treelstm", "bert")
 FRAMEWORKS = ("pytorch", "onnxruntime")
+DEVICES = ("cpu", "cuda")
 LAYER_NORM_EPS = 1e-12
 ONNX_OPSET = 14
 EXIT_ERROR = 1
@@ -143,6 +151,11 @@ def read_spec(workdir):
         raise PeerError(f"{path}: 'model' must be one of {', '.join(MODELS)}")
     if spec.get("framework") not in FRAMEWORKS:
         raise PeerError(f"{path}: 'framework' must be one of {', '.join(FRAMEWORKS)}")
+    spec.setdefault("device", "cpu")
+    if spec["device"] not in DEVICES:
+        raise PeerError(f"{path}: 'device' must be one of {', '.join(DEVICES)}")
+    if spec["device"] == "cuda" and spec["framework"] != "pytorch":
+        raise PeerError(f"{path}: device cuda is for the pytorch framework")
     for name in ("threads", "repeat", "check"):
         field(name, int, 1)
     field("warmup", int, 0)
@@ -322,7 +335,7 @@ def set_thread_environment(threads):
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-def import_torch(threads=1):
+def import_torch(threads=1, device="cpu"):
     global torch, F
     try:
         import torch as torch_module
@@ -335,6 +348,9 @@ def import_torch(threads=1):
     # it would get the smallest subnormals wrong, so compute them first.
     np.finfo(np.float32), np.finfo(np.float64)
     torch.set_flush_denormal(True)
+    if device == "cuda" and not torch.cuda.is_available():
+        raise PeerError(f"no CUDA device: torch {torch.__version__} from {sys.executable} "
+                        "sees none")
 
 
 # ----------------------------------------------------------------- PyTorch models
@@ -502,24 +518,31 @@ def count_fast_path_layers(forward, sample):
     return calls
 
 
-def torch_weights(weights):
-    return {name: torch.from_numpy(value) for name, value in weights.items()}
+def torch_weights(weights, device="cpu"):
+    return {name: torch.from_numpy(value).to(device) for name, value in weights.items()}
 
 
 def native_lstm(w, sizes):
-    lstm = torch.nn.LSTM(sizes["input"], sizes["hidden"], num_layers=sizes["layers"])
+    lstm = torch.nn.LSTM(sizes["input"], sizes["hidden"], num_layers=sizes["layers"],
+                         device=next(iter(w.values())).device)
     lstm.load_state_dict(w)
     return lstm.eval()
 
 
 def pytorch_variants(spec, weights, sizes, samples):
-    """[(variant, forward(i) -> output tensor)]: the eager model first, then the fastest."""
-    w = torch_weights(weights)
+    """[(variant, forward(i) -> output tensor on the CPU)]: the eager model
+    first, then the fastest. Samples stay on the CPU: each call copies its
+    inputs to the model's device."""
+    device = torch.device(spec["device"])
+    w = torch_weights(weights, device)
     model = spec["model"]
+
+    def on_device(forward, inputs):
+        return lambda i: forward(*(x.to(device) for x in inputs[i])).cpu()
+
     if model == "lstm":
-        xs = [torch.from_numpy(x) for x in samples]
+        xs = [(torch.from_numpy(x),) for x in samples]
         lstm = native_lstm(w, sizes)
-        batched = [x.unsqueeze(1) for x in xs]  # (tokens, batch 1, input)
         layers = range(sizes["layers"])
         w_ih = [w[f"weight_ih_l{n}"] for n in layers]
         w_hh = [w[f"weight_hh_l{n}"] for n in layers]
@@ -528,30 +551,35 @@ def pytorch_variants(spec, weights, sizes, samples):
         # Scripted, not frozen: torch.jit.freeze mis-compiled this loop in 1.13
         # (an index out of range on a later, shorter sentence).
         scripted = torch.jit.script(lstm_gemv)
-        return [("native", lambda i: lstm(batched[i])[1][0][-1]),
-                ("mv_script", lambda i: scripted(xs[i], w_ih, w_hh, bias))]
+        # (tokens, batch 1, input) for torch.nn.LSTM.
+        return [("native", on_device(lambda x: lstm(x.unsqueeze(1))[1][0][-1], xs)),
+                ("mv_script", on_device(lambda x: scripted(x, w_ih, w_hh, bias), xs))]
     if model == "treelstm":
         trees = [(l, r, rows, torch.from_numpy(leaves)) for l, r, rows, leaves in samples]
         # Recursion depth is the tree's height, at most its node count.
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 2 * max(len(t[0]) for t in trees) + 100))
         scripted = torch.jit.script(tree_iter)
         cell = [w["leaf.weight"], w["leaf.bias"], w["node.weight"], w["node.bias"]]
-        return [("eager_recursive", lambda i: tree_recursive(*trees[i], w)),
-                ("script_iter", lambda i: scripted(*trees[i], *cell))]
+        # Only the leaf vectors are tensors: the tree's shape stays in Python lists.
+        return [("eager_recursive",
+                 lambda i: tree_recursive(*trees[i][:3], trees[i][3].to(device), w).cpu()),
+                ("script_iter",
+                 lambda i: scripted(*trees[i][:3], trees[i][3].to(device), *cell).cpu())]
     inputs = [(torch.from_numpy(ids), torch.from_numpy(types)) for ids, types in samples]
     heads, layers = spec["heads"], sizes["layers"]
-    encoder = transformer_encoder(w, sizes, heads)
+    encoder = transformer_encoder(w, sizes, heads).to(device)
 
-    def fast_path(i):
-        embedded = bert_embed(w, sizes["hidden"], *inputs[i])
+    def fast_path(input_ids, token_type_ids):
+        embedded = bert_embed(w, sizes["hidden"], input_ids, token_type_ids)
         return bert_classify(w, encoder(embedded.unsqueeze(0))[0])  # batch of 1
 
-    fused = count_fast_path_layers(fast_path, 0)
+    fast_path_on_device = on_device(fast_path, inputs)
+    fused = count_fast_path_layers(fast_path_on_device, 0)
     if fused != layers:
         warn(f"pytorch/nn_fastpath: {fused} of {layers} encoder layers took the fused fast path "
              f"(heads {heads}; it needs an even head count)")
-    return [("eager", lambda i: bert_eager(w, sizes, heads, *inputs[i])),
-            ("nn_fastpath", fast_path)]
+    return [("eager", on_device(lambda ids, types: bert_eager(w, sizes, heads, ids, types), inputs)),
+            ("nn_fastpath", fast_path_on_device)]
 
 
 # ----------------------------------------------------------------- ONNX
@@ -696,7 +724,7 @@ def run(workdir, spec):
         version, variants = onnxruntime_variant(workdir, spec, samples)
         measure(spec, version, variants, expected, tokens)
         return
-    import_torch(spec["threads"])
+    import_torch(spec["threads"], spec["device"])
     weights = load_npz(workdir, "weights.npz")
     sizes = check_weights(spec["model"], weights)
     check_heads(spec, sizes)

@@ -475,9 +475,6 @@ int RunBaseline(RunCommand command, const BaselineCommand& baseline) {
   ApplySizes(command);
   const HostInfo host = DescribeHost();
   CheckTargetRunsHere(command.bench.target, host, /*emulated=*/false);
-  if (command.bench.target == "nvidia") {
-    throw Error("baseline: the peers run on the CPU here; --target nvidia has no peer baseline");
-  }
   const int threads = command.threads > 0 ? command.threads : ThreadPool::Global().num_threads();
   if (command.threads > 0) setenv("NIMBLE_NUM_THREADS", std::to_string(threads).c_str(), 1);
   const RunInfo started = LocalRunInfo(command, host);

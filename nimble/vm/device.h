@@ -59,10 +59,10 @@ struct DeviceKernelState {
 class DeviceCode {
  public:
   virtual ~DeviceCode() = default;
-  // Queues kernel `kernel` over `threads` threads (a thread per iteration;
-  // the device picks the block size) with cuLaunchKernel's `params`: a
-  // pointer to each argument. Throws nimble::Error.
-  virtual void Launch(const char* kernel, int64_t threads, void** params) = 0;
+  // Queues kernel `kernel` on `blocks` blocks of `block_threads` threads
+  // (the generated code's choice) with cuLaunchKernel's `params`: a pointer
+  // to each argument. Throws nimble::Error.
+  virtual void Launch(const char* kernel, int64_t blocks, int32_t block_threads, void** params) = 0;
   // Device memory, allocated and freed in stream order; throws nimble::Error.
   virtual void* Alloc(int64_t bytes) = 0;
   virtual void Free(void* data) = 0;

@@ -101,8 +101,10 @@ struct ConstantEntry {
 };
 
 struct Executable {
-  // Bumped on any change of the file layout; loading requires an exact match.
-  static constexpr uint32_t kFormatVersion = 6;
+  // Bumped on any change of the file layout or of the kernel library's ABI
+  // (7: the GPU launch hook takes a grid of blocks); loading requires an exact
+  // match.
+  static constexpr uint32_t kFormatVersion = 7;
 
   std::string target;  // "intel", "arm" or "nvidia"
   // Devices by index (as used by AllocStorage, DeviceCopy, constants); one of

@@ -43,7 +43,8 @@ struct NimbleRuntimeHooks {
   // or null when none is loaded; the three hooks below take it first and
   // return non-zero (or null) with a message recorded on failure.
   void* device_code;
-  int32_t (*launch)(void* device_code, const char* kernel, int64_t threads, void** params);
+  int32_t (*launch)(void* device_code, const char* kernel, int64_t blocks, int32_t block_threads,
+                    void** params);
   void* (*device_alloc)(void* device_code, int64_t bytes);
   void (*device_free)(void* device_code, void* data);
 };

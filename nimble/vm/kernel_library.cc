@@ -62,9 +62,10 @@ Result OnDeviceCode(void* device_code, Result failed, const Action& action) {
   }
 }
 
-int32_t LaunchHook(void* device_code, const char* kernel, int64_t threads, void** params) {
+int32_t LaunchHook(void* device_code, const char* kernel, int64_t blocks, int32_t block_threads,
+                   void** params) {
   return OnDeviceCode(device_code, 1, [&](DeviceCode& code) {
-    code.Launch(kernel, threads, params);
+    code.Launch(kernel, blocks, block_threads, params);
     return 0;
   });
 }

@@ -410,6 +410,29 @@ TEST_F(NimbleBenchCli, ABaselineWithoutItsInterpreterSaysSo) {
   EXPECT_FALSE(fs::exists(Db())) << "a failed baseline records nothing";
 }
 
+// On --target nvidia the peer is PyTorch on the GPU, recorded with the GPU
+// it ran on; without a GPU nothing runs and nothing is recorded.
+TEST_F(NimbleBenchCli, AGpuBaselineIsPyTorchOnTheGpu) {
+  const std::vector<std::string> tiny_lstm = {"--model",  "lstm",   "--hidden-size", "16",
+                                              "--target", "nvidia", "--db",          Db()};
+  const Outcome gpu = Bench(
+      With(With({"baseline", "--framework", "pytorch", "--python", "python3"}, tiny_lstm), kQuick));
+  if (gpu.out.find("no CUDA device") != std::string::npos) {
+    EXPECT_EQ(gpu.status, 1);
+    EXPECT_FALSE(fs::exists(Db())) << "a baseline on a missing GPU records nothing";
+    GTEST_SKIP() << gpu.out;
+  }
+  if (gpu.out.find("torch is not importable") != std::string::npos) GTEST_SKIP() << gpu.out;
+  ASSERT_EQ(gpu.status, 0) << gpu.out;
+  EXPECT_THAT(Query("SELECT framework || ' ' || json_extract(configuration, '$.variant') || ' ' || "
+                    "target || ' ' || (gpu IS NOT NULL) FROM runs ORDER BY id"),
+              ::testing::ElementsAre("pytorch native nvidia 1", "pytorch mv_script nvidia 1"));
+  const Outcome onnxruntime =
+      Bench(With(With({"baseline", "--framework", "onnxruntime"}, tiny_lstm), kQuick));
+  EXPECT_EQ(onnxruntime.status, 1);
+  EXPECT_THAT(onnxruntime.out, HasSubstr("--target nvidia's peer is pytorch on the GPU"));
+}
+
 TEST_F(NimbleBenchCli, OnnxRuntimeBaseline) {
   EXPECT_THAT(
       Bench({"baseline", "--framework", "onnxruntime", "--model", "treelstm", "--db", Db()}).out,

@@ -228,7 +228,7 @@ class UseCollector {
 
 // What every function of a module shares. The host's: the runtime hooks, the
 // helpers that call them, libc's allocator and the message strings. A GPU
-// module (`host` false) holds only the device functions of kGpuThreads loops.
+// module (`host` false) holds only the device functions of GPU loops.
 class ModuleState {
  public:
   // Declares the exported symbols (`nimble_runtime`, then one function per
@@ -269,7 +269,7 @@ class ModuleState {
     malloc_fn = module.getOrInsertFunction("malloc", llvm::FunctionType::get(ptr, {i64}, false));
     free_fn = module.getOrInsertFunction("free", llvm::FunctionType::get(void_type, {ptr}, false));
     launch = MakeDeviceHook(kLaunch, "nimble_launch",
-                            llvm::FunctionType::get(i32, {ptr, i64, ptr}, false), i32, 1);
+                            llvm::FunctionType::get(i32, {ptr, i64, i32, ptr}, false), i32, 1);
     device_alloc = MakeDeviceHook(kDeviceAlloc, "nimble_device_alloc",
                                   llvm::FunctionType::get(ptr, {i64}, false), ptr, 0);
     device_free = MakeDeviceHook(kDeviceFree, "nimble_device_free",
@@ -314,7 +314,8 @@ class ModuleState {
   llvm::FunctionCallee malloc_fn;
   llvm::FunctionCallee free_fn;
   // The GPU hooks, with the loaded device code as first argument.
-  llvm::Function* launch = nullptr;  // int32 (const char* kernel, int64 threads, void** params)
+  // int32 (const char* kernel, int64 blocks, int32 block_threads, void** params)
+  llvm::Function* launch = nullptr;
   llvm::Function* device_alloc = nullptr;  // void* (int64 bytes); null on failure
   llvm::Function* device_free = nullptr;   // void (void*)
 
@@ -554,7 +555,7 @@ class Float32Math {
 // One kernel's name and the count of functions outlined from it.
 struct KernelState {
   std::string name;
-  ModuleState* gpu_module;  // where its kGpuThreads loops go; null for CPU targets
+  ModuleState* gpu_module;  // where its GPU loops go; null for CPU targets
   int num_parallel_loops = 0;
   int num_gpu_loops = 0;
 };
@@ -562,8 +563,14 @@ struct KernelState {
 // Where a function's code runs: on the host, as a kernel (or its argument
 // checks), a chunk of one of its parallel loops, or the host side of a GPU
 // kernel (which launches its loops and never touches its buffers' memory);
-// or on the GPU, as the body of one kGpuThreads loop.
-enum class Place { kCpu, kCpuParallelChunk, kGpuHost, kGpuThread };
+// or on the GPU, as the body of one kGpuThreads loop (a thread per iteration)
+// or of one kGpuBlocks loop (a block of threads per iteration).
+enum class Place { kCpu, kCpuParallelChunk, kGpuHost, kGpuThread, kGpuBlock };
+
+// The threads of a block: for a kGpuThreads launch, enough to keep an SM's
+// warps busy; for a kGpuBlocks launch, also the width of its block
+// reductions, whose halving tree needs a power of two.
+constexpr int kGpuBlockThreads = 256;
 
 // Emits the statements and expressions of one LLVM function: a kernel's
 // body, the body of one of its parallel or GPU loops, or its argument checks.
@@ -595,7 +602,7 @@ class FunctionEmitter {
     llvm::BasicBlock* pass = llvm::BasicBlock::Create(m_.ctx, "pass", function_);
     b_.CreateCondBr(ok, pass, fail, llvm::MDBuilder(m_.ctx).createLikelyBranchWeights());
     b_.SetInsertPoint(fail);
-    if (place_ == Place::kGpuThread) {
+    if (OnDevice()) {
       b_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {});
       b_.CreateUnreachable();
       b_.SetInsertPoint(pass);
@@ -858,6 +865,7 @@ class FunctionEmitter {
     std::vector<Value*> args;
     for (const tir::Expr& arg : call.args) args.push_back(Emit(arg));
     Value* x = args[0];
+    if (IsBlockCombine(call.intrinsic)) return EmitBlockCombine(call.intrinsic, dtype, x);
     const std::string unsupported =
         tir::IntrinsicName(call.intrinsic) + " of " + dtype.name() + " is not supported";
     if (dtype.is_int()) {
@@ -876,7 +884,7 @@ class FunctionEmitter {
     const bool is_float32 = dtype.bits() == 32;
     Float32Math math(b_);
     auto libm = [&](const char* name) {
-      if (place_ == Place::kGpuThread) Unsupported(unsupported + " on the GPU");
+      if (OnDevice()) Unsupported(unsupported + " on the GPU");
       return b_.CreateCall(m_.module.getOrInsertFunction(name, x->getType(), x->getType()), {x});
     };
     switch (call.intrinsic) {
@@ -906,9 +914,13 @@ class FunctionEmitter {
       case tir::Intrinsic::kRound:  // halves to even, as nearbyint in the default rounding mode
         return b_.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, x);
       case tir::Intrinsic::kPow:
-        if (place_ == Place::kGpuThread) Unsupported(unsupported + " on the GPU");
+        if (OnDevice()) Unsupported(unsupported + " on the GPU");
         return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, args[1]);
       case tir::Intrinsic::kCheckIndex:
+      case tir::Intrinsic::kBlockSum:
+      case tir::Intrinsic::kBlockProd:
+      case tir::Intrinsic::kBlockMax:
+      case tir::Intrinsic::kBlockMin:
         break;
     }
     Unsupported(unsupported);
@@ -931,12 +943,20 @@ class FunctionEmitter {
         const auto& op = static_cast<const tir::ForNode&>(*stmt);
         if (!op.var->dtype.is_int())
           Unsupported("loop variable " + op.var->name + " is not an integer");
-        const bool on_gpu = place_ == Place::kGpuHost || place_ == Place::kGpuThread;
-        if (op.for_kind == tir::ForKind::kGpuThreads) {
+        const bool on_gpu = place_ == Place::kGpuHost || OnDevice();
+        if (op.for_kind == tir::ForKind::kGpuThreads || op.for_kind == tir::ForKind::kGpuBlocks) {
           if (place_ != Place::kGpuHost) {
-            Unsupported("gpu_threads loop " + op.var->name + " outside a GPU kernel's host code");
+            Unsupported(tir::ForKindName(op.for_kind) + " loop " + op.var->name +
+                        " outside a GPU kernel's host code");
           }
           return EmitGpuLaunch(op);
+        }
+        if (op.for_kind == tir::ForKind::kGpuBlockStride) {
+          if (place_ != Place::kGpuBlock || block_stride_depth_ > 0) {
+            Unsupported("gpu_block_stride loop " + op.var->name +
+                        " outside a gpu_blocks loop or inside another");
+          }
+          return EmitBlockStrideLoop(op);
         }
         if (op.for_kind == tir::ForKind::kParallel) {
           if (on_gpu) Unsupported("parallel loop " + op.var->name + " in a GPU kernel");
@@ -991,7 +1011,7 @@ class FunctionEmitter {
         // to free the allocation, and its message would be recorded on a
         // worker thread.
         if (allocate_depth_ > 0) Unsupported("an Assert inside an Allocate is not supported");
-        if (place_ == Place::kCpuParallelChunk || place_ == Place::kGpuThread) {
+        if (place_ == Place::kCpuParallelChunk || OnDevice()) {
           Unsupported("an Assert inside a parallel or GPU loop is not supported");
         }
         FailUnless(Emit(op.condition), op.message);
@@ -1001,6 +1021,8 @@ class FunctionEmitter {
   }
 
  private:
+  bool OnDevice() const { return place_ == Place::kGpuThread || place_ == Place::kGpuBlock; }
+
   // The host side of a GPU kernel holds device pointers: its memory is read
   // and written only by the GPU loops it launches.
   void RequireMemoryAccess(const tir::BufferNode& buffer) {
@@ -1025,9 +1047,10 @@ class FunctionEmitter {
     }
   }
 
-  // for (var = begin; var < end; ++var) body, with the loop metadata of `kind`.
+  // for (var = begin; var < end; var += step) body, with the loop metadata of
+  // `kind`.
   void EmitLoop(const tir::VarNode& var, Value* begin, Value* end, const tir::Stmt& body,
-                tir::ForKind kind) {
+                tir::ForKind kind, int64_t step = 1) {
     llvm::BasicBlock* preheader = b_.GetInsertBlock();
     llvm::BasicBlock* header = llvm::BasicBlock::Create(m_.ctx, "loop", function_);
     llvm::BasicBlock* body_block = llvm::BasicBlock::Create(m_.ctx, "body", function_);
@@ -1039,7 +1062,8 @@ class FunctionEmitter {
     b_.CreateCondBr(b_.CreateICmpSLT(index, end), body_block, exit);
     b_.SetInsertPoint(body_block);
     WithVar(&var, index, [&] { Emit(body); });
-    Value* next = b_.CreateAdd(index, llvm::ConstantInt::get(index->getType(), 1), "", true, true);
+    Value* next =
+        b_.CreateAdd(index, llvm::ConstantInt::get(index->getType(), step), "", true, true);
     llvm::BranchInst* back = b_.CreateBr(header);
     if (llvm::MDNode* hint = LoopHint(kind)) back->setMetadata(llvm::LLVMContext::MD_loop, hint);
     index->addIncoming(next, b_.GetInsertBlock());
@@ -1084,7 +1108,7 @@ class FunctionEmitter {
     if (small && place_ != Place::kGpuHost) {
       BindBuffer(&buffer, EntryAlloca(llvm::ArrayType::get(type, constant_count)));
       Emit(op.body);
-    } else if (place_ == Place::kGpuThread) {
+    } else if (OnDevice()) {
       Unsupported("buffer " + buffer.name +
                   " is too large or not of constant size for a GPU thread");
     } else {
@@ -1192,11 +1216,96 @@ class FunctionEmitter {
     FailUnless(b_.CreateIsNull(status), nullptr);
   }
 
+  static bool IsBlockCombine(tir::Intrinsic intrinsic) {
+    return intrinsic == tir::Intrinsic::kBlockSum || intrinsic == tir::Intrinsic::kBlockProd ||
+           intrinsic == tir::Intrinsic::kBlockMax || intrinsic == tir::Intrinsic::kBlockMin;
+  }
+
+  Value* ThreadInBlock() {
+    return b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x, {}, {});
+  }
+
+  // Thread t of the block runs iterations t, t + kGpuBlockThreads, ...
+  void EmitBlockStrideLoop(const tir::ForNode& loop) {
+    llvm::Type* type = ValueType(loop.var->dtype);
+    ++block_stride_depth_;
+    EmitLoop(*loop.var, b_.CreateZExt(ThreadInBlock(), type),
+             b_.CreateIntCast(EmitIndex(loop.extent), type, true), loop.body, loop.for_kind,
+             kGpuBlockThreads);
+    --block_stride_depth_;
+  }
+
+  // `value` of every thread of the block, combined by a halving tree in
+  // shared memory (each step combines pairs, then the block waits at a
+  // barrier); every thread gets the result. Each call has its own shared
+  // array, so a second combine never overwrites one that a thread still reads.
+  Value* EmitBlockCombine(tir::Intrinsic intrinsic, DataType dtype, Value* value) {
+    const std::string name = tir::IntrinsicName(intrinsic);
+    if (place_ != Place::kGpuBlock || block_stride_depth_ > 0) {
+      Unsupported(name + " outside the code that every thread of a gpu_blocks loop runs");
+    }
+    if (dtype.is_bool()) Unsupported(name + " of bool is not supported");
+    llvm::Type* type = ValueType(dtype);
+    auto* array_type = llvm::ArrayType::get(type, kGpuBlockThreads);
+    constexpr unsigned kSharedAddressSpace = 3;
+    auto* shared = new llvm::GlobalVariable(
+        m_.module, array_type, /*isConstant=*/false, llvm::GlobalValue::InternalLinkage,
+        llvm::UndefValue::get(array_type), k_.name + "_" + name, nullptr,
+        llvm::GlobalValue::NotThreadLocal, kSharedAddressSpace);
+    shared->setAlignment(llvm::Align(dtype.bytes()));
+    Value* thread = ThreadInBlock();
+    auto slot = [&](Value* index) {
+      return b_.CreateInBoundsGEP(array_type, shared, {b_.getInt32(0), index});
+    };
+    auto barrier = [&] { b_.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {}); };
+    const llvm::Align align(dtype.bytes());
+    b_.CreateAlignedStore(value, slot(thread), align);
+    barrier();
+    const tir::Var left = tir::MakeVar("left", dtype);
+    const tir::Var right = tir::MakeVar("right", dtype);
+    const tir::Expr combine = BlockCombineExpr(intrinsic, left, right);
+    for (int half = kGpuBlockThreads / 2; half > 0; half /= 2) {
+      llvm::BasicBlock* pair = llvm::BasicBlock::Create(m_.ctx, "combine", function_);
+      llvm::BasicBlock* wait = llvm::BasicBlock::Create(m_.ctx, "wait", function_);
+      b_.CreateCondBr(b_.CreateICmpULT(thread, b_.getInt32(half)), pair, wait);
+      b_.SetInsertPoint(pair);
+      Value* partner = slot(b_.CreateAdd(thread, b_.getInt32(half)));
+      WithVar(left.get(), b_.CreateAlignedLoad(type, slot(thread), align), [&] {
+        WithVar(right.get(), b_.CreateAlignedLoad(type, partner, align),
+                [&] { b_.CreateAlignedStore(Emit(combine), slot(thread), align); });
+      });
+      b_.CreateBr(wait);
+      b_.SetInsertPoint(wait);
+      barrier();
+    }
+    return b_.CreateAlignedLoad(type, slot(b_.getInt32(0)), align);
+  }
+
+  // How a block intrinsic combines two partial results: as te's reductions
+  // do (max and min keep the left one unless the right is strictly better,
+  // so NaNs are skipped).
+  static tir::Expr BlockCombineExpr(tir::Intrinsic intrinsic, const tir::Var& left,
+                                    const tir::Var& right) {
+    switch (intrinsic) {
+      case tir::Intrinsic::kBlockSum:
+        return tir::Add(left, right);
+      case tir::Intrinsic::kBlockProd:
+        return tir::Mul(left, right);
+      case tir::Intrinsic::kBlockMax:
+        return tir::Select(tir::Compare(tir::CompareOp::kGt, right, left), right, left);
+      default:
+        return tir::Select(tir::Compare(tir::CompareOp::kLt, right, left), right, left);
+    }
+  }
+
   // The loop's body becomes the GPU kernel NAME_gpuK(captures..., int64
-  // extent) of the GPU module, a thread per iteration (threads past the
-  // extent do nothing); here, the runtime's launch hook queues it with
-  // pointers to the captured values, as cuLaunchKernel takes them.
+  // extent) of the GPU module; here, the runtime's launch hook queues it with
+  // pointers to the captured values, as cuLaunchKernel takes them. A
+  // kGpuThreads loop runs iteration i on thread i of blocks of
+  // kGpuBlockThreads (threads past the extent do nothing); a kGpuBlocks loop
+  // runs iteration i on block i.
   void EmitGpuLaunch(const tir::ForNode& loop) {
+    const bool per_block = loop.for_kind == tir::ForKind::kGpuBlocks;
     const Captures captures = Capture(loop);
     std::vector<llvm::Type*> params;
     for (Value* value : captures.values) params.push_back(value->getType());
@@ -1209,22 +1318,23 @@ class FunctionEmitter {
     if (kernel->getName() != name) Unsupported("GPU kernel name " + name + " is used twice");
     kernel->setCallingConv(llvm::CallingConv::PTX_Kernel);
     {
-      FunctionEmitter thread(gpu, k_, kernel, Place::kGpuThread);
-      thread.BindCaptures(captures, kernel, 0);
-      llvm::IRBuilder<>& b = thread.b_;
+      FunctionEmitter device(gpu, k_, kernel, per_block ? Place::kGpuBlock : Place::kGpuThread);
+      device.BindCaptures(captures, kernel, 0);
+      llvm::IRBuilder<>& b = device.b_;
       auto special = [&](llvm::Intrinsic::ID id) {
         return b.CreateZExt(b.CreateIntrinsic(id, {}, {}), b.getInt64Ty());
       };
-      Value* index = b.CreateAdd(b.CreateMul(special(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x),
-                                             special(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x)),
-                                 special(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x));
-      llvm::BasicBlock* body = llvm::BasicBlock::Create(gpu.ctx, "thread", kernel);
+      Value* block = special(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x);
+      Value* index = per_block ? block
+                               : b.CreateAdd(b.CreateMul(block, b.getInt64(kGpuBlockThreads)),
+                                             special(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x));
+      llvm::BasicBlock* body = llvm::BasicBlock::Create(gpu.ctx, "iteration", kernel);
       llvm::BasicBlock* done = llvm::BasicBlock::Create(gpu.ctx, "done", kernel);
       b.CreateCondBr(b.CreateICmpSLT(index, kernel->getArg(captures.values.size())), body, done);
       b.SetInsertPoint(body);
-      thread.WithVar(loop.var.get(),
-                     b.CreateIntCast(index, thread.ValueType(loop.var->dtype), true),
-                     [&] { thread.Emit(loop.body); });
+      device.WithVar(loop.var.get(),
+                     b.CreateIntCast(index, device.ValueType(loop.var->dtype), true),
+                     [&] { device.Emit(loop.body); });
       b.CreateBr(done);
       b.SetInsertPoint(done);
       b.CreateRetVoid();
@@ -1239,7 +1349,12 @@ class FunctionEmitter {
       b_.CreateStore(values[i], slot);
       b_.CreateStore(slot, b_.CreateConstInBoundsGEP1_64(m_.ptr, pointers, i));
     }
-    Value* status = b_.CreateCall(m_.launch, {m_.String(name), extent, pointers});
+    Value* blocks = per_block
+                        ? extent
+                        : b_.CreateSDiv(b_.CreateAdd(extent, b_.getInt64(kGpuBlockThreads - 1)),
+                                        b_.getInt64(kGpuBlockThreads));
+    Value* status = b_.CreateCall(
+        m_.launch, {m_.String(name), blocks, b_.getInt32(kGpuBlockThreads), pointers});
     FailUnless(b_.CreateIsNull(status), nullptr);
   }
 
@@ -1249,6 +1364,7 @@ class FunctionEmitter {
   llvm::IRBuilder<> b_;
   const Place place_;
   int allocate_depth_ = 0;
+  int block_stride_depth_ = 0;
   std::unordered_map<const tir::VarNode*, Value*> vars_;
   std::unordered_map<const tir::BufferNode*, Value*> buffers_;
   std::vector<Value*> heap_;  // live heap buffers, freed on failure

@@ -28,10 +28,13 @@ namespace nimble::codegen {
 //
 // A GPU kernel (PrimFunc::device kGpu, target nvidia) is compiled in two
 // parts: on the host, its argument checks (device pointers on the GPU) and
-// the launches of its kGpuThreads loops through the runtime's hooks, with
-// device memory for its temporaries; each loop body becomes the PTX kernel
-// NAME_gpuK (sm_80, a thread per iteration) written to `ptx`, which such
-// kernels require. libm calls and Asserts inside GPU loops are rejected.
+// the launches of its kGpuThreads and kGpuBlocks loops through the runtime's
+// hooks, with device memory for its temporaries; each loop body becomes the
+// PTX kernel NAME_gpuK (sm_80; a thread per iteration, or a block of 256
+// threads per iteration whose block intrinsics combine in shared memory)
+// written to `ptx`, which such kernels require. libm calls and Asserts inside
+// GPU loops are rejected, and so are block intrinsics where not every thread
+// of a block reaches them.
 std::vector<std::byte> EmitObject(std::span<const tir::PrimFunc> kernels,
                                   const CodegenTarget& target, std::string* ptx = nullptr);
 

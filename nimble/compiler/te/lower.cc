@@ -238,23 +238,38 @@ class Lowerer {
                     ChunkFor(tir::Mul(work, inner_extent)));
   }
 
-  // One GPU thread per element of the stage (all its loops fused into one),
-  // which accumulates a reduction serially.
+  // A GPU stage: one launch over all its elements (its loops fused into one).
+  // An element of a reduction over a long innermost axis gets a block of
+  // threads, which share that axis and combine their partial results (a
+  // layer norm's row of 768 is 3 loads per thread, not 768 by one thread);
+  // any other element gets a thread, which accumulates serially.
   tir::Stmt LowerGpuStage(const TensorNode& tensor, const tir::Buffer& buffer,
                           const ReduceNode* reduce) {
-    const tir::Var thread = tir::MakeVar(buffer->name + ".thread");
+    const bool block = reduce && ReducesAcrossABlock(tensor, *reduce);
+    const tir::Var element = tir::MakeVar(buffer->name + (block ? ".block" : ".thread"));
     const size_t rank = tensor.shape.size();
     std::vector<Expr> indices(rank);
-    Expr remaining = thread;
+    Expr remaining = element;
     Expr extent = tir::IntImm(1);
     for (size_t d = rank; d-- > 0;) {
       indices[d] = d == 0 ? remaining : tir::FloorMod(remaining, tensor.shape[d]);
       remaining = tir::FloorDiv(remaining, tensor.shape[d]);
       extent = tir::Mul(extent, tensor.shape[d]);
     }
-    return tir::For(thread, extent, tir::ForKind::kGpuThreads,
-                    StoreElement(tensor, buffer, reduce, indices));
+    return tir::For(element, extent, block ? tir::ForKind::kGpuBlocks : tir::ForKind::kGpuThreads,
+                    StoreElement(tensor, buffer, reduce, indices, block));
   }
+
+  // Whether a block's threads share each element's innermost reduction axis:
+  // when that axis may be long (a shape variable, or at least a warp's 32
+  // elements). Bools are left to a thread each: their sum has no block combine.
+  static bool ReducesAcrossABlock(const TensorNode& tensor, const ReduceNode& reduce) {
+    if (tensor.dtype.is_bool() || reduce.axes.empty()) return false;
+    int64_t length;
+    return !tir::AsInt(reduce.axes.back().extent, &length) || length >= kWarpThreads;
+  }
+
+  static constexpr int64_t kWarpThreads = 32;
 
   tir::Stmt LowerMatMul(const TensorNode& tensor, const tir::Buffer& buffer,
                         const ReduceNode& reduce) {
@@ -278,8 +293,12 @@ class Lowerer {
     return ScheduleMatMul(stage, matmul_knobs_);
   }
 
+  // Stores one element of `tensor`. A reduction accumulates in a one-element
+  // temporary; `across_block`: in a kGpuBlocks loop, whose threads share the
+  // innermost reduction axis and combine their accumulators at the end.
   tir::Stmt StoreElement(const TensorNode& tensor, const tir::Buffer& buffer,
-                         const ReduceNode* reduce, const std::vector<Expr>& indices) {
+                         const ReduceNode* reduce, const std::vector<Expr>& indices,
+                         bool across_block = false) {
     Substitution substitution;
     for (size_t i = 0; i < indices.size(); ++i) substitution[tensor.axes[i].get()] = indices[i];
     const Expr flat = tir::FlatIndex(buffer->shape, indices);
@@ -293,14 +312,32 @@ class Lowerer {
     tir::Stmt loops = tir::Store(accumulator, zero, combined, /*reassociate=*/true);
     for (size_t k = reduce->axes.size(); k-- > 0;) {
       const bool innermost = k + 1 == reduce->axes.size();
-      const bool vectorized = innermost && !gpu_;
-      loops = tir::For(reduce->axes[k].var, LowerExpr(reduce->axes[k].extent, substitution),
-                       vectorized ? tir::ForKind::kVectorized : tir::ForKind::kSerial, loops);
+      tir::ForKind kind = tir::ForKind::kSerial;
+      if (innermost && across_block) kind = tir::ForKind::kGpuBlockStride;
+      if (innermost && !gpu_) kind = tir::ForKind::kVectorized;
+      loops = tir::For(reduce->axes[k].var, LowerExpr(reduce->axes[k].extent, substitution), kind,
+                       loops);
     }
+    Expr result = tir::Load(accumulator, zero);
+    if (across_block) result = tir::Call(BlockCombine(reduce->reduce_kind), {result});
     return tir::Allocate(
         accumulator,
         tir::Seq({tir::Store(accumulator, zero, ReduceIdentity(reduce->reduce_kind, tensor.dtype)),
-                  loops, tir::Store(buffer, flat, tir::Load(accumulator, zero))}));
+                  loops, tir::Store(buffer, flat, result)}));
+  }
+
+  static tir::Intrinsic BlockCombine(ReduceKind kind) {
+    switch (kind) {
+      case ReduceKind::kSum:
+        return tir::Intrinsic::kBlockSum;
+      case ReduceKind::kProd:
+        return tir::Intrinsic::kBlockProd;
+      case ReduceKind::kMax:
+        return tir::Intrinsic::kBlockMax;
+      case ReduceKind::kMin:
+        return tir::Intrinsic::kBlockMin;
+    }
+    throw Error("te: unknown reduction");
   }
 
   const MatMulKnobs matmul_knobs_;

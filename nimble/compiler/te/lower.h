@@ -14,9 +14,12 @@
 // accumulates in a one-element temporary over its reduction loops, the
 // innermost vectorised with reassociation.
 //
-// For the GPU (device kGpu) every stage is one kGpuThreads loop over all its
-// elements, a thread each, reductions accumulated serially by their thread;
-// matrix products get no template (cuBLAS runs the unfused ones).
+// For the GPU (device kGpu) every stage is one launch over all its elements:
+// a kGpuBlocks loop, a block of threads per element, for a reduction whose
+// innermost axis may be long (the block's threads share that axis, then
+// combine their sums); else a kGpuThreads loop, a thread per element, which
+// accumulates a short reduction serially. Matrix products get no template
+// (cuBLAS runs the unfused ones).
 #pragma once
 
 #include <string>

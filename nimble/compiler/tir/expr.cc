@@ -403,6 +403,14 @@ std::string IntrinsicName(Intrinsic intrinsic) {
       return "pow";
     case Intrinsic::kCheckIndex:
       return "check_index";
+    case Intrinsic::kBlockSum:
+      return "block_sum";
+    case Intrinsic::kBlockProd:
+      return "block_prod";
+    case Intrinsic::kBlockMax:
+      return "block_max";
+    case Intrinsic::kBlockMin:
+      return "block_min";
   }
   return "?";
 }

@@ -41,7 +41,11 @@ enum class LogicalOp { kAnd, kOr };
 // Math functions of one float argument (kPow: two). Code generation expands
 // each into inline instructions so that loops around them vectorise.
 // kCheckIndex(i, n) is the integer i, checked to lie in [0, n): the kernel
-// fails otherwise (a GPU thread traps).
+// fails otherwise (a GPU thread traps). kBlockSum, kBlockProd, kBlockMax and
+// kBlockMin(x) combine x over the threads of a GPU block (stmt.h's
+// kGpuBlocks), as the reduction of that kind combines two values (max and min
+// skip NaNs), and give every thread the result: every thread of the block must
+// reach them, so they sit outside kGpuBlockStride loops and branches.
 enum class Intrinsic {
   kExp,
   kLog,
@@ -54,7 +58,11 @@ enum class Intrinsic {
   kAbs,
   kRound,
   kPow,
-  kCheckIndex
+  kCheckIndex,
+  kBlockSum,
+  kBlockProd,
+  kBlockMax,
+  kBlockMin
 };
 
 struct ExprNode {

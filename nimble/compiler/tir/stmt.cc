@@ -64,6 +64,10 @@ std::string ForKindName(ForKind kind) {
       return "unrolled";
     case ForKind::kGpuThreads:
       return "gpu_threads";
+    case ForKind::kGpuBlocks:
+      return "gpu_blocks";
+    case ForKind::kGpuBlockStride:
+      return "gpu_block_stride";
   }
   return "?";
 }

@@ -17,8 +17,21 @@ enum class StmtKind { kFor, kStore, kLet, kIf, kSeq, kAllocate, kAssert };
 // lanes over the loop (the body must be free of loop-carried dependences
 // except reductions marked `reassociate`); kUnrolled is a hint. kGpuThreads
 // runs each iteration on a GPU thread of its own: the loop is one kernel
-// launch, and its body reads and writes only device memory.
-enum class ForKind { kSerial, kParallel, kVectorized, kUnrolled, kGpuThreads };
+// launch, and its body reads and writes only device memory. kGpuBlocks is one
+// launch too, an iteration per block of GPU threads: every thread of the block
+// runs the body, except that a kGpuBlockStride loop in it deals its iterations
+// out to the block's threads (thread t runs t, t + threads, ...), and a block
+// intrinsic (expr.h) combines a value over the block's threads. The block's
+// size is the code generator's; a block of one thread runs the same program.
+enum class ForKind {
+  kSerial,
+  kParallel,
+  kVectorized,
+  kUnrolled,
+  kGpuThreads,
+  kGpuBlocks,
+  kGpuBlockStride
+};
 
 struct StmtNode {
   explicit StmtNode(StmtKind kind) : kind(kind) {}
@@ -123,7 +136,7 @@ Stmt Assert(Expr condition, std::string message, Stmt body);
 // dimension against the buffer's shape; then it runs `body`.
 struct PrimFunc {
   // Where the buffers live: kGpu kernels take device pointers, and their
-  // stores and loads happen only inside kGpuThreads loops.
+  // stores and loads happen only inside kGpuThreads and kGpuBlocks loops.
   enum class Device { kCpu, kGpu };
 
   std::string name;

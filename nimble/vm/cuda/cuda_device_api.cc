@@ -103,8 +103,6 @@ struct DriverApi {
   }
 };
 
-constexpr unsigned kBlockThreads = 256;
-
 // Generated PTX loaded as a driver module; launches and temporaries go on the
 // device's stream.
 class CudaCode final : public DeviceCode {
@@ -129,17 +127,19 @@ class CudaCode final : public DeviceCode {
 
   ~CudaCode() override { DriverApi::Get().module_unload(module_); }
 
-  void Launch(const char* kernel, int64_t threads, void** params) override {
-    if (threads <= 0) return;
+  void Launch(const char* kernel, int64_t blocks, int32_t block_threads, void** params) override {
+    if (blocks <= 0) return;
     Select();
-    const int64_t blocks = (threads + kBlockThreads - 1) / kBlockThreads;
-    if (blocks > 0x7fffffff) {
-      throw Error("GPU kernel " + std::string(kernel) + ": " + std::to_string(threads) +
+    // CUDA's limits for a one-dimensional grid of one-dimensional blocks.
+    if (blocks > 0x7fffffff || block_threads < 1 || block_threads > 1024) {
+      throw Error("GPU kernel " + std::string(kernel) + ": " + std::to_string(blocks) +
+                  " blocks of " + std::to_string(block_threads) +
                   " threads are more than one launch holds");
     }
     const DriverApi& driver = DriverApi::Get();
     driver.Check(driver.launch_kernel(Function(kernel), static_cast<unsigned>(blocks), 1, 1,
-                                      kBlockThreads, 1, 1, 0, stream_, params, nullptr),
+                                      static_cast<unsigned>(block_threads), 1, 1, 0, stream_,
+                                      params, nullptr),
                  std::string("launch of ") + kernel);
   }
 

@@ -25,6 +25,7 @@
 #include "nimble/vm/kernel_library.h"
 #include "nimble/vm/kernels/element.h"
 #include "nimble/vm/tensor.h"
+#include "tests/cuda_device.h"
 #include "tests/error_of.h"
 
 namespace nimble::codegen {
@@ -856,6 +857,70 @@ TEST(CodegenTest, RejectsWhatItCannotCompile) {
                            HostTarget());
               }),
               HasSubstr("kernel name 'k' is used twice"));
+}
+
+// ---------------------------------------------------------------------------
+// The GPU
+
+// out[r] = max over j of x[r, j], a block of threads per row: each thread
+// takes every 256th element, then the block combines the threads' maxima.
+PrimFunc RowMaxOnTheGpu(Intrinsic combine) {
+  const Var rows = MakeVar("rows"), length = MakeVar("length");
+  const Var r = MakeVar("r"), j = MakeVar("j");
+  const Buffer x = MakeBuffer("x", DataType::Float32(), {rows, length});
+  const Buffer out = MakeBuffer("out", DataType::Float32(), {rows});
+  const Buffer acc = MakeBuffer("acc", DataType::Float32(), {IntImm(1)});
+  const Expr element = Load(x, Add(Mul(r, length), j));
+  const Expr zero = IntImm(0);
+  const Stmt row =
+      Allocate(acc, Seq({Store(acc, zero, FloatImm(-kInf)),
+                         For(j, length, ForKind::kGpuBlockStride,
+                             Store(acc, zero,
+                                   Select(Compare(CompareOp::kGt, element, Load(acc, zero)),
+                                          element, Load(acc, zero)))),
+                         Store(out, r, Call(combine, {Load(acc, zero)}))}));
+  return {"row_max", {x, out}, 1, For(r, rows, ForKind::kGpuBlocks, row), PrimFunc::Device::kGpu};
+}
+
+TEST(CodegenGpuTest, BlockReductionCombinesInSharedMemory) {
+  std::string ptx;
+  EmitObject(std::vector<PrimFunc>{RowMaxOnTheGpu(Intrinsic::kBlockMax)},
+             CodegenTargetFor("nvidia"), &ptx);
+  EXPECT_THAT(ptx, HasSubstr(".shared .align 4 .b8 row_max_block_max[1024]"));
+  EXPECT_THAT(ptx, HasSubstr("bar.sync"));
+  // Block r is row r: the kernel reads the block index, not a thread index
+  // scaled by the block size.
+  EXPECT_THAT(ptx, HasSubstr("%ctaid.x"));
+  if (testing::Ptxas().empty()) GTEST_SKIP() << "no ptxas here";
+  const auto* bytes = reinterpret_cast<const std::byte*>(ptx.data());
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    EXPECT_EQ(testing::PtxasRejects({bytes, ptx.size()}, arch), "");
+  }
+}
+
+TEST(CodegenGpuTest, RejectsBlockCodeThatNotEveryThreadOfABlockRuns) {
+  const Var i = MakeVar("i"), j = MakeVar("j");
+  const Buffer f = MakeBuffer("f", DataType::Float32(), {IntImm(4)});
+  auto error_of = [&](Stmt body) {
+    const PrimFunc kernel{"k", {f}, 1, std::move(body), PrimFunc::Device::kGpu};
+    std::string ptx;
+    return ErrorOf(
+        [&] { EmitObject(std::vector<PrimFunc>{kernel}, CodegenTargetFor("nvidia"), &ptx); });
+  };
+  const Stmt sum_into_f = Store(f, i, Call(Intrinsic::kBlockSum, {Load(f, i)}));
+  EXPECT_EQ(error_of(For(i, IntImm(4), ForKind::kGpuThreads, sum_into_f)),
+            "kernel k: block_sum outside the code that every thread of a gpu_blocks loop runs");
+  EXPECT_EQ(error_of(For(i, IntImm(4), ForKind::kGpuBlocks,
+                         For(j, IntImm(4), ForKind::kGpuBlockStride, sum_into_f))),
+            "kernel k: block_sum outside the code that every thread of a gpu_blocks loop runs");
+  EXPECT_EQ(error_of(For(i, IntImm(4), ForKind::kGpuThreads,
+                         For(j, IntImm(4), ForKind::kGpuBlockStride, Store(f, j, FloatImm(0))))),
+            "kernel k: gpu_block_stride loop j outside a gpu_blocks loop or inside another");
+  EXPECT_EQ(
+      error_of(For(i, IntImm(4), ForKind::kGpuBlocks,
+                   For(j, IntImm(4), ForKind::kGpuBlockStride,
+                       For(i, IntImm(4), ForKind::kGpuBlockStride, Store(f, i, FloatImm(0)))))),
+      "kernel k: gpu_block_stride loop i outside a gpu_blocks loop or inside another");
 }
 
 }  // namespace

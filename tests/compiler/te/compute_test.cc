@@ -1060,6 +1060,47 @@ TEST(ScheduleTest, RowVectorRunsItsElementsInParallel) {
       << printed;
 }
 
+// On the GPU a reduction whose innermost axis may be long (32 or more, or a
+// shape variable) takes a block of threads per element; a short one, a thread.
+TEST(ScheduleTest, GpuLongReductionsTakeABlockPerElement) {
+  const tir::Var n = tir::MakeVar("n");
+  const te::Tensor x = te::Placeholder("x", kF32, {tir::IntImm(3), tir::IntImm(40)});
+  const te::Tensor y = te::Placeholder("y", kF32, {tir::IntImm(3), n});
+  const te::Tensor z = te::Placeholder("z", kF32, {tir::IntImm(40), tir::IntImm(3)});
+  te::ComputeContext context(/*gpu=*/true);
+  const Attrs last_axis = MakeAttrs({{"axis", std::vector<int64_t>{-1}}});
+  auto lower = [&](const te::Tensor& input, const std::string& op) {
+    return te::Lower(op, {input}, {Apply(context, op, {input}, last_axis)}, {}, {},
+                     tir::PrimFunc::Device::kGpu);
+  };
+  EXPECT_EQ(tir::ToString(lower(x, "sum")),
+            "gpu kernel sum(x: float32[3, 40], out sum: float32[3]) {\n"
+            "  for sum.block in [0, 3) gpu_blocks {\n"
+            "    allocate sum.acc: float32[1]\n"
+            "    sum.acc[0] = 0.0f\n"
+            "    for sum.k1 in [0, 40) gpu_block_stride {\n"
+            "      sum.acc[0] =reassoc (sum.acc[0] + x[((sum.block * 40) + sum.k1)])\n"
+            "    }\n"
+            "    sum[sum.block] = block_sum(sum.acc[0])\n"
+            "  }\n"
+            "}\n");
+  const std::string symbolic_axis = tir::ToString(lower(y, "max"));
+  EXPECT_NE(symbolic_axis.find("block_max("), std::string::npos) << symbolic_axis;
+  const std::string short_axis = tir::ToString(lower(z, "min"));
+  EXPECT_NE(short_axis.find("gpu_threads"), std::string::npos) << short_axis;
+  EXPECT_EQ(short_axis.find("block"), std::string::npos) << short_axis;
+
+  // A block of one thread runs the same program (the interpreter's model).
+  const Tensor input = Random({3, 40}, kF32);
+  const Tensor sums = TensorNode::Empty({3}, kF32);
+  tir::testing::Interpret(lower(x, "sum"), std::vector{input, sums});
+  for (int64_t row = 0; row < 3; ++row) {
+    double expected = 0;
+    for (int64_t k = 0; k < 40; ++k) expected += input->data<float>()[row * 40 + k];
+    EXPECT_NEAR(sums->data<float>()[row], expected, 1e-4);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Lowering and the tir constructors, where the compute definitions rely on
 // them.

@@ -102,6 +102,10 @@ double Math(Intrinsic intrinsic, double x, double y) {
     case Intrinsic::kPow:
       return std::pow(x, y);
     case Intrinsic::kCheckIndex:
+    case Intrinsic::kBlockSum:
+    case Intrinsic::kBlockProd:
+    case Intrinsic::kBlockMax:
+    case Intrinsic::kBlockMin:
       break;
   }
   Fail("unknown intrinsic");
@@ -273,6 +277,12 @@ class Interpreter {
       }
       case ExprKind::kCall: {
         const auto& node = static_cast<const CallNode&>(*expr);
+        // A block of one thread: its combine over the block is its value,
+        // and its gpu_block_stride loops run every iteration.
+        if (node.intrinsic == Intrinsic::kBlockSum || node.intrinsic == Intrinsic::kBlockProd ||
+            node.intrinsic == Intrinsic::kBlockMax || node.intrinsic == Intrinsic::kBlockMin) {
+          return Eval(node.args[0]);
+        }
         if (node.intrinsic == Intrinsic::kCheckIndex) {
           const int64_t index = Eval(node.args[0]).i;
           if (index < 0 || index >= Eval(node.args[1]).i) Fail("an index is out of range");

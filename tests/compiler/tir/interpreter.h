@@ -14,7 +14,9 @@
 //
 // Both sides of a select are evaluated, as vectorised code does, so a load
 // that is out of bounds on the side not taken still fails. Parallel loops run
-// their iterations in reverse, so that a dependence between them shows.
+// their iterations in reverse, so that a dependence between them shows. A
+// gpu_blocks iteration runs as a block of one thread: its gpu_block_stride
+// loops run every iteration, and a block intrinsic returns its argument.
 #pragma once
 
 #include <span>
