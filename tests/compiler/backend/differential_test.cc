@@ -161,6 +161,15 @@ std::vector<Case> Cases() {
                             [](int64_t rows, std::mt19937& r) -> Args {
                               return {RandomF32({rows, 2}, r), RandomF32({1, 2}, r)};
                             }))},
+      {.name = "long_reductions",
+       .file = Program("long_reductions"),
+       .args = Sets(ForRows({1, 5, 33},
+                            [](int64_t rows, std::mt19937& r) -> Args {
+                              return {RandomF32({rows, 300}, r),
+                                      Random({rows, 64}, DataType::Int32(), r),
+                                      RandomF32({3, 10 * rows}, r), RandomF32({300}, r),
+                                      RandomF32({300}, r)};
+                            }))},
       {.name = "lets_and_scalars",
        .file = Program("lets_and_scalars"),
        .args = Sets({{"given", {F32({2}, {1, 10})}}, {"random", {RandomF32({2}, rng)}}})},
@@ -507,8 +516,9 @@ TEST_P(Differential, VMAgreesWithEvaluator) {
 }
 
 // The same programs for the GPU: each compiles for --target nvidia (its
-// kernels to PTX, its matrix products to cuBLAS) and, where a GPU exists,
-// agrees with the evaluator.
+// kernels to PTX that the toolkit's ptxas assembles, where it is installed;
+// its matrix products to cuBLAS) and, where a GPU exists, agrees with the
+// evaluator.
 TEST_P(Differential, GpuAgreesWithEvaluator) {
   const Case& c = GetParam();
   if (!c.known_gap.empty()) GTEST_SKIP() << "known gap: " << c.known_gap;
@@ -521,6 +531,11 @@ TEST_P(Differential, GpuAgreesWithEvaluator) {
     executable = Compile(module, {.target = "nvidia"});
   } catch (const Error& error) {
     FAIL() << "backend::Compile for nvidia fails: " << error.what();
+  }
+  if (!executable->device_code.empty() && !testing::Ptxas().empty()) {
+    for (const char* arch : {"sm_80", "sm_90"}) {
+      EXPECT_EQ(testing::PtxasRejects(executable->device_code, arch), "");
+    }
   }
   if (const std::string missing = testing::CudaMissing(); !missing.empty()) {
     GTEST_SKIP() << missing;
