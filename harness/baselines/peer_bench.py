@@ -79,8 +79,8 @@ OPENBLAS_NUM_THREADS are set to `threads` and OMP_WAIT_POLICY to PASSIVE
 before numpy or torch is loaded. PyTorch runs under inference_mode with
 denormals flushed to zero.
 
-Device cuda: the weights and models live on GPU 0 (fp32; TF32 left off, as
-PyTorch's default for matrix products); each timed call copies its sample's
+Device cuda: the weights and models live on GPU 0 in float32 (TF32 off for
+cuBLAS and cuDNN alike, as Nimble computes); each timed call copies its sample's
 inputs to the GPU and its output back, so its time ends when the GPU is done,
 as a Nimble run on --target nvidia copies in and out of @main.
 """
@@ -348,9 +348,14 @@ def import_torch(threads=1, device="cpu"):
     # it would get the smallest subnormals wrong, so compute them first.
     np.finfo(np.float32), np.finfo(np.float64)
     torch.set_flush_denormal(True)
-    if device == "cuda" and not torch.cuda.is_available():
-        raise PeerError(f"no CUDA device: torch {torch.__version__} from {sys.executable} "
-                        "sees none")
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise PeerError(f"no CUDA device: torch {torch.__version__} from {sys.executable} "
+                            "sees none")
+        # float32 as Nimble computes it: cuDNN's RNNs would otherwise round
+        # their products to TF32.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
 
 
 # ----------------------------------------------------------------- PyTorch models
@@ -368,8 +373,8 @@ def lstm_gemv(x: torch.Tensor, w_ih: List[torch.Tensor], w_hh: List[torch.Tensor
     h = torch.zeros(0)  # TorchScript wants it defined before the loop
     for layer in range(len(w_ih)):
         input_gates = torch.addmm(bias[layer], layer_input, w_ih[layer].t())
-        h = torch.zeros(w_hh[layer].size(1))
-        c = torch.zeros(w_hh[layer].size(1))
+        h = torch.zeros(w_hh[layer].size(1), device=x.device)
+        c = torch.zeros(w_hh[layer].size(1), device=x.device)
         outputs: List[torch.Tensor] = []
         for t in range(input_gates.size(0)):
             i, f, g, o = torch.addmv(input_gates[t], w_hh[layer], h).chunk(4, 0)

@@ -183,6 +183,15 @@ class CudaDeviceAPI final : public DeviceAPI {
   explicit CudaDeviceAPI(int32_t id) : id_(id) {
     Check(cudaSetDevice(id_), "cudaSetDevice on " + DeviceName(id_));
     Check(cudaStreamCreate(&stream_), "cudaStreamCreate on " + DeviceName(id_));
+    // Generated kernels' temporaries come from cudaMallocAsync. By default
+    // its pool hands freed memory back to the driver whenever the stream is
+    // synchronised (after each sentence, and after each kernel under
+    // --profile), and the next temporary is mapped afresh: keep it instead.
+    cudaMemPool_t pool = nullptr;
+    Check(cudaDeviceGetDefaultMemPool(&pool, id_), "cudaDeviceGetDefaultMemPool");
+    uint64_t keep_all = UINT64_MAX;
+    Check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all),
+          "cudaMemPoolSetAttribute(release threshold)");
     Check(cublasCreate(&blas_), "cublasCreate on " + DeviceName(id_));
     Check(cublasSetStream(blas_, stream_), "cublasSetStream");
   }
