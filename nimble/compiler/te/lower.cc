@@ -6,6 +6,7 @@
 
 #include "nimble/compiler/te/matmul_schedule.h"
 #include "nimble/compiler/te/parallel_chunk.h"
+#include "nimble/compiler/tir/merge_gpu_loops.h"
 #include "nimble/compiler/tir/simplify.h"
 #include "nimble/vm/error.h"
 
@@ -373,7 +374,11 @@ tir::PrimFunc Lower(const std::string& name, const std::vector<Tensor>& inputs,
     body = tir::Assert(it->condition, it->message, body);
   }
   func.body = std::move(body);
-  return tir::Simplify(func);
+  tir::PrimFunc simplified = tir::Simplify(func);
+  if (func.device == tir::PrimFunc::Device::kGpu) {
+    simplified.body = tir::MergeGpuThreadLoops(simplified.body);
+  }
+  return simplified;
 }
 
 }  // namespace nimble::te

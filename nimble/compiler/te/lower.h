@@ -18,8 +18,10 @@
 // a kGpuBlocks loop, a block of threads per element, for a reduction whose
 // innermost axis may be long (the block's threads share that axis, then
 // combine their sums); else a kGpuThreads loop, a thread per element, which
-// accumulates a short reduction serially. Matrix products get no template
-// (cuBLAS runs the unfused ones).
+// accumulates a short reduction serially. Consecutive kGpuThreads loops
+// that can share their threads are then merged (tir/merge_gpu_loops.h), so
+// an elementwise chain's stages are one launch. Matrix products get no
+// template (cuBLAS runs the unfused ones).
 #pragma once
 
 #include <string>

@@ -573,4 +573,8 @@ Expr Simplify(const Expr& expr) {
   return Simplifier().Visit(expr);
 }
 
+bool StructurallyEqual(const Expr& a, const Expr& b) {
+  return Equal(a, b);
+}
+
 }  // namespace nimble::tir

@@ -23,4 +23,8 @@ PrimFunc Simplify(const PrimFunc& func);
 // `expr` simplified knowing only that its free variables are dimensions.
 Expr Simplify(const Expr& expr);
 
+// Whether `a` and `b` compute the same value by their structure: the same
+// nodes up to the order of commutative operands.
+bool StructurallyEqual(const Expr& a, const Expr& b);
+
 }  // namespace nimble::tir
