@@ -408,12 +408,15 @@ TEST_F(NimbleCli, DumpsTheLoopIrOfAGeneratedKernel) {
   ExpectUserError(missing, "--tir: no generated kernel named 'fused_nope'");
   EXPECT_THAT(missing.err,
               HasSubstr("are fused_add_add_strided_slice_sigmoid_0, fused_take_expand_dims_1, "));
-  // For the nvidia target a kernel is a GPU loop per stage, a thread per element.
+  // For the nvidia target a kernel's stages are GPU loops, a thread per
+  // element; the cell's four share one loop, each thread running them in turn.
   const Outcome gpu =
       Nimble({"dump", lstm, "--params", params, "--tir", "all", "--target", "nvidia"});
   ASSERT_EQ(gpu.status, 0) << gpu.err;
   EXPECT_THAT(gpu.out, AllOf(HasSubstr("gpu kernel fused_add_add_strided_slice_sigmoid_0("),
-                             HasSubstr("for add.thread in [0, 16) gpu_threads {")));
+                             HasSubstr("for multiply_1.thread in [0, 16) gpu_threads {"),
+                             HasSubstr("    let add.thread = multiply_1.thread\n"),
+                             Not(HasSubstr("for add.thread"))));
 }
 
 // --warmup runs the program first; the profile covers the last run alone.
