@@ -1293,8 +1293,11 @@ class FunctionEmitter {
         return tir::Mul(left, right);
       case tir::Intrinsic::kBlockMax:
         return tir::Select(tir::Compare(tir::CompareOp::kGt, right, left), right, left);
-      default:
+      case tir::Intrinsic::kBlockMin:
         return tir::Select(tir::Compare(tir::CompareOp::kLt, right, left), right, left);
+      default:
+        throw Error("code generation: " + tir::IntrinsicName(intrinsic) +
+                    " is not a block combine");
     }
   }
 

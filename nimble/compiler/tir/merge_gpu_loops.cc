@@ -8,11 +8,10 @@
 namespace nimble::tir {
 namespace {
 
-// How a loop body uses each buffer: whether it stores to it or loads from
-// it, and whether every such access is at index `own` (the loop variable).
+// How a loop body uses a buffer it accesses: whether it stores to it, and
+// whether every load and store is at index `own` (the loop variable).
 struct BufferUse {
   bool stored = false;
-  bool loaded = false;
   bool only_own_element = true;
 };
 
@@ -71,7 +70,7 @@ class UseCollector {
  private:
   void Access(const BufferNode& buffer, const Expr& index, bool store) {
     BufferUse& use = (*uses_)[&buffer];
-    (store ? use.stored : use.loaded) = true;
+    use.stored |= store;
     if (index.get() != own_) use.only_own_element = false;
   }
 
@@ -141,7 +140,6 @@ Stmt MergeSeq(const SeqNode& seq) {
     for (const auto& [buffer, use] : loop_uses) {
       BufferUse& total = uses[buffer];
       total.stored |= use.stored;
-      total.loaded |= use.loaded;
       total.only_own_element &= use.only_own_element;
     }
   }
