@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -754,6 +755,10 @@ void RunSlicedOnPool(MatMulSliceImpl impl, const MatMulProblem& p, const float* 
 // oneDNN: one matmul primitive per slice shape, created on first use
 // (creation costs far more than a small product) and kept for the life of the
 // process. Transposed operands and slices are strided views: nothing is copied.
+// A primitive is shared by the pool's threads, so its scratchpad is ours, one
+// per thread: oneDNN's own (library mode, as Debian builds it) is common to
+// all primitives and lets a primitive run only on the thread that created it;
+// two slices of one shape on two threads gave wrong products.
 
 dnnl::engine& CpuEngine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -762,7 +767,7 @@ dnnl::engine& CpuEngine() {
 
 struct DnnlPrimitive {
   dnnl::matmul matmul;
-  dnnl::memory::desc a, b, c;
+  dnnl::memory::desc a, b, c, scratchpad;
 };
 
 DnnlPrimitive CreateDnnlPrimitive(const MatMulSlice& s) {
@@ -776,8 +781,11 @@ DnnlPrimitive CreateDnnlPrimitive(const MatMulSlice& s) {
                                      : memory::dims{s.batch_stride_b, s.ldb, 1});
   const memory::desc c({p.batch(), p.m, p.n}, memory::data_type::f32,
                        memory::dims{s.batch_stride_c, s.ldc, 1});
-  const dnnl::matmul::primitive_desc descriptor(dnnl::matmul::desc(a, b, c), CpuEngine());
-  return {dnnl::matmul(descriptor), a, b, c};
+  dnnl::primitive_attr attributes;
+  attributes.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const dnnl::matmul::primitive_desc descriptor(dnnl::matmul::desc(a, b, c), attributes,
+                                                CpuEngine());
+  return {dnnl::matmul(descriptor), a, b, c, descriptor.scratchpad_desc()};
 }
 
 std::shared_ptr<const DnnlPrimitive> CachedDnnlPrimitive(const MatMulSlice& s) {
@@ -821,8 +829,13 @@ void DnnlMatMulSlice(const MatMulSlice& s) {
     dnnl::memory a_memory(primitive->a, engine, const_cast<float*>(s.a));
     dnnl::memory b_memory(primitive->b, engine, const_cast<float*>(s.b));
     dnnl::memory c_memory(primitive->c, engine, s.c);
-    primitive->matmul.execute(
-        stream, {{DNNL_ARG_SRC, a_memory}, {DNNL_ARG_WEIGHTS, b_memory}, {DNNL_ARG_DST, c_memory}});
+    thread_local std::vector<std::byte> scratchpad;
+    scratchpad.resize(std::max(scratchpad.size(), primitive->scratchpad.get_size()));
+    dnnl::memory scratchpad_memory(primitive->scratchpad, engine, scratchpad.data());
+    primitive->matmul.execute(stream, {{DNNL_ARG_SRC, a_memory},
+                                       {DNNL_ARG_WEIGHTS, b_memory},
+                                       {DNNL_ARG_DST, c_memory},
+                                       {DNNL_ARG_SCRATCHPAD, scratchpad_memory}});
     stream.wait();
   } catch (const dnnl::error& error) {
     throw Error("oneDNN matmul (" + ProblemString(s.p) + ") failed: " + error.what());
