@@ -29,17 +29,31 @@ Tensor RandomTensor(const Shape& shape) {
   return TensorNode::FromVector<float>(shape, DataType::Float32(), values);
 }
 
-// Runs `kernel` on fresh random inputs of the given shapes into `out_shape`.
+// Weights of a whole model do not fit any cache: BERT-base reads 340 MB of
+// them per inference. A cold run cycles through enough distinct copies of the
+// weight that each call reads it from memory, as a model does.
+constexpr size_t kColdWeightBytes = size_t{256} << 20;
+
+// Runs `kernel` on fresh random inputs of the given shapes into `out_shape`;
+// `cold`: a different copy of b each call (kColdWeightBytes of them in all).
 void RunMatMul(benchmark::State& state, const std::string& kernel_name, const Shape& a_shape,
-               const Shape& b_shape, const Shape& out_shape, double flops) {
+               const Shape& b_shape, const Shape& out_shape, double flops, bool cold = false) {
   const Tensor a = RandomTensor(a_shape);
-  const Tensor b = RandomTensor(b_shape);
+  const size_t weight_bytes = static_cast<size_t>(ShapeNumel(b_shape)) * sizeof(float);
+  const size_t copies = cold ? std::max<size_t>(2, kColdWeightBytes / weight_bytes) : 1;
+  std::vector<Tensor> weights(copies, RandomTensor(b_shape));
+  for (size_t i = 1; i < copies; ++i) weights[i] = RandomTensor(b_shape);
   const Tensor out = TensorNode::Empty(out_shape, DataType::Float32());
   const Kernel kernel = KernelRegistry::Global().Bind(kernel_name, Attrs());
-  DLTensor tensors[] = {AsDLTensor(a), AsDLTensor(b), AsDLTensor(out)};
+  std::vector<DLTensor> weight_views;
+  for (const Tensor& weight : weights) weight_views.push_back(AsDLTensor(weight));
+  DLTensor tensors[] = {AsDLTensor(a), weight_views[0], AsDLTensor(out)};
   DLTensor* args[] = {&tensors[0], &tensors[1], &tensors[2]};
   kernel(args, 3);  // warms caches, and creates oneDNN's primitive
+  size_t next = 0;
   for (auto _ : state) {
+    tensors[1] = weight_views[next];
+    next = next + 1 == copies ? 0 : next + 1;
     kernel(args, 3);
     benchmark::ClobberMemory();
   }
@@ -48,20 +62,20 @@ void RunMatMul(benchmark::State& state, const std::string& kernel_name, const Sh
 }
 
 // nn.dense: data [m, k] x weight [n, k].
-void BM_Dense(benchmark::State& state, const std::string& kernel_name) {
+void BM_Dense(benchmark::State& state, const std::string& kernel_name, bool cold) {
   const int64_t m = state.range(0);
   const int64_t k = state.range(1);
   const int64_t n = state.range(2);
-  RunMatMul(state, kernel_name, {m, k}, {n, k}, {m, n}, 2.0 * m * n * k);
+  RunMatMul(state, kernel_name, {m, k}, {n, k}, {m, n}, 2.0 * m * n * k, cold);
 }
 
 // nn.contrib_dense_pack: the same product with the weight packed as
 // [n / 16, k, 16], as transform/pack_dense_weights.h leaves it.
-void BM_PackedDense(benchmark::State& state) {
+void BM_PackedDense(benchmark::State& state, bool cold) {
   const int64_t m = state.range(0);
   const int64_t k = state.range(1);
   const int64_t n = state.range(2);
-  RunMatMul(state, "nn.contrib_dense_pack", {m, k}, {n / 16, k, 16}, {m, n}, 2.0 * m * n * k);
+  RunMatMul(state, "nn.contrib_dense_pack", {m, k}, {n / 16, k, 16}, {m, n}, 2.0 * m * n * k, cold);
 }
 
 void DenseShapes(benchmark::internal::Benchmark* benchmark) {
@@ -141,10 +155,10 @@ void BM_ParallelForOverhead(benchmark::State& state) {
 }
 BENCHMARK(BM_ParallelForOverhead)->UseRealTime();
 
-BENCHMARK_CAPTURE(BM_Dense, builtin, std::string("nn.dense"))->Apply(DenseShapes);
-BENCHMARK_CAPTURE(BM_Dense, dnnl, std::string("nn.dense.dnnl"))->Apply(DenseShapes);
-BENCHMARK_CAPTURE(BM_Dense, openblas, std::string("nn.dense.openblas"))->Apply(DenseShapes);
-BENCHMARK(BM_PackedDense)->Apply([](benchmark::internal::Benchmark* benchmark) {
+BENCHMARK_CAPTURE(BM_Dense, builtin, std::string("nn.dense"), false)->Apply(DenseShapes);
+BENCHMARK_CAPTURE(BM_Dense, dnnl, std::string("nn.dense.dnnl"), false)->Apply(DenseShapes);
+BENCHMARK_CAPTURE(BM_Dense, openblas, std::string("nn.dense.openblas"), false)->Apply(DenseShapes);
+void PackedDenseShapes(benchmark::internal::Benchmark* benchmark) {
   benchmark->ArgNames({"m", "k", "n"});
   for (int64_t m : {16, 54, 64, 128}) {
     for (int64_t n : {768, 3072}) benchmark->Args({m, 768, n});
@@ -153,7 +167,19 @@ BENCHMARK(BM_PackedDense)->Apply([](benchmark::internal::Benchmark* benchmark) {
   for (int64_t k : {300, 512}) benchmark->Args({24, k, 2048});
   benchmark->Args({1, 512, 2048});
   benchmark->UseRealTime();
-});
+}
+BENCHMARK_CAPTURE(BM_PackedDense, hot, false)->Apply(PackedDenseShapes);
+// BERT's products with their weights read from memory, as in the model.
+void BertColdShapes(benchmark::internal::Benchmark* benchmark) {
+  benchmark->ArgNames({"m", "k", "n"});
+  for (int64_t m : {16, 54}) {
+    for (int64_t n : {768, 3072}) benchmark->Args({m, 768, n});
+    benchmark->Args({m, 3072, 768});
+  }
+  benchmark->UseRealTime();
+}
+BENCHMARK_CAPTURE(BM_PackedDense, cold, true)->Apply(BertColdShapes);
+BENCHMARK_CAPTURE(BM_Dense, dnnl_cold, std::string("nn.dense.dnnl"), true)->Apply(BertColdShapes);
 BENCHMARK_CAPTURE(BM_BatchMatMul, builtin, std::string("nn.batch_matmul"))->Apply(AttentionShapes);
 BENCHMARK_CAPTURE(BM_BatchMatMul, dnnl, std::string("nn.batch_matmul.dnnl"))
     ->Apply(AttentionShapes);
