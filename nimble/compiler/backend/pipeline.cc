@@ -7,6 +7,7 @@
 
 #include "nimble/compiler/backend/kernel_tuning.h"
 #include "nimble/compiler/op/compute.h"
+#include "nimble/compiler/transform/batch_matmul_to_dense.h"
 #include "nimble/compiler/transform/coalesce_storage.h"
 #include "nimble/compiler/transform/dead_code.h"
 #include "nimble/compiler/transform/eta_expand.h"
@@ -52,6 +53,7 @@ PassInfo Planning(std::string name, ir::IRModule (*pass)(const ir::IRModule&)) {
 const std::vector<PassInfo>& Passes() {
   static const std::vector<PassInfo> passes = {
       Plain("fold-constant", transform::FoldConstants),
+      Plain("batch-matmul-to-dense", transform::BatchMatMulToDense),
       {"pack-dense-weights",
        [](const ir::IRModule& module, const CompileOptions& options) {
          return transform::PackDenseWeights(

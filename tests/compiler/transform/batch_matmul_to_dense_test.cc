@@ -1,0 +1,132 @@
+// BatchMatMulToDense: text in, text out; the evaluator's values before and
+// after (exact: small integers and halves); the calls it leaves alone; and
+// the compiled program on the VM, where the dense is packed.
+#include "nimble/compiler/transform/batch_matmul_to_dense.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "nimble/compiler/backend/pipeline.h"
+#include "nimble/vm/vm.h"
+#include "tests/compiler/transform/normalize_test_util.h"
+
+namespace nimble::transform {
+namespace {
+
+using testing::ExpectProgram;
+using testing::ExpectSameResult;
+using testing::F32;
+using testing::ParseTyped;
+
+Tensor Values(const Shape& shape, int seed) {
+  std::vector<float> values(static_cast<size_t>(ShapeNumel(shape)));
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = static_cast<float>((i * 5 + seed) % 7) * 0.5f - 1.5f;
+  }
+  return F32(shape, values);
+}
+
+// The same values as `weight` [b, n, k], typed [b * n, k].
+Tensor Stacked(const Tensor& weight) {
+  const Shape& shape = weight->shape();
+  std::vector<float> values(weight->data<float>(), weight->data<float>() + weight->numel());
+  return F32({shape[0] * shape[1], shape[2]}, values);
+}
+
+TEST(BatchMatMulToDense, AConstantEitherSideBecomesOneDense) {
+  const text::ParamMap params{{"w", Values({3, 4, 5}, 1)}};
+  const ir::IRModule module = ParseTyped(R"(
+def @main(%x: Tensor[(1, ?, 5), float32]) {
+  (nn.batch_matmul(%x, meta[relay.Constant][w]), nn.batch_matmul(meta[relay.Constant][w], %x))
+})",
+                                         &params);
+  const ir::IRModule rewritten = BatchMatMulToDense(module);
+  const text::ParamMap stacked{{"w", Stacked(params.at("w"))}};
+  ExpectProgram(rewritten, R"(
+def @main(%x: Tensor[(1, ?, 5), float32]) {
+  (transpose(reshape(nn.dense(%x, meta[relay.Constant][w]), newshape=[-1, 3, 4]), axes=[1, 0, 2]),
+   transpose(reshape(nn.dense(%x, meta[relay.Constant][w]), newshape=[-1, 3, 4]), axes=[1, 2, 0]))
+})",
+                &stacked);
+  // One stacked constant serves both calls.
+  const auto& tuple = static_cast<const ir::TupleNode&>(*rewritten->Lookup("main")->body);
+  auto weight_of = [](const ir::Expr& transpose) {
+    const auto& reshape =
+        static_cast<const ir::CallNode&>(*static_cast<const ir::CallNode&>(*transpose).args[0]);
+    return static_cast<const ir::CallNode&>(*reshape.args[0]).args[1].get();
+  };
+  EXPECT_EQ(weight_of(tuple.fields[0]), weight_of(tuple.fields[1]));
+  for (int64_t length : {0, 1, 6}) {
+    ExpectSameResult(module, rewritten, {Values({1, length, 5}, 2)});
+  }
+}
+
+TEST(BatchMatMulToDense, ABatchOfOneWeightNeedsNoTranspose) {
+  const text::ParamMap params{{"w", Values({1, 4, 5}, 1)}};
+  const ir::IRModule module = ParseTyped(R"(
+def @main(%x: Tensor[(1, 2, 5), float32]) {
+  nn.batch_matmul(%x, meta[relay.Constant][w])
+})",
+                                         &params);
+  const ir::IRModule rewritten = BatchMatMulToDense(module);
+  const text::ParamMap stacked{{"w", Stacked(params.at("w"))}};
+  ExpectProgram(rewritten, R"(
+def @main(%x: Tensor[(1, 2, 5), float32]) {
+  nn.dense(%x, meta[relay.Constant][w])
+})",
+                &stacked);
+  ExpectSameResult(module, rewritten, {Values({1, 2, 5}, 3)});
+}
+
+TEST(BatchMatMulToDense, LeavesOtherProducts) {
+  const text::ParamMap params{
+      {"w", Values({3, 4, 5}, 1)}, {"w2", Values({2, 4, 5}, 3)}, {"t", Values({3, 5, 4}, 2)}};
+  // Two parameters; data with a batch of 2 (not one product); the weight
+  // read transposed (transpose_b=False); the data transposed; two constants.
+  const std::string program = R"(
+def @main(%x: Tensor[(1, 2, 5), float32], %y: Tensor[(3, 4, 5), float32],
+          %x2: Tensor[(2, 2, 5), float32], %xt: Tensor[(1, 5, 2), float32]) {
+  (nn.batch_matmul(%x, %y), nn.batch_matmul(%x2, meta[relay.Constant][w2]),
+   nn.batch_matmul(%x, meta[relay.Constant][t], transpose_b=False),
+   nn.batch_matmul(%xt, meta[relay.Constant][w], transpose_a=True),
+   nn.batch_matmul(meta[relay.Constant][w], meta[relay.Constant][w]))
+})";
+  const ir::IRModule module = ParseTyped(program, &params);
+  ExpectProgram(BatchMatMulToDense(module), program, &params);
+}
+
+// Through the whole pipeline: the projection runs as a dense (only the
+// product of two computed values stays a batch_matmul), and the VM gives the
+// evaluator's values on the original program.
+TEST(BatchMatMulToDense, CompiledProgramRunsOnTheVm) {
+  const text::ParamMap params{{"w", Values({2, 32, 24}, 1)}, {"b", Values({2, 1, 32}, 2)}};
+  const ir::IRModule module = ParseTyped(R"(
+def @main(%x: Tensor[(1, ?, 24), float32]) {
+  let %q = add(nn.batch_matmul(%x, meta[relay.Constant][w]), meta[relay.Constant][b]);
+  nn.batch_matmul(%q, %q)
+})",
+                                         &params);
+  backend::CompileOptions options;
+  options.kernels = "builtin";
+  const vm::Executable executable = backend::Compile(module, options);
+  const std::string kernels = vm::KernelTableToString(executable);
+  EXPECT_THAT(kernels, ::testing::HasSubstr("] nn.dense: built-in"));
+  EXPECT_THAT(kernels, ::testing::HasSubstr("] nn.batch_matmul: built-in"));
+  EXPECT_EQ(kernels.find("] nn.batch_matmul"), kernels.rfind("] nn.batch_matmul")) << kernels;
+  for (int64_t length : {1, 13}) {
+    const Tensor x = Values({1, length, 24}, 4);
+    vm::VirtualMachine machine(executable);
+    const Tensor got = machine.Invoke("main", {x}).as<TensorNode>();
+    const Tensor want = eval::Evaluate(module, "main", {x}).as<TensorNode>();
+    ASSERT_EQ(got->shape(), want->shape());
+    for (int64_t i = 0; i < want->numel(); ++i) {
+      EXPECT_NEAR(got->GetAsDouble(i), want->GetAsDouble(i), 1e-4) << "element " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nimble::transform
