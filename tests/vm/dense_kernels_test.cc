@@ -403,12 +403,13 @@ Tensor Packed(const Tensor& weight) {
 }
 
 // Every tail of the row tiles (m % 12 for AVX-512, % 6, % 2), reductions
-// shorter and longer than a depth slice (256) with a vector tail, one and
-// several blocks, leading dimensions flattened.
+// shorter and longer than a depth slice (256) with a vector tail, one block,
+// three (AVX-512 takes two at a time: a pair and one left over) and 37 (the
+// threads' chunks start at odd blocks), leading dimensions flattened.
 TEST(PackedDenseKernelTest, MatchesNaiveLoopOnEveryRowTail) {
   for (const Shape& data_shape : std::vector<Shape>{
            {1, 7}, {2, 33}, {5, 64}, {6, 3}, {7, 600}, {11, 19}, {13, 1030}, {2, 9, 40}}) {
-    for (const int64_t n : {16, 48}) {
+    for (const int64_t n : {16, 48, 592}) {
       SCOPED_TRACE("data " + ShapeToString(data_shape) + ", n " + std::to_string(n));
       const int64_t k = data_shape.back();
       const int64_t m = ShapeNumel(std::span(data_shape).first(data_shape.size() - 1));

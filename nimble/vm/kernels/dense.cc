@@ -394,17 +394,19 @@ BuiltinLoops SelectBuiltinLoops() {
 // ---------------------------------------------------------------------------
 // Packed weights (nn.contrib_dense_pack). The weight arrives as [n / 16, k,
 // 16]: each block of 16 output columns stored k-major, packed once at compile
-// time (transform/pack_dense_weights.h). A tile of R data rows by one block
-// keeps its R x 16 sums in registers; each step broadcasts one element of
-// each data row against the block's 16 contiguous weights, so every weight
-// loaded feeds R multiply-adds and no horizontal sums are needed, which the
-// dot-product tiles above pay for. A thread takes whole blocks, and a
-// depth slice of the block stays in L1 while the row tiles sweep it; the
-// data is laid out once per call in row tiles (PackRowTiles), which lifted
-// one thread from 67% to 80% of the FMA peak at BERT's FFN (m 54, k 768,
-// n 3072: 69 -> 80 GFLOP/s on a Zen 3 core; two threads stay at about 135,
-// the same as before, where both cores share a ceiling that two separate
-// one-thread processes also hit).
+// time (transform/pack_dense_weights.h). A tile of R data rows by B blocks
+// keeps its R x 16B sums in registers; each step broadcasts one element of
+// each data row against the blocks' 16 contiguous weights each, so every
+// weight loaded feeds R multiply-adds, every broadcast B, and no horizontal
+// sums are needed, which the dot-product tiles above pay for. A thread takes
+// whole blocks, and a depth slice of its B blocks stays in L1 while the row
+// tiles sweep it; the data is laid out once per call in row tiles
+// (PackRowTiles), which lifted one thread from 67% to 80% of the FMA peak at
+// BERT's FFN (m 54, k 768, n 3072: 69 -> 80 GFLOP/s on a Zen 3 core). On
+// AVX-512, two blocks a tile (12 x 32) rather than one: one block's 12 FMAs
+// a step came with 13 loads, more than the two load ports keep up with, and
+// two blocks take BERT's products at 54 rows from 241-262 to 269-302 GFLOP/s
+// (2 threads of a Sapphire Rapids Xeon, weights in cache).
 
 constexpr int64_t kPackedBlock = 16;
 
@@ -444,18 +446,20 @@ void PackRowTiles(const float* a, int64_t m, int64_t k, int tile_rows, float* pa
 
 // Weights ahead of the tiles: which cache lines a tile asks for while it works.
 struct Prefetch {
-  const float* lines;  // line q starts at lines + q * 16 (one step of a block)
+  const float* lines;  // line q of block b starts at lines + b * block_stride + q * 16
   int64_t count;
   int64_t every;  // steps between two requests
 };
 
-// c[i * n + j] = (or += when accumulating) the sum over q < depth of
-// panel[q * stride + i] * block[q * 16 + j], for i < R and j < 16; every
-// `ahead.every` steps also prefetch `ahead`'s next line, if any, into L2.
-template <typename V, int R>
-inline void PackedTile(const float* panel, int64_t stride, const float* block, int64_t depth,
-                       float* c, int64_t n, bool accumulate, Prefetch ahead) {
-  constexpr int kVectors = kPackedBlock / kLanes<V>;
+// c[i * n + b * 16 + j] = (or += when accumulating) the sum over q < depth of
+// panel[q * stride + i] * block[b * block_stride + q * 16 + j], for i < R,
+// b < B and j < 16: R rows by B blocks of 16 columns. Every `ahead.every`
+// steps, also prefetch `ahead`'s next line of each block, if any, into L2.
+template <typename V, int R, int B>
+inline void PackedTile(const float* panel, int64_t stride, const float* block, int64_t block_stride,
+                       int64_t depth, float* c, int64_t n, bool accumulate, Prefetch ahead) {
+  constexpr int kVectors = B * kPackedBlock / kLanes<V>;
+  constexpr int kVectorsPerBlock = kPackedBlock / kLanes<V>;
   constexpr auto lanes = std::make_index_sequence<kLanes<V>>();
   V sums[R][kVectors] = {};
   const float* next_line = ahead.lines;
@@ -464,14 +468,18 @@ inline void PackedTile(const float* panel, int64_t stride, const float* block, i
 #pragma GCC unroll 4
   for (int64_t q = 0; q < depth; ++q) {
     if (--countdown <= 0 && next_line < end_line) {
-      __builtin_prefetch(next_line, 0, 2);
+#pragma GCC unroll 4
+      for (int b = 0; b < B; ++b) __builtin_prefetch(next_line + b * block_stride, 0, 2);
       next_line += kPackedBlock;
       countdown = ahead.every;
     }
     V w[kVectors];
 #pragma GCC unroll 4
     for (int v = 0; v < kVectors; ++v) {
-      std::memcpy(&w[v], block + q * kPackedBlock + v * kLanes<V>, sizeof(V));
+      std::memcpy(&w[v],
+                  block + (v / kVectorsPerBlock) * block_stride + q * kPackedBlock +
+                      (v % kVectorsPerBlock) * kLanes<V>,
+                  sizeof(V));
     }
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
@@ -496,57 +504,73 @@ inline void PackedTile(const float* panel, int64_t stride, const float* block, i
 }
 
 // The last `rows` (< R) rows: one tile of exactly that many.
-template <typename V, int R>
+template <typename V, int R, int B>
 inline void PackedTail(int64_t rows, const float* panel, int64_t stride, const float* block,
-                       int64_t depth, float* c, int64_t n, bool accumulate, Prefetch ahead) {
+                       int64_t block_stride, int64_t depth, float* c, int64_t n, bool accumulate,
+                       Prefetch ahead) {
   if constexpr (R > 1) {
     if (rows == R - 1) {
-      return PackedTile<V, R - 1>(panel, stride, block, depth, c, n, accumulate, ahead);
+      return PackedTile<V, R - 1, B>(panel, stride, block, block_stride, depth, c, n, accumulate,
+                                     ahead);
     }
-    PackedTail<V, R - 1>(rows, panel, stride, block, depth, c, n, accumulate, ahead);
+    PackedTail<V, R - 1, B>(rows, panel, stride, block, block_stride, depth, c, n, accumulate,
+                            ahead);
   }
 }
 
-// Blocks [first, last) of c (m x n) = a, as PackRowTiles(a, m, k, R) laid it
-// out in `panels`, times the packed weight.
+// Blocks [j, j + B) of c (m x n) = a, as PackRowTiles(a, m, k, R) laid it out
+// in `panels`, times the packed weight.
 //
 // A model's weights come from memory (BERT-base reads 340 MB an inference),
 // and only a slice's first row tile waits for them: left to the hardware
 // prefetcher, a cold 54 x 768 x 3072 product ran at 67% of its hot speed
-// (2 threads of a Sapphire Rapids Xeon). The slices of a thread's blocks are
+// (2 threads of a Sapphire Rapids Xeon). The slices of a block are
 // consecutive in memory, so while it works on one slice, its row tiles share
 // out the prefetching of the next `depth` lines, one line every `tiles`
 // steps: the requests are spread over the slice's whole work, not bunched
 // (which left it at 67%), and the cold product runs at 95%.
-template <typename V, int R>
-void MultiplyPackedBlocks(const float* panels, const float* packed, float* c, int64_t m, int64_t n,
-                          int64_t k, int64_t first, int64_t last) {
+template <typename V, int R, int B>
+void MultiplyPackedBlockGroup(const float* panels, const float* packed, float* c, int64_t m,
+                              int64_t n, int64_t k, int64_t j) {
   const int64_t tiles = CeilDiv(m, R);
-  for (int64_t j = first; j < last; ++j) {
-    float* c_j = c + j * kPackedBlock;
-    for (int64_t p = 0; p < k; p += kPackedDepthSlice) {
-      const float* slice = packed + (j * k + p) * kPackedBlock;
-      const int64_t depth = std::min(kPackedDepthSlice, k - p);
-      const int64_t lines_per_tile = CeilDiv(depth, tiles);
-      for (int64_t t = 0; t < tiles; ++t) {
-        const float* panel = panels + (p * tiles + t * depth) * R;
-        const int64_t rows = std::min<int64_t>(R, m - t * R);
-        const int64_t first_line = t * lines_per_tile;
-        const Prefetch ahead{slice + (depth + first_line) * kPackedBlock,
-                             std::clamp<int64_t>(depth - first_line, 0, lines_per_tile), tiles};
-        if (rows == R) {
-          PackedTile<V, R>(panel, R, slice, depth, c_j + t * R * n, n, p > 0, ahead);
-        } else {
-          PackedTail<V, R>(rows, panel, R, slice, depth, c_j + t * R * n, n, p > 0, ahead);
-        }
+  float* c_j = c + j * kPackedBlock;
+  const int64_t block_stride = k * kPackedBlock;
+  for (int64_t p = 0; p < k; p += kPackedDepthSlice) {
+    const float* slice = packed + (j * k + p) * kPackedBlock;
+    const int64_t depth = std::min(kPackedDepthSlice, k - p);
+    const int64_t lines_per_tile = CeilDiv(depth, tiles);
+    for (int64_t t = 0; t < tiles; ++t) {
+      const float* panel = panels + (p * tiles + t * depth) * R;
+      const int64_t rows = std::min<int64_t>(R, m - t * R);
+      const int64_t first_line = t * lines_per_tile;
+      // The next slice of the same blocks; past a block's last slice, the
+      // first of the block B further on (where this thread goes next).
+      const Prefetch ahead{slice + (depth + first_line) * kPackedBlock +
+                               (p + depth == k ? (B - 1) * block_stride : 0),
+                           std::clamp<int64_t>(depth - first_line, 0, lines_per_tile), tiles};
+      if (rows == R) {
+        PackedTile<V, R, B>(panel, R, slice, block_stride, depth, c_j + t * R * n, n, p > 0, ahead);
+      } else {
+        PackedTail<V, R, B>(rows, panel, R, slice, block_stride, depth, c_j + t * R * n, n, p > 0,
+                            ahead);
       }
     }
   }
 }
 
-// Row tiles that fit the register file with the block's vectors and a
-// broadcast: AVX-512 12 x 1 of 32 zmm, AVX2 6 x 2 of 16 ymm; the baseline's
-// 128-bit vectors need 4 a row: NEON's 32 registers hold 6 rows, SSE2's 16 two.
+// Blocks [first, last) of c, B at a time, then one at a time.
+template <typename V, int R, int B>
+void MultiplyPackedBlocks(const float* panels, const float* packed, float* c, int64_t m, int64_t n,
+                          int64_t k, int64_t first, int64_t last) {
+  int64_t j = first;
+  for (; j + B <= last; j += B) MultiplyPackedBlockGroup<V, R, B>(panels, packed, c, m, n, k, j);
+  for (; j < last; ++j) MultiplyPackedBlockGroup<V, R, 1>(panels, packed, c, m, n, k, j);
+}
+
+// Tiles that fit the register file with their weight vectors and a
+// broadcast: AVX-512 12 rows x 2 blocks (24 of 32 zmm), AVX2 6 x 1 block (12
+// of 16 ymm); the baseline's 128-bit vectors need 4 a block and row: NEON's
+// 32 registers hold 6 rows, SSE2's 16 two.
 using MultiplyPackedFn = void (*)(const float* panels, const float* packed, float* c, int64_t m,
                                   int64_t n, int64_t k, int64_t first, int64_t last);
 struct PackedLoops {
@@ -555,20 +579,21 @@ struct PackedLoops {
 };
 #if defined(__x86_64__)
 constexpr int kAvx512PackedRows = 12;
+constexpr int kAvx512PackedBlocks = 2;
 constexpr int kAvx2PackedRows = 6;
 [[gnu::target("avx512f"), gnu::flatten]] void MultiplyPackedAvx512(const float* panels,
                                                                    const float* packed, float* c,
                                                                    int64_t m, int64_t n, int64_t k,
                                                                    int64_t first, int64_t last) {
-  MultiplyPackedBlocks<VectorOf<64>::type, kAvx512PackedRows>(panels, packed, c, m, n, k, first,
-                                                              last);
+  MultiplyPackedBlocks<VectorOf<64>::type, kAvx512PackedRows, kAvx512PackedBlocks>(
+      panels, packed, c, m, n, k, first, last);
 }
 [[gnu::target("avx2,fma"), gnu::flatten]] void MultiplyPackedAvx2(const float* panels,
                                                                   const float* packed, float* c,
                                                                   int64_t m, int64_t n, int64_t k,
                                                                   int64_t first, int64_t last) {
-  MultiplyPackedBlocks<VectorOf<32>::type, kAvx2PackedRows>(panels, packed, c, m, n, k, first,
-                                                            last);
+  MultiplyPackedBlocks<VectorOf<32>::type, kAvx2PackedRows, 1>(panels, packed, c, m, n, k, first,
+                                                               last);
 }
 constexpr int kBaselinePackedRows = 2;
 #else
@@ -577,8 +602,8 @@ constexpr int kBaselinePackedRows = 6;
 [[gnu::flatten]] void MultiplyPackedBaseline(const float* panels, const float* packed, float* c,
                                              int64_t m, int64_t n, int64_t k, int64_t first,
                                              int64_t last) {
-  MultiplyPackedBlocks<VectorOf<16>::type, kBaselinePackedRows>(panels, packed, c, m, n, k, first,
-                                                                last);
+  MultiplyPackedBlocks<VectorOf<16>::type, kBaselinePackedRows, 1>(panels, packed, c, m, n, k,
+                                                                   first, last);
 }
 
 PackedLoops SelectPackedLoops() {
