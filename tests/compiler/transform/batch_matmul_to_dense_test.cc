@@ -16,18 +16,11 @@
 namespace nimble::transform {
 namespace {
 
+using testing::ExactValues;
 using testing::ExpectProgram;
 using testing::ExpectSameResult;
 using testing::F32;
 using testing::ParseTyped;
-
-Tensor Values(const Shape& shape, int seed) {
-  std::vector<float> values(static_cast<size_t>(ShapeNumel(shape)));
-  for (size_t i = 0; i < values.size(); ++i) {
-    values[i] = static_cast<float>((i * 5 + seed) % 7) * 0.5f - 1.5f;
-  }
-  return F32(shape, values);
-}
 
 // The same values as `weight` [b, n, k], typed [b * n, k].
 Tensor Stacked(const Tensor& weight) {
@@ -37,7 +30,7 @@ Tensor Stacked(const Tensor& weight) {
 }
 
 TEST(BatchMatMulToDense, AConstantEitherSideBecomesOneDense) {
-  const text::ParamMap params{{"w", Values({3, 4, 5}, 1)}};
+  const text::ParamMap params{{"w", ExactValues({3, 4, 5}, 1)}};
   const ir::IRModule module = ParseTyped(R"(
 def @main(%x: Tensor[(1, ?, 5), float32]) {
   (nn.batch_matmul(%x, meta[relay.Constant][w]), nn.batch_matmul(meta[relay.Constant][w], %x))
@@ -60,12 +53,12 @@ def @main(%x: Tensor[(1, ?, 5), float32]) {
   };
   EXPECT_EQ(weight_of(tuple.fields[0]), weight_of(tuple.fields[1]));
   for (int64_t length : {0, 1, 6}) {
-    ExpectSameResult(module, rewritten, {Values({1, length, 5}, 2)});
+    ExpectSameResult(module, rewritten, {ExactValues({1, length, 5}, 2)});
   }
 }
 
 TEST(BatchMatMulToDense, ABatchOfOneWeightNeedsNoTranspose) {
-  const text::ParamMap params{{"w", Values({1, 4, 5}, 1)}};
+  const text::ParamMap params{{"w", ExactValues({1, 4, 5}, 1)}};
   const ir::IRModule module = ParseTyped(R"(
 def @main(%x: Tensor[(1, 2, 5), float32]) {
   nn.batch_matmul(%x, meta[relay.Constant][w])
@@ -78,12 +71,13 @@ def @main(%x: Tensor[(1, 2, 5), float32]) {
   nn.dense(%x, meta[relay.Constant][w])
 })",
                 &stacked);
-  ExpectSameResult(module, rewritten, {Values({1, 2, 5}, 3)});
+  ExpectSameResult(module, rewritten, {ExactValues({1, 2, 5}, 3)});
 }
 
 TEST(BatchMatMulToDense, LeavesOtherProducts) {
-  const text::ParamMap params{
-      {"w", Values({3, 4, 5}, 1)}, {"w2", Values({2, 4, 5}, 3)}, {"t", Values({3, 5, 4}, 2)}};
+  const text::ParamMap params{{"w", ExactValues({3, 4, 5}, 1)},
+                              {"w2", ExactValues({2, 4, 5}, 3)},
+                              {"t", ExactValues({3, 5, 4}, 2)}};
   // Two parameters; data with a batch of 2 (not one product); the weight
   // read transposed (transpose_b=False); the data transposed; two constants.
   const std::string program = R"(
@@ -102,7 +96,8 @@ def @main(%x: Tensor[(1, 2, 5), float32], %y: Tensor[(3, 4, 5), float32],
 // product of two computed values stays a batch_matmul), and the VM gives the
 // evaluator's values on the original program.
 TEST(BatchMatMulToDense, CompiledProgramRunsOnTheVm) {
-  const text::ParamMap params{{"w", Values({2, 32, 24}, 1)}, {"b", Values({2, 1, 32}, 2)}};
+  const text::ParamMap params{{"w", ExactValues({2, 32, 24}, 1)},
+                              {"b", ExactValues({2, 1, 32}, 2)}};
   const ir::IRModule module = ParseTyped(R"(
 def @main(%x: Tensor[(1, ?, 24), float32]) {
   let %q = add(nn.batch_matmul(%x, meta[relay.Constant][w]), meta[relay.Constant][b]);
@@ -117,7 +112,7 @@ def @main(%x: Tensor[(1, ?, 24), float32]) {
   EXPECT_THAT(kernels, ::testing::HasSubstr("] nn.batch_matmul: built-in"));
   EXPECT_EQ(kernels.find("] nn.batch_matmul"), kernels.rfind("] nn.batch_matmul")) << kernels;
   for (int64_t length : {1, 13}) {
-    const Tensor x = Values({1, length, 24}, 4);
+    const Tensor x = ExactValues({1, length, 24}, 4);
     vm::VirtualMachine machine(executable);
     const Tensor got = machine.Invoke("main", {x}).as<TensorNode>();
     const Tensor want = eval::Evaluate(module, "main", {x}).as<TensorNode>();

@@ -69,6 +69,15 @@ inline Tensor F32(const Shape& shape, const std::vector<float>& values) {
   return TensorNode::FromVector(shape, DataType::Float32(), values);
 }
 
+// Small integers and halves, so that every order of summation is exact.
+inline Tensor ExactValues(const Shape& shape, int seed) {
+  std::vector<float> values(static_cast<size_t>(ShapeNumel(shape)));
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = static_cast<float>((i * 7 + seed) % 9) * 0.5f - 2;
+  }
+  return F32(shape, values);
+}
+
 inline Tensor I32(int32_t value) {
   return TensorNode::Scalar(DataType::Int32(), value);
 }

@@ -15,19 +15,10 @@
 namespace nimble::transform {
 namespace {
 
+using testing::ExactValues;
 using testing::ExpectProgram;
 using testing::ExpectSameResult;
-using testing::F32;
 using testing::ParseTyped;
-
-// Small integers and halves, so that every order of summation is exact.
-Tensor Values(const Shape& shape, int seed) {
-  std::vector<float> values(static_cast<size_t>(ShapeNumel(shape)));
-  for (size_t i = 0; i < values.size(); ++i) {
-    values[i] = static_cast<float>((i * 7 + seed) % 9) * 0.5f - 2;
-  }
-  return F32(shape, values);
-}
 
 // weight [units, k] as the pass lays it out, written independently of it.
 Tensor PackedByHand(const Tensor& weight) {
@@ -50,7 +41,7 @@ const PackDensePredicate kAlways = [](const ir::TensorTypeNode&, const ir::Tenso
 };
 
 TEST(PackDenseWeights, AConstantWeightIsPackedOnce) {
-  const text::ParamMap params{{"w", Values({32, 5}, 1)}, {"b", Values({32}, 2)}};
+  const text::ParamMap params{{"w", ExactValues({32, 5}, 1)}, {"b", ExactValues({32}, 2)}};
   const ir::IRModule module = ParseTyped(R"(
 def @main(%x: Tensor[(?, 5), float32]) {
   let %h = add(nn.dense(%x, meta[relay.Constant][w]), meta[relay.Constant][b]);
@@ -74,12 +65,12 @@ def @main(%x: Tensor[(?, 5), float32]) {
            *static_cast<const ir::LetNode&>(*packed->Lookup("main")->body).value)
            .args[0]);
   EXPECT_EQ(first.args[1].get(), static_cast<const ir::CallNode&>(*tuple.fields[1]).args[1].get());
-  ExpectSameResult(module, packed, {Values({3, 5}, 3)});
+  ExpectSameResult(module, packed, {ExactValues({3, 5}, 3)});
 }
 
 TEST(PackDenseWeights, LeavesWhatItCannotOrIsToldNotToPack) {
-  const text::ParamMap params{{"w24", Values({24, 5}, 1)},
-                              {"w16", Values({16, 5}, 2)},
+  const text::ParamMap params{{"w24", ExactValues({24, 5}, 1)},
+                              {"w16", ExactValues({16, 5}, 2)},
                               {"w64", TensorNode::Empty({16, 5}, DataType::Float64())}};
   const std::string program = R"(
 def @main(%x: Tensor[(?, 5), float32], %w: Tensor[(16, 5), float32],
@@ -117,7 +108,7 @@ def @main(%x: Tensor[(?, 5), float32], %w: Tensor[(16, 5), float32],
 // kernel) gives the unpacked program's values, on a length that leaves a
 // partial row tile.
 TEST(PackDenseWeights, PackedProgramRunsOnTheVm) {
-  const text::ParamMap params{{"w", Values({48, 37}, 1)}};
+  const text::ParamMap params{{"w", ExactValues({48, 37}, 1)}};
   const ir::IRModule module = ParseTyped(R"(
 def @main(%x: Tensor[(?, 37), float32]) {
   tanh(nn.dense(%x, meta[relay.Constant][w]))
@@ -127,7 +118,7 @@ def @main(%x: Tensor[(?, 37), float32]) {
   options.kernels = "builtin";
   const vm::Executable executable = backend::Compile(PackDenseWeights(module, kAlways), options);
   EXPECT_THAT(vm::KernelTableToString(executable), ::testing::HasSubstr("nn.contrib_dense_pack"));
-  const Tensor x = Values({7, 37}, 4);
+  const Tensor x = ExactValues({7, 37}, 4);
   vm::VirtualMachine machine(executable);
   const Tensor got = machine.Invoke("main", {x}).as<TensorNode>();
   const Tensor want = eval::Evaluate(module, "main", {x}).as<TensorNode>();

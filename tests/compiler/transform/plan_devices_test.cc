@@ -322,8 +322,9 @@ def @main(%c: Tensor[(?, 3), float32]) {
 )"));
   EXPECT_EQ(Count(argwhere).copies, (Copies{.to_device = 1, .to_host = 2, .constants = 1}));
   // Their output sizes depend on their values: they have no GPU kernel.
-  EXPECT_THAT(ErrorOf([&] { DeviceCopyInstructions(unique); }),
-              ::testing::HasSubstr("operator unique runs on the GPU here, and it has no GPU kernel"));
+  EXPECT_THAT(
+      ErrorOf([&] { DeviceCopyInstructions(unique); }),
+      ::testing::HasSubstr("operator unique runs on the GPU here, and it has no GPU kernel"));
   EXPECT_THAT(
       ErrorOf([&] { DeviceCopyInstructions(argwhere); }),
       ::testing::HasSubstr("operator argwhere runs on the GPU here, and it has no GPU kernel"));
