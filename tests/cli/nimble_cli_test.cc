@@ -345,7 +345,9 @@ TEST_F(NimbleCli, DumpIrAfterAPass) {
   EXPECT_EQ(unknown.status, 1);
   EXPECT_THAT(
       unknown.err,
-      HasSubstr("unknown pass 'nope' (passes: fold-constant, pack-dense-weights, eta-expand, anf"));
+      HasSubstr(
+          "unknown pass 'nope' (passes: fold-constant, batch-matmul-to-dense, pack-dense-weights, "
+          "eta-expand, anf"));
 }
 
 // --kernels and --no-fusion choose the kernels a program compiles to, which

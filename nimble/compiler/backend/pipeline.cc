@@ -41,6 +41,13 @@ std::function<bool(const ir::CallNode&)> Fusible(const CompileOptions& options) 
   };
 }
 
+// Whether a dense of these types runs faster on a packed weight (measured).
+transform::PackDensePredicate PackingWins(const CompileOptions& options) {
+  return [&options](const ir::TensorTypeNode& data, const ir::TensorTypeNode& weight) {
+    return PackingDenseWins(data, weight, options);
+  };
+}
+
 // A memory-planning pass, skipped when the options turn planning off.
 PassInfo Planning(std::string name, ir::IRModule (*pass)(const ir::IRModule&)) {
   return {std::move(name), [pass](const ir::IRModule& module, const CompileOptions& options) {
@@ -53,13 +60,13 @@ PassInfo Planning(std::string name, ir::IRModule (*pass)(const ir::IRModule&)) {
 const std::vector<PassInfo>& Passes() {
   static const std::vector<PassInfo> passes = {
       Plain("fold-constant", transform::FoldConstants),
-      Plain("batch-matmul-to-dense", transform::BatchMatMulToDense),
+      {"batch-matmul-to-dense",
+       [](const ir::IRModule& module, const CompileOptions& options) {
+         return transform::BatchMatMulToDense(module, PackingWins(options));
+       }},
       {"pack-dense-weights",
        [](const ir::IRModule& module, const CompileOptions& options) {
-         return transform::PackDenseWeights(
-             module, [&options](const ir::TensorTypeNode& data, const ir::TensorTypeNode& weight) {
-               return PackingDenseWins(data, weight, options);
-             });
+         return transform::PackDenseWeights(module, PackingWins(options));
        }},
       Plain("eta-expand", transform::EtaExpandConstructors),
       Plain("anf", transform::ToANormalForm),

@@ -38,6 +38,8 @@ Expr CallOp(const std::string& name, std::vector<Expr> args, const Attrs& attrs,
 
 class BatchMatMulRewriter : public ir::ExprMutator {
  public:
+  explicit BatchMatMulRewriter(const PackDensePredicate& pack) : pack_(pack) {}
+
   Expr VisitFunction(const ir::FunctionNode* function) override {
     if (HasFlag(function, kPrimitiveAttr)) return ir::RefOf(function);
     return ExprMutator::VisitFunction(function);
@@ -70,6 +72,13 @@ class BatchMatMulRewriter : public ir::ExprMutator {
     const Shape& shape = constant->data->shape();
     const int64_t batch = shape[0];
     const int64_t units = shape[1];
+    if ((batch * units) % kDensePackBlock != 0) return rewritten;
+    const ir::TensorType stacked_type =
+        ir::MakeTensorType({ir::Dim(batch * units), ir::Dim(shape[2])}, DataType::Float32());
+    if (!pack_(weight_second ? *x_type : *y_type,
+               static_cast<const ir::TensorTypeNode&>(*stacked_type))) {
+      return rewritten;
+    }
     Expr product = CallOp("nn.dense", {data, Flattened(constant)}, Attrs(), rewritten);
     if (weight_second && batch == 1) return product;  // [1, m, n] already
     Attrs split;
@@ -100,14 +109,15 @@ class BatchMatMulRewriter : public ir::ExprMutator {
     return flat;
   }
 
+  const PackDensePredicate& pack_;
   std::unordered_map<const ir::ConstantNode*, Expr> flattened_;
 };
 
 }  // namespace
 
-ir::IRModule BatchMatMulToDense(const ir::IRModule& module) {
+ir::IRModule BatchMatMulToDense(const ir::IRModule& module, const PackDensePredicate& pack) {
   return RunWithDeepStack([&] {
-    BatchMatMulRewriter rewriter;
+    BatchMatMulRewriter rewriter(pack);
     ir::IRModule result = MapFunctions(module, [&](const ir::IRModuleNode::Definition& definition) {
       Expr function = rewriter.VisitExpr(definition.function);
       return ir::RefOf(static_cast<const ir::FunctionNode*>(function.get()));

@@ -7,18 +7,23 @@
 // head views); as b small products they ran at 60% of the FMA rate that one
 // dense reaches, and the dense's weight can then be packed
 // (pack_dense_weights.h). The constant may be either side: weight times
-// data gives [b, n, m], the same dense transposed the other way.
+// data gives [b, n, m], the same dense transposed the other way. Only a
+// packed dense gains: unpacked, the dense runs the same kernel as the
+// batch_matmul did, and its layout transpose is one more kernel and
+// allocation, so the rewrite asks the packing pass's question first.
 #pragma once
 
 #include "nimble/compiler/ir/module.h"
+#include "nimble/compiler/transform/pack_dense_weights.h"
 
 namespace nimble::transform {
 
 // Expects a type-checked module; returns a new one, type-checked again, in
 // which every float32 nn.batch_matmul (transpose_b, not transpose_a) of a
-// static constant [b, n, k] and a non-constant [1, m, k] (m may be symbolic)
-// is a dense, reshape and transpose as above (each distinct weight reshaped
-// once).
-ir::IRModule BatchMatMulToDense(const ir::IRModule& module);
+// static constant [b, n, k] and a non-constant [1, m, k] (m may be symbolic),
+// with b * n a multiple of kDensePackBlock, whose dense `pack` accepts (data
+// [1, m, k], weight [b * n, k]) is a dense, reshape and transpose as above
+// (each distinct weight reshaped once).
+ir::IRModule BatchMatMulToDense(const ir::IRModule& module, const PackDensePredicate& pack);
 
 }  // namespace nimble::transform

@@ -1,6 +1,6 @@
 // BatchMatMulToDense: text in, text out; the evaluator's values before and
-// after (exact: small integers and halves); the calls it leaves alone; and
-// the compiled program on the VM, where the dense is packed.
+// after (exact: small integers and halves); the calls it leaves alone and
+// what it asks the packing predicate; and the rewritten program on the VM.
 #include "nimble/compiler/transform/batch_matmul_to_dense.h"
 
 #include <gmock/gmock.h>
@@ -22,6 +22,10 @@ using testing::ExpectSameResult;
 using testing::F32;
 using testing::ParseTyped;
 
+const PackDensePredicate kAlways = [](const ir::TensorTypeNode&, const ir::TensorTypeNode&) {
+  return true;
+};
+
 // The same values as `weight` [b, n, k], typed [b * n, k].
 Tensor Stacked(const Tensor& weight) {
   const Shape& shape = weight->shape();
@@ -30,18 +34,18 @@ Tensor Stacked(const Tensor& weight) {
 }
 
 TEST(BatchMatMulToDense, AConstantEitherSideBecomesOneDense) {
-  const text::ParamMap params{{"w", ExactValues({3, 4, 5}, 1)}};
+  const text::ParamMap params{{"w", ExactValues({2, 8, 5}, 1)}};
   const ir::IRModule module = ParseTyped(R"(
 def @main(%x: Tensor[(1, ?, 5), float32]) {
   (nn.batch_matmul(%x, meta[relay.Constant][w]), nn.batch_matmul(meta[relay.Constant][w], %x))
 })",
                                          &params);
-  const ir::IRModule rewritten = BatchMatMulToDense(module);
+  const ir::IRModule rewritten = BatchMatMulToDense(module, kAlways);
   const text::ParamMap stacked{{"w", Stacked(params.at("w"))}};
   ExpectProgram(rewritten, R"(
 def @main(%x: Tensor[(1, ?, 5), float32]) {
-  (transpose(reshape(nn.dense(%x, meta[relay.Constant][w]), newshape=[-1, 3, 4]), axes=[1, 0, 2]),
-   transpose(reshape(nn.dense(%x, meta[relay.Constant][w]), newshape=[-1, 3, 4]), axes=[1, 2, 0]))
+  (transpose(reshape(nn.dense(%x, meta[relay.Constant][w]), newshape=[-1, 2, 8]), axes=[1, 0, 2]),
+   transpose(reshape(nn.dense(%x, meta[relay.Constant][w]), newshape=[-1, 2, 8]), axes=[1, 2, 0]))
 })",
                 &stacked);
   // One stacked constant serves both calls.
@@ -58,13 +62,13 @@ def @main(%x: Tensor[(1, ?, 5), float32]) {
 }
 
 TEST(BatchMatMulToDense, ABatchOfOneWeightNeedsNoTranspose) {
-  const text::ParamMap params{{"w", ExactValues({1, 4, 5}, 1)}};
+  const text::ParamMap params{{"w", ExactValues({1, 16, 5}, 1)}};
   const ir::IRModule module = ParseTyped(R"(
 def @main(%x: Tensor[(1, 2, 5), float32]) {
   nn.batch_matmul(%x, meta[relay.Constant][w])
 })",
                                          &params);
-  const ir::IRModule rewritten = BatchMatMulToDense(module);
+  const ir::IRModule rewritten = BatchMatMulToDense(module, kAlways);
   const text::ParamMap stacked{{"w", Stacked(params.at("w"))}};
   ExpectProgram(rewritten, R"(
 def @main(%x: Tensor[(1, 2, 5), float32]) {
@@ -75,27 +79,51 @@ def @main(%x: Tensor[(1, 2, 5), float32]) {
 }
 
 TEST(BatchMatMulToDense, LeavesOtherProducts) {
-  const text::ParamMap params{{"w", ExactValues({3, 4, 5}, 1)},
-                              {"w2", ExactValues({2, 4, 5}, 3)},
-                              {"t", ExactValues({3, 5, 4}, 2)}};
+  const text::ParamMap params{{"w", ExactValues({2, 8, 5}, 1)},
+                              {"t", ExactValues({2, 5, 8}, 2)},
+                              {"w12", ExactValues({3, 4, 5}, 3)}};
   // Two parameters; data with a batch of 2 (not one product); the weight
-  // read transposed (transpose_b=False); the data transposed; two constants.
+  // read transposed (transpose_b=False); the data transposed; two
+  // constants; 3 x 4 columns (not whole blocks of 16, so never packed).
   const std::string program = R"(
-def @main(%x: Tensor[(1, 2, 5), float32], %y: Tensor[(3, 4, 5), float32],
+def @main(%x: Tensor[(1, 2, 5), float32], %y: Tensor[(2, 8, 5), float32],
           %x2: Tensor[(2, 2, 5), float32], %xt: Tensor[(1, 5, 2), float32]) {
-  (nn.batch_matmul(%x, %y), nn.batch_matmul(%x2, meta[relay.Constant][w2]),
+  (nn.batch_matmul(%x, %y), nn.batch_matmul(%x2, meta[relay.Constant][w]),
    nn.batch_matmul(%x, meta[relay.Constant][t], transpose_b=False),
    nn.batch_matmul(%xt, meta[relay.Constant][w], transpose_a=True),
-   nn.batch_matmul(meta[relay.Constant][w], meta[relay.Constant][w]))
+   nn.batch_matmul(meta[relay.Constant][w], meta[relay.Constant][w]),
+   nn.batch_matmul(%x, meta[relay.Constant][w12]))
 })";
   const ir::IRModule module = ParseTyped(program, &params);
-  ExpectProgram(BatchMatMulToDense(module), program, &params);
+  ExpectProgram(BatchMatMulToDense(module, kAlways), program, &params);
 }
 
-// Through the whole pipeline: the projection runs as a dense (only the
-// product of two computed values stays a batch_matmul), and the VM gives the
-// evaluator's values on the original program.
-TEST(BatchMatMulToDense, CompiledProgramRunsOnTheVm) {
+// The packing predicate decides: it is asked about the dense the call would
+// become, and a refusal leaves the call as it is.
+TEST(BatchMatMulToDense, AsksWhetherTheDenseWouldBePacked) {
+  const text::ParamMap params{{"w", ExactValues({2, 8, 5}, 1)}};
+  const std::string program = R"(
+def @main(%x: Tensor[(1, ?, 5), float32]) {
+  nn.batch_matmul(meta[relay.Constant][w], %x)
+})";
+  const ir::IRModule module = ParseTyped(program, &params);
+  std::vector<std::string> asked;
+  const ir::IRModule refused = BatchMatMulToDense(
+      module, [&](const ir::TensorTypeNode& data, const ir::TensorTypeNode& weight) {
+        asked.push_back(ir::TypeToString(ir::RefOf(&data)) + " " +
+                        ir::TypeToString(ir::RefOf(&weight)));
+        return false;
+      });
+  EXPECT_THAT(asked, ::testing::ElementsAre("Tensor[(1, ?, 5), float32] Tensor[(16, 5), float32]"));
+  ExpectProgram(refused, program, &params);
+}
+
+// The rewritten program compiled and run on the VM: the projection runs as
+// a dense (only the product of two computed values stays a batch_matmul) and
+// gives the evaluator's values on the original program. The pipeline itself
+// rewrites nothing where the dense would not be packed (built-in kernels
+// measure nothing), so the program keeps its two batch_matmul kernels there.
+TEST(BatchMatMulToDense, RewrittenProgramRunsOnTheVm) {
   const text::ParamMap params{{"w", ExactValues({2, 32, 24}, 1)},
                               {"b", ExactValues({2, 1, 32}, 2)}};
   const ir::IRModule module = ParseTyped(R"(
@@ -106,7 +134,9 @@ def @main(%x: Tensor[(1, ?, 24), float32]) {
                                          &params);
   backend::CompileOptions options;
   options.kernels = "builtin";
-  const vm::Executable executable = backend::Compile(module, options);
+  const std::string unchanged = vm::KernelTableToString(backend::Compile(module, options));
+  EXPECT_EQ(unchanged.find("nn.dense"), std::string::npos) << unchanged;
+  const vm::Executable executable = backend::Compile(BatchMatMulToDense(module, kAlways), options);
   const std::string kernels = vm::KernelTableToString(executable);
   EXPECT_THAT(kernels, ::testing::HasSubstr("] nn.dense: built-in"));
   EXPECT_THAT(kernels, ::testing::HasSubstr("] nn.batch_matmul: built-in"));
