@@ -194,7 +194,7 @@ std::string HostKey() {
       break;
     }
   }
-  return key;
+  return key + ", kernels r" + std::to_string(kKernelsRevision);
 }
 
 bool IsHostTarget(const std::string& target) {

@@ -52,7 +52,15 @@ std::string ShapesText(const std::vector<Shape>& shapes);
 // "units=768, out_dtype=": a call's attributes as the databases key them.
 std::string AttrsText(const Attrs& attrs);
 
-// The host as the tuning databases know it: architecture and CPU model.
+// The revision of the kernels whose times the tuning databases hold. Bump it
+// when a kernel's speed changes (a runtime product kernel rewritten, code
+// generation that changes generated kernels): the databases key their
+// records by it (HostKey), so a new revision measures again instead of
+// choosing by times that an older build recorded.
+inline constexpr int kKernelsRevision = 1;
+
+// The host as the tuning databases know it: architecture, CPU model and
+// the kernels' revision, e.g. "x86_64 Intel(R) Xeon(R) Processor, kernels r1".
 std::string HostKey();
 
 // Whether `target` ("intel", "arm") is the CPU this process runs on.

@@ -61,13 +61,13 @@ std::map<std::string, double> Rows(const std::string& path) {
   return rows;
 }
 
-// The kernels measured on the shapes `shapes` ("(64,32), (24,32)").
-std::vector<std::string> KernelsAt(const std::string& path, const std::string& shapes) {
+// The kernels of the measurements that match the SQL `condition`, sorted.
+std::vector<std::string> KernelsWhere(const std::string& path, const std::string& condition) {
   sqlite3* db = nullptr;
   EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   std::vector<std::string> kernels;
   const std::string sql =
-      "SELECT kernel FROM kernel_measurements WHERE shapes = '" + shapes + "' ORDER BY kernel";
+      "SELECT kernel FROM kernel_measurements WHERE " + condition + " ORDER BY kernel";
   sqlite3_exec(
       db, sql.c_str(),
       [](void* out, int, char** values, char**) {
@@ -77,6 +77,11 @@ std::vector<std::string> KernelsAt(const std::string& path, const std::string& s
       &kernels, nullptr);
   sqlite3_close(db);
   return kernels;
+}
+
+// The kernels measured on the shapes `shapes` ("(64,32), (24,32)").
+std::vector<std::string> KernelsAt(const std::string& path, const std::string& shapes) {
+  return KernelsWhere(path, "shapes = '" + shapes + "'");
 }
 
 // Rewrites the recorded time of `kernel`, or of every kernel when empty; of
@@ -184,6 +189,31 @@ TEST_F(KernelTuningTest, LibraryTimesFromBeforeThePoolAreNotRead) {
       SQLITE_OK);
   sqlite3_close(db);
   EXPECT_THAT(Chosen(ChooseMatMulKernels(module, options)), ElementsAre(kGeneratedKernel));
+}
+
+// The host key carries the kernels' revision: times that a build of
+// another revision recorded (here, rows moved to the previous revision's
+// key, which say OpenBLAS is by far the fastest) are left alone, and this
+// build measures again.
+TEST_F(KernelTuningTest, TimesOfAnotherKernelRevisionAreNotRead) {
+  const std::string suffix = ", kernels r" + std::to_string(kKernelsRevision);
+  ASSERT_TRUE(HostKey().ends_with(suffix)) << HostKey();
+  const CompileOptions options = Options("auto");
+  const ir::IRModule module = Lowered(kStatic, options);
+  MeasureThenFavour(module, options, kOpenBlasKey);
+  const std::string older = HostKey().substr(0, HostKey().size() - suffix.size()) + ", kernels r" +
+                            std::to_string(kKernelsRevision - 1);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(database_.c_str(), &db), SQLITE_OK);
+  const std::string sql = "UPDATE kernel_measurements SET host = '" + older + "'";
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  ChooseMatMulKernels(module, options);
+  // Measured again: the four kernels have rows under both revisions, and
+  // the older ones are kept as they were.
+  const std::vector<std::string> kernels = {"nn.dense", kDnnlKey, kGeneratedKey, kOpenBlasKey};
+  EXPECT_EQ(KernelsWhere(database_, "host = '" + HostKey() + "'"), kernels);
+  EXPECT_EQ(KernelsWhere(database_, "host = '" + older + "'"), kernels);
 }
 
 TEST_F(KernelTuningTest, TheChosenKernelRunsInTheExecutable) {
