@@ -41,8 +41,8 @@ void RunMatMul(benchmark::State& state, const std::string& kernel_name, const Sh
   const Tensor a = RandomTensor(a_shape);
   const size_t weight_bytes = static_cast<size_t>(ShapeNumel(b_shape)) * sizeof(float);
   const size_t copies = cold ? std::max<size_t>(2, kColdWeightBytes / weight_bytes) : 1;
-  std::vector<Tensor> weights(copies, RandomTensor(b_shape));
-  for (size_t i = 1; i < copies; ++i) weights[i] = RandomTensor(b_shape);
+  std::vector<Tensor> weights;
+  for (size_t i = 0; i < copies; ++i) weights.push_back(RandomTensor(b_shape));
   const Tensor out = TensorNode::Empty(out_shape, DataType::Float32());
   const Kernel kernel = KernelRegistry::Global().Bind(kernel_name, Attrs());
   std::vector<DLTensor> weight_views;

@@ -2,7 +2,6 @@
 // side is a constant and whose other side is a batch of one.
 #include "nimble/compiler/transform/batch_matmul_to_dense.h"
 
-#include <cstring>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -94,16 +93,14 @@ class BatchMatMulRewriter : public ir::ExprMutator {
     return type.shape[0].is_static() && type.shape[0].value() == 1;
   }
 
-  // weight [b, n, k] as the dense's [b * n, k]: the same values in the same
-  // order, made once per weight.
+  // weight [b, n, k] as the dense's [b * n, k]: a view of the same values,
+  // made once per weight.
   Expr Flattened(const ir::ConstantNode* constant) {
     Expr& flat = flattened_[constant];
     if (!flat) {
       const Shape& shape = constant->data->shape();
-      Tensor data = TensorNode::Empty({shape[0] * shape[1], shape[2]}, DataType::Float32());
-      std::memcpy(data->data<float>(), constant->data->data<float>(),
-                  static_cast<size_t>(data->numel()) * sizeof(float));
-      flat = Make<ir::ConstantNode>(std::move(data), constant->name);
+      flat = Make<ir::ConstantNode>(constant->data->View({shape[0] * shape[1], shape[2]}),
+                                    constant->name);
       flat->span = constant->span;
     }
     return flat;

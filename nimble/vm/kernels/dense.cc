@@ -406,7 +406,9 @@ BuiltinLoops SelectBuiltinLoops() {
 // AVX-512, two blocks a tile (12 x 32) rather than one: one block's 12 FMAs
 // a step came with 13 loads, more than the two load ports keep up with, and
 // two blocks take BERT's products at 54 rows from 241-262 to 269-302 GFLOP/s
-// (2 threads of a Sapphire Rapids Xeon, weights in cache).
+// (2 threads of a Sapphire Rapids Xeon, weights in cache). A change to these
+// loops' speed bumps backend/matmul_sites.h's kKernelsRevision, so that
+// tuning databases measure them again.
 
 constexpr int64_t kPackedBlock = 16;
 
@@ -418,9 +420,10 @@ inline void Broadcast(float value, V& out, std::index_sequence<kLane...>) {
   out = __builtin_shufflevector(first, first, (kLane * 0)...);
 }
 
-// Depth per pass over the blocks: a slice of a block (256 x 16 floats,
-// 16 KiB) stays in L1 while every row tile of data reads it, and a long
-// reduction (BERT's 3072) does not push data's rows out of L2.
+// Depth per pass over the blocks: a slice of a tile's blocks (256 x 16
+// floats, 16 KiB a block; 32 KiB for AVX-512's two) stays in L1 while every
+// row tile of data reads it, and a long reduction (BERT's 3072) does not
+// push data's rows out of L2.
 constexpr int64_t kPackedDepthSlice = 256;
 
 // a (m x k) as the packed kernel reads it, into `panels`: per depth slice,
@@ -630,12 +633,12 @@ void PackedMatMul(const float* a, const float* packed, float* c, int64_t m, int6
   if (panels.size() < size) panels.resize(size);
   // The workers read this thread's panels (in the lambda, `panels` would be
   // each worker's own).
-  const float* tiles = panels.data();
-  PackRowTiles(a, m, k, loops.tile_rows, panels.data());
+  float* const row_tiles = panels.data();
+  PackRowTiles(a, m, k, loops.tile_rows, row_tiles);
   const int64_t blocks = n / kPackedBlock;
   const int64_t grain = std::max<int64_t>(1, kMinChunkFlops / (2 * m * k * kPackedBlock));
   ParallelFor(0, blocks, grain, [&](int64_t first, int64_t last) {
-    loops.multiply(tiles, packed, c, m, n, k, first, last);
+    loops.multiply(row_tiles, packed, c, m, n, k, first, last);
   });
 }
 
