@@ -14,6 +14,7 @@
 #include "nimble/compiler/transform/fold_constant.h"
 #include "nimble/compiler/transform/forward_tuple_fields.h"
 #include "nimble/compiler/transform/fuse_ops.h"
+#include "nimble/compiler/transform/inline_functions.h"
 #include "nimble/compiler/transform/insert_kills.h"
 #include "nimble/compiler/transform/lambda_lift.h"
 #include "nimble/compiler/transform/manifest_alloc.h"
@@ -59,6 +60,7 @@ PassInfo Planning(std::string name, ir::IRModule (*pass)(const ir::IRModule&)) {
 
 const std::vector<PassInfo>& Passes() {
   static const std::vector<PassInfo> passes = {
+      Plain("inline", transform::InlineFunctions),
       Plain("fold-constant", transform::FoldConstants),
       {"batch-matmul-to-dense",
        [](const ir::IRModule& module, const CompileOptions& options) {

@@ -78,7 +78,8 @@ class TupleForwarder : public ir::ExprMutator {
     for (; expr->kind == ir::ExprKind::kLet; expr = static_cast<const ir::LetNode&>(*expr).body) {
       const auto* let = static_cast<const ir::LetNode*>(expr.get());
       ir::Expr value = VisitExpr(let->value);
-      if (let->value->kind == ir::ExprKind::kTupleGetItem && IsAtom(value)) {
+      const ir::ExprKind kind = let->value->kind;
+      if ((kind == ir::ExprKind::kTupleGetItem || kind == ir::ExprKind::kVar) && IsAtom(value)) {
         renamed_[let->var.get()] = std::move(value);
         continue;
       }
@@ -112,7 +113,7 @@ class TupleForwarder : public ir::ExprMutator {
   }
 
   // Tuple literals by the variable bound to them, and variables that read a
-  // field of one, by that field.
+  // field of one or name another variable, by what they read.
   std::unordered_map<const ir::VarNode*, ir::Expr> literals_;
   std::unordered_map<const ir::VarNode*, ir::Expr> renamed_;
 };
