@@ -87,9 +87,12 @@ std::vector<std::string> With(std::vector<std::string> args, const std::vector<s
   return args;
 }
 
+// Two layers: memory planning coalesces the first layer's buffers (one
+// layer leaves it nothing to merge, each buffer a token's own or escaping).
 TEST_F(NimbleBenchCli, LstmRunIsRecorded) {
-  const Outcome run = Bench(
-      With({"run", "--model", "lstm", "--hidden-size", "16", "--db", Db(), "--json"}, kQuick));
+  const Outcome run = Bench(With(
+      {"run", "--model", "lstm", "--layers", "2", "--hidden-size", "16", "--db", Db(), "--json"},
+      kQuick));
   ASSERT_EQ(run.status, 0) << run.out;
   const nlohmann::json result = nlohmann::json::parse(run.out);
   EXPECT_EQ(result["model"], "lstm");

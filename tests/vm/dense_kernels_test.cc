@@ -34,27 +34,40 @@ Tensor RandomTensor(const Shape& shape, uint32_t seed) {
 // Binds kernel `name` to `attrs` and runs it on `a` and `b` into a new output
 // of `out_shape`, first filled with NaN so that elements it leaves unwritten
 // show up.
-Tensor RunKernel(const std::string& name, const Attrs& attrs, const Tensor& a, const Tensor& b,
+Tensor RunKernel(const std::string& name, const Attrs& attrs, const std::vector<Tensor>& inputs,
                  const Shape& out_shape) {
   const Kernel kernel = KernelRegistry::Global().Bind(name, attrs);
   const Tensor out = TensorNode::FromVector<float>(
       out_shape, DataType::Float32(),
       std::vector<float>(ShapeNumel(out_shape), std::numeric_limits<float>::quiet_NaN()));
-  DLTensor tensors[] = {AsDLTensor(a), AsDLTensor(b), AsDLTensor(out)};
-  DLTensor* args[] = {&tensors[0], &tensors[1], &tensors[2]};
-  kernel(args, 3);
+  std::vector<DLTensor> tensors;
+  for (const Tensor& input : inputs) tensors.push_back(AsDLTensor(input));
+  tensors.push_back(AsDLTensor(out));
+  std::vector<DLTensor*> args;
+  for (DLTensor& tensor : tensors) args.push_back(&tensor);
+  kernel(args.data(), static_cast<int32_t>(args.size()));
   return out;
 }
 
+Tensor RunKernel(const std::string& name, const Attrs& attrs, const Tensor& a, const Tensor& b,
+                 const Shape& out_shape) {
+  return RunKernel(name, attrs, std::vector<Tensor>{a, b}, out_shape);
+}
+
 // The message of the nimble::Error that running `name` throws.
-std::string KernelError(const std::string& name, const Attrs& attrs, const Tensor& a,
-                        const Tensor& b, const Shape& out_shape) {
+std::string KernelError(const std::string& name, const Attrs& attrs,
+                        const std::vector<Tensor>& inputs, const Shape& out_shape) {
   try {
-    RunKernel(name, attrs, a, b, out_shape);
+    RunKernel(name, attrs, inputs, out_shape);
   } catch (const Error& error) {
     return error.what();
   }
   return "(no error)";
+}
+
+std::string KernelError(const std::string& name, const Attrs& attrs, const Tensor& a,
+                        const Tensor& b, const Shape& out_shape) {
+  return KernelError(name, attrs, std::vector<Tensor>{a, b}, out_shape);
 }
 
 struct MatMulCase {
@@ -422,6 +435,46 @@ TEST(PackedDenseKernelTest, MatchesNaiveLoopOnEveryRowTail) {
       ExpectClose(out, NaiveMatMul({1, 1, m, n, k, false, true}, data, weight), k);
     }
   }
+}
+
+// A bias starts every row's sums: added once however many depth slices the
+// reduction takes (600, 1030: three and five), on every row tail.
+TEST(PackedDenseKernelTest, BiasIsAddedOnceToEveryRow) {
+  for (const Shape& data_shape : std::vector<Shape>{{1, 7}, {7, 600}, {13, 1030}, {2, 3, 40}}) {
+    for (const int64_t n : {16, 48}) {
+      SCOPED_TRACE("data " + ShapeToString(data_shape) + ", n " + std::to_string(n));
+      const int64_t k = data_shape.back();
+      const int64_t m = ShapeNumel(std::span(data_shape).first(data_shape.size() - 1));
+      const Tensor data = RandomTensor(data_shape, 5);
+      const Tensor weight = RandomTensor({n, k}, 6);
+      const Tensor bias = RandomTensor({n}, 7);
+      Shape out_shape(data_shape.begin(), data_shape.end() - 1);
+      out_shape.push_back(n);
+      std::vector<float> expected = NaiveMatMul({1, 1, m, n, k, false, true}, data, weight);
+      for (size_t i = 0; i < expected.size(); ++i) expected[i] += bias->data<float>()[i % n];
+      ExpectClose(
+          RunKernel("nn.contrib_dense_pack", Attrs(), {data, Packed(weight), bias}, out_shape),
+          expected, k);
+    }
+  }
+  // An empty reduction leaves the bias.
+  const Tensor bias = RandomTensor({16}, 8);
+  std::vector<float> rows(bias->data<float>(), bias->data<float>() + 16);
+  rows.insert(rows.end(), rows.begin(), rows.end());
+  ExpectClose(RunKernel("nn.contrib_dense_pack", Attrs(),
+                        {RandomTensor({2, 0}, 1), RandomTensor({1, 0, 16}, 2), bias}, {2, 16}),
+              rows, 0);
+  EXPECT_THAT(
+      KernelError("nn.contrib_dense_pack", Attrs(),
+                  {RandomTensor({3, 8}, 1), RandomTensor({2, 8, 16}, 2), RandomTensor({16}, 3)},
+                  {3, 32}),
+      HasSubstr("nn.contrib_dense_pack: bias must have shape (32,), got (16,)"));
+  EXPECT_THAT(KernelError("nn.contrib_dense_pack", Attrs(),
+                          {RandomTensor({3, 8}, 1), RandomTensor({2, 8, 16}, 2),
+                           RandomTensor({32}, 3), RandomTensor({32}, 4)},
+                          {3, 32}),
+              HasSubstr("nn.contrib_dense_pack: expects 3 or 4 arguments (data, weight, an "
+                        "optional bias, and the output), got 5"));
 }
 
 TEST(PackedDenseKernelTest, EmptySizes) {

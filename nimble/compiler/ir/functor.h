@@ -66,6 +66,53 @@ class ExprFunctor {
   virtual R VisitMatch(const MatchNode* node) = 0;
 };
 
+// Calls visit(child) for each expression `node` holds directly (a call's
+// callee and arguments, a let's value and body, a function's body, and so
+// on; not the variables that lets, parameters and patterns bind), in order.
+template <typename F>
+void ForEachChild(const ExprNode* node, F&& visit) {
+  switch (node->kind) {
+    case ExprKind::kTuple:
+      for (const Expr& field : static_cast<const TupleNode*>(node)->fields) {
+        visit(field.get());
+      }
+      break;
+    case ExprKind::kTupleGetItem:
+      visit(static_cast<const TupleGetItemNode*>(node)->tuple.get());
+      break;
+    case ExprKind::kCall: {
+      const auto* call = static_cast<const CallNode*>(node);
+      visit(call->callee.get());
+      for (const Expr& arg : call->args) visit(arg.get());
+      break;
+    }
+    case ExprKind::kLet: {
+      const auto* let = static_cast<const LetNode*>(node);
+      visit(let->value.get());
+      visit(let->body.get());
+      break;
+    }
+    case ExprKind::kIf: {
+      const auto* branch = static_cast<const IfNode*>(node);
+      visit(branch->cond.get());
+      visit(branch->then_branch.get());
+      visit(branch->else_branch.get());
+      break;
+    }
+    case ExprKind::kFunction:
+      visit(static_cast<const FunctionNode*>(node)->body.get());
+      break;
+    case ExprKind::kMatch: {
+      const auto* match = static_cast<const MatchNode*>(node);
+      visit(match->data.get());
+      for (const Clause& clause : match->clauses) visit(clause.rhs.get());
+      break;
+    }
+    default:
+      break;
+  }
+}
+
 class ExprVisitor : public ExprFunctor<void> {
  public:
   // Visits `expr` unless it was visited already.

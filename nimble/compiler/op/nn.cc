@@ -120,14 +120,16 @@ bool DenseRelation(const std::vector<ir::Type>& types, const ir::Attrs& attrs,
   return true;
 }
 
-// out[..., u] = sum_l data[..., l] * weight[weight_index(u, l)], summed in
-// double: nn.dense's and nn.contrib_dense_pack's reference, which differ only
-// in where column u of the weight lives.
+// out[..., u] = sum_l data[..., l] * weight[weight_index(u, l)] (+ bias[u]
+// when a third input is given), summed in double: nn.dense's and
+// nn.contrib_dense_pack's reference, which differ only in where column u of
+// the weight lives.
 template <typename WeightIndex>
 void DenseReference(std::span<const Tensor> inputs, std::span<Tensor> outputs,
                     const WeightIndex& weight_index) {
   const Tensor& data = inputs[0];
   const Tensor& weight = inputs[1];
+  const Tensor* bias = inputs.size() > 2 ? &inputs[2] : nullptr;
   const Tensor& out = outputs[0];
   const int64_t k = data->shape().back();
   DispatchFloat(data->dtype(), [&](auto in_tag) {
@@ -136,7 +138,7 @@ void DenseReference(std::span<const Tensor> inputs, std::span<Tensor> outputs,
       using Out = decltype(out_tag);
       ForEachIndex(out->shape(), [&](std::span<const int64_t> index) {
         std::vector<int64_t> data_index(index.begin(), index.end());
-        double sum = 0;
+        double sum = bias ? ElementAt<T>(*bias, std::array<int64_t, 1>{index.back()}) : 0.0;
         for (int64_t l = 0; l < k; ++l) {
           data_index.back() = l;
           sum +=
@@ -155,12 +157,16 @@ void DenseKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs, cons
 }
 
 // nn.contrib_dense_pack: data [d1..dn, k] x weight packed as [units / b, k, b]
-// (column u of the product is weight[u / b, :, u % b]) -> [d1..dn, units].
+// (column u of the product is weight[u / b, :, u % b]), plus an optional bias
+// [units] -> [d1..dn, units].
 bool PackedDenseRelation(const std::vector<ir::Type>& types, const ir::Attrs& attrs,
                          TypeReporter& reporter) {
   const ir::TensorType data = AsTensorType(types[0], "nn.contrib_dense_pack", "data");
   const ir::TensorType weight = AsTensorType(types[1], "nn.contrib_dense_pack", "weight");
-  if (!data || !weight) return false;
+  const bool has_bias = types.size() == 4;
+  const ir::TensorType bias =
+      has_bias ? AsTensorType(types[2], "nn.contrib_dense_pack", "bias") : nullptr;
+  if (!data || !weight || (has_bias && !bias)) return false;
   if (data->ndim() == 0) throw Error("data must have rank >= 1, got " + ir::TypeToString(data));
   CheckFloatDType(data->dtype, "data");
   if (weight->ndim() != 3) {
@@ -172,8 +178,17 @@ bool PackedDenseRelation(const std::vector<ir::Type>& types, const ir::Attrs& at
   const Dim blocks = weight->shape[0];
   const Dim block = weight->shape[2];
   std::vector<Dim> shape(data->shape.begin(), data->shape.end() - 1);
-  shape.push_back(blocks.is_static() && block.is_static() ? Dim(blocks.value() * block.value())
-                                                          : Dim::Any());
+  const Dim units =
+      blocks.is_static() && block.is_static() ? Dim(blocks.value() * block.value()) : Dim::Any();
+  shape.push_back(units);
+  if (has_bias) {
+    CheckSameDType(data, "data", bias, "bias");
+    if (bias->ndim() != 1 || (units.is_static() && bias->shape[0].is_static() &&
+                              bias->shape[0].value() != units.value())) {
+      throw Error("bias must have shape (units,) = (" + units.ToString() + ",), got " +
+                  ir::TypeToString(bias));
+    }
+  }
   reporter.Assign(types.back(),
                   ir::MakeTensorType(std::move(shape), MatMulOutDType(attrs, data->dtype)));
   return true;
@@ -621,8 +636,10 @@ void RegisterNnOps(OpRegistry& registry) {
   OpDef& packed_dense = RegisterNnOp(
       registry, "nn.contrib_dense_pack",
       "nn.dense with its weight packed: data [d1..dn, k] and weight [units / b, k, b], whose "
-      "column u is weight[u / b, :, u % b], giving [d1..dn, units].",
+      "column u is weight[u / b, :, u % b], plus an optional bias [units], giving "
+      "[d1..dn, units].",
       2, {{"out_dtype", AttrKind::kDType, std::monostate{}}}, OpPattern::kOpaque);
+  packed_dense.max_inputs = 3;
   packed_dense.relation = PackedDenseRelation;
   packed_dense.kernel = PackedDenseKernel;
 

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "nimble/compiler/ir/functor.h"
 #include "nimble/compiler/op/op.h"
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/vm/error.h"
@@ -24,6 +25,7 @@ namespace {
 
 using ir::ExprKind;
 using ir::ExprNode;
+using ir::ForEachChild;
 
 // Text under construction. Appending a Doc moves it in as a child, so building
 // the text of a 10,000-deep expression stays linear; indentation is applied
@@ -125,50 +127,6 @@ std::string Join(const std::vector<T>& items, const std::string& separator,
     joined += text(items[i]);
   }
   return joined;
-}
-
-template <typename F>
-void ForEachChild(const ExprNode* node, F&& visit) {
-  switch (node->kind) {
-    case ExprKind::kTuple:
-      for (const ir::Expr& field : static_cast<const ir::TupleNode*>(node)->fields) {
-        visit(field.get());
-      }
-      break;
-    case ExprKind::kTupleGetItem:
-      visit(static_cast<const ir::TupleGetItemNode*>(node)->tuple.get());
-      break;
-    case ExprKind::kCall: {
-      const auto* call = static_cast<const ir::CallNode*>(node);
-      visit(call->callee.get());
-      for (const ir::Expr& arg : call->args) visit(arg.get());
-      break;
-    }
-    case ExprKind::kLet: {
-      const auto* let = static_cast<const ir::LetNode*>(node);
-      visit(let->value.get());
-      visit(let->body.get());
-      break;
-    }
-    case ExprKind::kIf: {
-      const auto* branch = static_cast<const ir::IfNode*>(node);
-      visit(branch->cond.get());
-      visit(branch->then_branch.get());
-      visit(branch->else_branch.get());
-      break;
-    }
-    case ExprKind::kFunction:
-      visit(static_cast<const ir::FunctionNode*>(node)->body.get());
-      break;
-    case ExprKind::kMatch: {
-      const auto* match = static_cast<const ir::MatchNode*>(node);
-      visit(match->data.get());
-      for (const ir::Clause& clause : match->clauses) visit(clause.rhs.get());
-      break;
-    }
-    default:
-      break;
-  }
 }
 
 bool IsNameChar(char c) {

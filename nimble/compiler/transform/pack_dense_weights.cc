@@ -1,6 +1,8 @@
 // PackDenseWeights: a bottom-up rewrite of nn.dense calls on constant
 // weights; the packed constant of a weight is made once however many calls
-// share it.
+// share it. An add of a constant vector to a packed call that nothing else
+// reads is rewritten after its operands, so a chain of them folds into one
+// bias.
 #include "nimble/compiler/transform/pack_dense_weights.h"
 
 #include <unordered_map>
@@ -42,17 +44,48 @@ Tensor Pack(const Tensor& weight) {
   return packed;
 }
 
+// How many times each expression of `root` is a child of another (the IR is
+// a DAG: a call may feed several).
+std::unordered_map<const ir::ExprNode*, int> UseCounts(const Expr& root) {
+  std::unordered_map<const ir::ExprNode*, int> uses;
+  std::vector<const ir::ExprNode*> stack = {root.get()};
+  while (!stack.empty()) {
+    const ir::ExprNode* node = stack.back();
+    stack.pop_back();
+    ir::ForEachChild(node, [&](const ir::ExprNode* child) {
+      if (++uses[child] == 1) stack.push_back(child);
+    });
+  }
+  return uses;
+}
+
+// The float32 vector of `expr` when it is a constant of shape [units].
+const ir::ConstantNode* BiasConstant(const Expr& expr, int64_t units) {
+  if (expr->kind != ir::ExprKind::kConstant) return nullptr;
+  const auto* constant = static_cast<const ir::ConstantNode*>(expr.get());
+  const Tensor& data = constant->data;
+  if (data->dtype() != DataType::Float32() || data->ndim() != 1 || data->shape()[0] != units) {
+    return nullptr;
+  }
+  return constant;
+}
+
 class DenseWeightPacker : public ir::ExprMutator {
  public:
-  explicit DenseWeightPacker(const PackDensePredicate& pack) : pack_(pack) {}
+  // `packed`: the packed constant of each weight, shared by all functions.
+  DenseWeightPacker(const PackDensePredicate& pack,
+                    std::unordered_map<const ir::ConstantNode*, Expr>& packed)
+      : pack_(pack), packed_(packed) {}
 
   Expr VisitFunction(const ir::FunctionNode* function) override {
     if (HasFlag(function, kPrimitiveAttr)) return ir::RefOf(function);
+    if (uses_.empty()) uses_ = UseCounts(ir::RefOf(function));
     return ExprMutator::VisitFunction(function);
   }
 
   Expr VisitCall(const ir::CallNode* call) override {
     Expr rewritten = ExprMutator::VisitCall(call);
+    if (CalledOpName(*call) == "add") return WithBias(*call, rewritten);
     if (CalledOpName(*call) != "nn.dense") return rewritten;
     const auto* new_call = static_cast<const ir::CallNode*>(rewritten.get());
     const Expr& weight = new_call->args[1];
@@ -88,17 +121,62 @@ class DenseWeightPacker : public ir::ExprMutator {
   }
 
  private:
+  // add(packed, b) or add(b, packed), for a packed call that only this add
+  // reads and a constant float32 b of shape [units], as one packed call
+  // with b (plus the bias it already had) as its bias: the kernel starts
+  // its sums from the bias instead of a pass over the product adding it
+  // (the LSTM's input projection, [tokens, 2048], plus b_ih, plus b_hh).
+  Expr WithBias(const ir::CallNode& add, const Expr& rewritten) {
+    const auto& new_add = static_cast<const ir::CallNode&>(*rewritten);
+    for (size_t side = 0; side < 2; ++side) {
+      const Expr& product = new_add.args[side];
+      if (CalledOpName(*product) != "nn.contrib_dense_pack") continue;
+      const auto uses = uses_.find(add.args[side].get());
+      if (uses == uses_.end() || uses->second != 1) continue;
+      const auto& packed = static_cast<const ir::CallNode&>(*product);
+      const auto* weight = packed.args[1]->kind == ir::ExprKind::kConstant
+                               ? static_cast<const ir::ConstantNode*>(packed.args[1].get())
+                               : nullptr;
+      if (!weight || weight->data->ndim() != 3) continue;
+      const int64_t units = weight->data->shape()[0] * weight->data->shape()[2];
+      const ir::ConstantNode* bias = BiasConstant(new_add.args[1 - side], units);
+      const ir::ConstantNode* old_bias =
+          packed.args.size() > 2 ? BiasConstant(packed.args[2], units) : nullptr;
+      if (!bias || (packed.args.size() > 2 && !old_bias)) continue;
+      Expr bias_sum = ir::RefOf(bias);
+      if (old_bias) {
+        Tensor sum = TensorNode::Empty({units}, DataType::Float32());
+        for (int64_t u = 0; u < units; ++u) {
+          sum->data<float>()[u] = old_bias->data->data<float>()[u] + bias->data->data<float>()[u];
+        }
+        // Named after both, so that dumps say what was folded.
+        const bool named = !old_bias->name.empty() && !bias->name.empty();
+        bias_sum = Make<ir::ConstantNode>(std::move(sum),
+                                          named ? old_bias->name + "_plus_" + bias->name : "");
+        bias_sum->span = bias->span;
+      }
+      Expr result = Make<ir::CallNode>(
+          packed.callee, std::vector<Expr>{packed.args[0], packed.args[1], bias_sum}, packed.attrs);
+      result->span = add.span;
+      return result;
+    }
+    return rewritten;
+  }
+
   const PackDensePredicate& pack_;
-  std::unordered_map<const ir::ConstantNode*, Expr> packed_;
+  std::unordered_map<const ir::ConstantNode*, Expr>& packed_;
+  // Of the function being rewritten (a global's; those nested in it count
+  // within it).
+  std::unordered_map<const ir::ExprNode*, int> uses_;
 };
 
 }  // namespace
 
 ir::IRModule PackDenseWeights(const ir::IRModule& module, const PackDensePredicate& pack) {
   return RunWithDeepStack([&] {
-    DenseWeightPacker packer(pack);
+    std::unordered_map<const ir::ConstantNode*, Expr> packed;
     ir::IRModule result = MapFunctions(module, [&](const ir::IRModuleNode::Definition& definition) {
-      Expr function = packer.VisitExpr(definition.function);
+      Expr function = DenseWeightPacker(pack, packed).VisitExpr(definition.function);
       return ir::RefOf(static_cast<const ir::FunctionNode*>(function.get()));
     });
     typing::InferTypes(result);

@@ -6,7 +6,12 @@
 // costs the built-in kernel horizontal sums and the libraries a packing copy
 // on every call. Only the caller knows whether a site gains (`pack`, which
 // backend/kernel_tuning.h answers by measurement); a weight that is not a
-// constant, such as a function parameter, is left alone.
+// constant, such as a function parameter, is left alone. A constant vector
+// [units] added to a packed product that nothing else reads becomes the
+// product's bias (a chain of them, their sum): the kernel starts its sums
+// from it, where the add was one more pass over the product, written by
+// both cores, read back by one (an LSTM's input projection plus b_ih plus
+// b_hh: 12-18 us a 23-token sentence, the whole pass saved).
 #pragma once
 
 #include <functional>
@@ -24,7 +29,8 @@ using PackDensePredicate =
 
 // Expects a type-checked module; returns a new one, type-checked again, in
 // which every packable nn.dense call that `pack` accepts is rewritten (each
-// distinct weight packed once).
+// distinct weight packed once), and the constant biases added to them are
+// folded in as above.
 ir::IRModule PackDenseWeights(const ir::IRModule& module, const PackDensePredicate& pack);
 
 }  // namespace nimble::transform

@@ -456,15 +456,27 @@ struct Prefetch {
 
 // c[i * n + b * 16 + j] = (or += when accumulating) the sum over q < depth of
 // panel[q * stride + i] * block[b * block_stride + q * 16 + j], for i < R,
-// b < B and j < 16: R rows by B blocks of 16 columns. Every `ahead.every`
-// steps, also prefetch `ahead`'s next line of each block, if any, into L2.
+// b < B and j < 16: R rows by B blocks of 16 columns; plus bias[b * 16 + j]
+// when not accumulating and there is a bias (the sums start from it). Every
+// `ahead.every` steps, also prefetch `ahead`'s next line of each block, if
+// any, into L2.
 template <typename V, int R, int B>
 inline void PackedTile(const float* panel, int64_t stride, const float* block, int64_t block_stride,
-                       int64_t depth, float* c, int64_t n, bool accumulate, Prefetch ahead) {
+                       int64_t depth, float* c, int64_t n, bool accumulate, const float* bias,
+                       Prefetch ahead) {
   constexpr int kVectors = B * kPackedBlock / kLanes<V>;
   constexpr int kVectorsPerBlock = kPackedBlock / kLanes<V>;
   constexpr auto lanes = std::make_index_sequence<kLanes<V>>();
   V sums[R][kVectors] = {};
+  if (bias && !accumulate) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) {
+      V start;
+      std::memcpy(&start, bias + v * kLanes<V>, sizeof(V));
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) sums[i][v] = start;
+    }
+  }
   const float* next_line = ahead.lines;
   const float* const end_line = ahead.lines + ahead.count * kPackedBlock;
   int64_t countdown = 0;
@@ -510,19 +522,19 @@ inline void PackedTile(const float* panel, int64_t stride, const float* block, i
 template <typename V, int R, int B>
 inline void PackedTail(int64_t rows, const float* panel, int64_t stride, const float* block,
                        int64_t block_stride, int64_t depth, float* c, int64_t n, bool accumulate,
-                       Prefetch ahead) {
+                       const float* bias, Prefetch ahead) {
   if constexpr (R > 1) {
     if (rows == R - 1) {
       return PackedTile<V, R - 1, B>(panel, stride, block, block_stride, depth, c, n, accumulate,
-                                     ahead);
+                                     bias, ahead);
     }
-    PackedTail<V, R - 1, B>(rows, panel, stride, block, block_stride, depth, c, n, accumulate,
+    PackedTail<V, R - 1, B>(rows, panel, stride, block, block_stride, depth, c, n, accumulate, bias,
                             ahead);
   }
 }
 
 // Blocks [j, j + B) of c (m x n) = a, as PackRowTiles(a, m, k, R) laid it out
-// in `panels`, times the packed weight.
+// in `panels`, times the packed weight, plus `bias` (n values) when not null.
 //
 // A model's weights come from memory (BERT-base reads 340 MB an inference),
 // and only a slice's first row tile waits for them: left to the hardware
@@ -533,10 +545,11 @@ inline void PackedTail(int64_t rows, const float* panel, int64_t stride, const f
 // steps: the requests are spread over the slice's whole work, not bunched
 // (which left it at 67%), and the cold product runs at 95%.
 template <typename V, int R, int B>
-void MultiplyPackedBlockGroup(const float* panels, const float* packed, float* c, int64_t m,
-                              int64_t n, int64_t k, int64_t j) {
+void MultiplyPackedBlockGroup(const float* panels, const float* packed, const float* bias, float* c,
+                              int64_t m, int64_t n, int64_t k, int64_t j) {
   const int64_t tiles = CeilDiv(m, R);
   float* c_j = c + j * kPackedBlock;
+  const float* bias_j = bias ? bias + j * kPackedBlock : nullptr;
   const int64_t block_stride = k * kPackedBlock;
   for (int64_t p = 0; p < k; p += kPackedDepthSlice) {
     const float* slice = packed + (j * k + p) * kPackedBlock;
@@ -552,10 +565,11 @@ void MultiplyPackedBlockGroup(const float* panels, const float* packed, float* c
                                (p + depth == k ? (B - 1) * block_stride : 0),
                            std::clamp<int64_t>(depth - first_line, 0, lines_per_tile), tiles};
       if (rows == R) {
-        PackedTile<V, R, B>(panel, R, slice, block_stride, depth, c_j + t * R * n, n, p > 0, ahead);
+        PackedTile<V, R, B>(panel, R, slice, block_stride, depth, c_j + t * R * n, n, p > 0, bias_j,
+                            ahead);
       } else {
         PackedTail<V, R, B>(rows, panel, R, slice, block_stride, depth, c_j + t * R * n, n, p > 0,
-                            ahead);
+                            bias_j, ahead);
       }
     }
   }
@@ -563,19 +577,22 @@ void MultiplyPackedBlockGroup(const float* panels, const float* packed, float* c
 
 // Blocks [first, last) of c, B at a time, then one at a time.
 template <typename V, int R, int B>
-void MultiplyPackedBlocks(const float* panels, const float* packed, float* c, int64_t m, int64_t n,
-                          int64_t k, int64_t first, int64_t last) {
+void MultiplyPackedBlocks(const float* panels, const float* packed, const float* bias, float* c,
+                          int64_t m, int64_t n, int64_t k, int64_t first, int64_t last) {
   int64_t j = first;
-  for (; j + B <= last; j += B) MultiplyPackedBlockGroup<V, R, B>(panels, packed, c, m, n, k, j);
-  for (; j < last; ++j) MultiplyPackedBlockGroup<V, R, 1>(panels, packed, c, m, n, k, j);
+  for (; j + B <= last; j += B) {
+    MultiplyPackedBlockGroup<V, R, B>(panels, packed, bias, c, m, n, k, j);
+  }
+  for (; j < last; ++j) MultiplyPackedBlockGroup<V, R, 1>(panels, packed, bias, c, m, n, k, j);
 }
 
 // Tiles that fit the register file with their weight vectors and a
 // broadcast: AVX-512 12 rows x 2 blocks (24 of 32 zmm), AVX2 6 x 1 block (12
 // of 16 ymm); the baseline's 128-bit vectors need 4 a block and row: NEON's
 // 32 registers hold 6 rows, SSE2's 16 two.
-using MultiplyPackedFn = void (*)(const float* panels, const float* packed, float* c, int64_t m,
-                                  int64_t n, int64_t k, int64_t first, int64_t last);
+using MultiplyPackedFn = void (*)(const float* panels, const float* packed, const float* bias,
+                                  float* c, int64_t m, int64_t n, int64_t k, int64_t first,
+                                  int64_t last);
 struct PackedLoops {
   MultiplyPackedFn multiply;
   int tile_rows;
@@ -585,27 +602,29 @@ constexpr int kAvx512PackedRows = 12;
 constexpr int kAvx512PackedBlocks = 2;
 constexpr int kAvx2PackedRows = 6;
 [[gnu::target("avx512f"), gnu::flatten]] void MultiplyPackedAvx512(const float* panels,
-                                                                   const float* packed, float* c,
+                                                                   const float* packed,
+                                                                   const float* bias, float* c,
                                                                    int64_t m, int64_t n, int64_t k,
                                                                    int64_t first, int64_t last) {
   MultiplyPackedBlocks<VectorOf<64>::type, kAvx512PackedRows, kAvx512PackedBlocks>(
-      panels, packed, c, m, n, k, first, last);
+      panels, packed, bias, c, m, n, k, first, last);
 }
 [[gnu::target("avx2,fma"), gnu::flatten]] void MultiplyPackedAvx2(const float* panels,
-                                                                  const float* packed, float* c,
+                                                                  const float* packed,
+                                                                  const float* bias, float* c,
                                                                   int64_t m, int64_t n, int64_t k,
                                                                   int64_t first, int64_t last) {
-  MultiplyPackedBlocks<VectorOf<32>::type, kAvx2PackedRows, 1>(panels, packed, c, m, n, k, first,
-                                                               last);
+  MultiplyPackedBlocks<VectorOf<32>::type, kAvx2PackedRows, 1>(panels, packed, bias, c, m, n, k,
+                                                               first, last);
 }
 constexpr int kBaselinePackedRows = 2;
 #else
 constexpr int kBaselinePackedRows = 6;
 #endif
-[[gnu::flatten]] void MultiplyPackedBaseline(const float* panels, const float* packed, float* c,
-                                             int64_t m, int64_t n, int64_t k, int64_t first,
-                                             int64_t last) {
-  MultiplyPackedBlocks<VectorOf<16>::type, kBaselinePackedRows, 1>(panels, packed, c, m, n, k,
+[[gnu::flatten]] void MultiplyPackedBaseline(const float* panels, const float* packed,
+                                             const float* bias, float* c, int64_t m, int64_t n,
+                                             int64_t k, int64_t first, int64_t last) {
+  MultiplyPackedBlocks<VectorOf<16>::type, kBaselinePackedRows, 1>(panels, packed, bias, c, m, n, k,
                                                                    first, last);
 }
 
@@ -622,9 +641,11 @@ PackedLoops SelectPackedLoops() {
   }
 }
 
-// c (m x n) = a (m x k) times the packed weight of n / 16 blocks; m, n, k > 0.
-// a is laid out once for every thread's blocks.
-void PackedMatMul(const float* a, const float* packed, float* c, int64_t m, int64_t n, int64_t k) {
+// c (m x n) = a (m x k) times the packed weight of n / 16 blocks, plus bias
+// (n values) on every row when it is not null; m, n, k > 0. a is laid out
+// once for every thread's blocks.
+void PackedMatMul(const float* a, const float* packed, const float* bias, float* c, int64_t m,
+                  int64_t n, int64_t k) {
   static const PackedLoops loops = SelectPackedLoops();
   // Kept from call to call: a fresh vector a call (590 KB at BERT's 48 x
   // 3072) cost zeroing and, when glibc handed the pages back, page faults.
@@ -638,7 +659,7 @@ void PackedMatMul(const float* a, const float* packed, float* c, int64_t m, int6
   const int64_t blocks = n / kPackedBlock;
   const int64_t grain = std::max<int64_t>(1, kMinChunkFlops / (2 * m * k * kPackedBlock));
   ParallelFor(0, blocks, grain, [&](int64_t first, int64_t last) {
-    loops.multiply(row_tiles, packed, c, m, n, k, first, last);
+    loops.multiply(row_tiles, packed, bias, c, m, n, k, first, last);
   });
 }
 
@@ -995,9 +1016,10 @@ MatrixArg CheckArg(const DLTensor* tensor, const std::string& op, const char* ro
   return {reinterpret_cast<float*>(static_cast<char*>(tensor->data) + tensor->byte_offset), shape};
 }
 
-void CheckArgCount(const std::string& op, int32_t num_args) {
-  if (num_args != 3) {
-    throw Error(op + ": expects 3 arguments (2 inputs and the output), got " +
+void CheckArgCount(const std::string& op, int32_t num_args, int32_t num_inputs = 2) {
+  if (num_args != num_inputs + 1) {
+    throw Error(op + ": expects " + std::to_string(num_inputs + 1) + " arguments (" +
+                std::to_string(num_inputs) + " inputs and the output), got " +
                 std::to_string(num_args));
   }
 }
@@ -1051,12 +1073,13 @@ struct DenseCall {
 };
 
 template <typename WeightDims>
+// The output is the argument after the `num_inputs` inputs.
 DenseCall CheckDenseCall(const std::string& op, DLTensor* const* args, int32_t num_args,
-                         const WeightDims& weight_dims) {
-  CheckArgCount(op, num_args);
+                         const WeightDims& weight_dims, int32_t num_inputs = 2) {
+  CheckArgCount(op, num_args, num_inputs);
   DenseCall call{CheckArg(args[0], op, "data"),
                  CheckArg(args[1], op, "weight"),
-                 CheckArg(args[2], op, "out"),
+                 CheckArg(args[num_inputs], op, "out"),
                  0,
                  0,
                  0};
@@ -1097,21 +1120,47 @@ int DenseKernel(void* state, DLTensor* const* args, int32_t num_args) {
   });
 }
 
+// Arguments: data, weight, optionally bias [units], then out.
 int PackedDenseKernel(void*, DLTensor* const* args, int32_t num_args) {
   return Guarded([&] {
     const std::string op = "nn.contrib_dense_pack";
-    const DenseCall call = CheckDenseCall(op, args, num_args, [&](const MatrixArg& weight) {
-      if (weight.shape.size() != 3 || weight.shape[2] != kPackedBlock) {
-        throw Error(op + ": weight must be packed as [units / 16, k, 16], got " + ShapeOf(weight));
+    if (num_args != 3 && num_args != 4) {
+      throw Error(op + ": expects 3 or 4 arguments (data, weight, an optional bias, and the " +
+                  "output), got " + std::to_string(num_args));
+    }
+    const int32_t num_inputs = num_args - 1;
+    const DenseCall call = CheckDenseCall(
+        op, args, num_args,
+        [&](const MatrixArg& weight) {
+          if (weight.shape.size() != 3 || weight.shape[2] != kPackedBlock) {
+            throw Error(op + ": weight must be packed as [units / 16, k, 16], got " +
+                        ShapeOf(weight));
+          }
+          return std::pair(weight.shape[1], weight.shape[0] * kPackedBlock);
+        },
+        num_inputs);
+    const float* bias = nullptr;
+    if (num_inputs == 3) {
+      const MatrixArg arg = CheckArg(args[2], op, "bias");
+      if (arg.shape.size() != 1 || arg.shape[0] != call.units) {
+        throw Error(op + ": bias must have shape " + ShapeToString(Shape{call.units}) + ", got " +
+                    ShapeOf(arg));
       }
-      return std::pair(weight.shape[1], weight.shape[0] * kPackedBlock);
-    });
+      bias = arg.data;
+    }
     if (call.m == 0 || call.units == 0) return;
     if (call.k == 0) {
-      std::fill_n(call.out.data, call.m * call.units, 0.0f);
+      for (int64_t row = 0; row < call.m; ++row) {
+        float* out = call.out.data + row * call.units;
+        if (bias) {
+          std::copy_n(bias, call.units, out);
+        } else {
+          std::fill_n(out, call.units, 0.0f);
+        }
+      }
       return;
     }
-    PackedMatMul(call.data.data, call.weight.data, call.out.data, call.m, call.units, call.k);
+    PackedMatMul(call.data.data, call.weight.data, bias, call.out.data, call.m, call.units, call.k);
   });
 }
 

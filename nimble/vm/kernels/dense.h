@@ -12,13 +12,15 @@
 //
 // and nn.contrib_dense_pack, built-in only: nn.dense on a weight packed at
 // compile time as [units / 16, k, 16] (transform/pack_dense_weights.h), in
-// register tiles of outer products (6 rows x 16 columns on AVX2).
+// register tiles of outer products (6 rows x 16 columns on AVX2), plus an
+// optional bias, from which the tiles' sums start.
 //
 // Arguments (kernel.h: inputs, then the output):
 //   nn.dense        data [d1..dn, k], weight [units, k], out [d1..dn, units].
 //                   Attrs: units (None or weight's dimension 0), out_dtype.
 //   nn.contrib_dense_pack  data [d1..dn, k], weight [units / 16, k, 16],
-//                   out [d1..dn, units]. Attrs: out_dtype.
+//                   optionally bias [units], out [d1..dn, units]. Attrs:
+//                   out_dtype.
 //   nn.batch_matmul x [b, m, k] ([b, k, m] with transpose_a), y [b, n, k]
 //                   ([b, k, n] with transpose_b=False), out [b, m, n]; x's or
 //                   y's batch may be 1 and broadcasts. Attrs: out_dtype,

@@ -73,6 +73,10 @@ std::vector<Shape> PackedDenseShapeFunc(std::span<const Shape> input_shapes, Ten
   CheckRuntimeReduction(data.back(), weight[1], "nn.contrib_dense_pack", data, weight);
   Shape out(data.begin(), data.end() - 1);
   out.push_back(weight[0] * weight[2]);
+  if (input_shapes.size() > 2 && input_shapes[2] != Shape{out.back()}) {
+    throw Error("nn.contrib_dense_pack: bias must have shape " + ShapeToString(Shape{out.back()}) +
+                ", got " + ShapeToString(input_shapes[2]));
+  }
   return {out};
 }
 

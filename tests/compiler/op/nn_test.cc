@@ -204,6 +204,32 @@ TEST(PackedDenseTest, GivesDensesValues) {
   ExpectValues(out, ExpectedDense(data, weight, 6, 8, 5));
 }
 
+// A bias [units] is added to every row.
+TEST(PackedDenseTest, AddsAnOptionalBias) {
+  const std::vector<double> data = Samples(3 * 5, 1);
+  const std::vector<double> weight = Samples(8 * 5, 2);
+  const std::vector<double> bias = Samples(8, 3);
+  const Tensor out =
+      Invoke("nn.contrib_dense_pack", {TensorFrom({3, 5}, kF32, data),
+                                       TensorFrom({2, 5, 4}, kF32, PackWeight(weight, 8, 5, 4)),
+                                       TensorFrom({8}, kF32, bias)});
+  std::vector<double> expected = ExpectedDense(data, weight, 3, 8, 5);
+  for (size_t i = 0; i < expected.size(); ++i) expected[i] += bias[i % 8];
+  ExpectValues(out, expected);
+  EXPECT_EQ(TypeOf("nn.contrib_dense_pack",
+                   {TensorOf({ir::Dim::Any(), 768}), TensorOf({192, 768, 16}), TensorOf({3072})}),
+            "Tensor[(?, 3072), float32]");
+  EXPECT_THAT(ErrorOf([] {
+                TypeOf("nn.contrib_dense_pack",
+                       {TensorOf({2, 768}), TensorOf({192, 768, 16}), TensorOf({768})});
+              }),
+              HasSubstr("bias must have shape (units,) = (3072,), got Tensor[(768,), float32]"));
+  EXPECT_THAT(ErrorOf([] {
+                ShapesOf("nn.contrib_dense_pack", {{7, 300}, {3, 300, 16}, {47}});
+              }),
+              HasSubstr("nn.contrib_dense_pack: bias must have shape (48,), got (47,)"));
+}
+
 TEST(PackedDenseTest, TypesShapesAndErrors) {
   EXPECT_EQ(
       TypeOf("nn.contrib_dense_pack", {TensorOf({ir::Dim::Any(), 768}), TensorOf({192, 768, 16})}),

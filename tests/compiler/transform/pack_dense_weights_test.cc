@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "nimble/compiler/backend/pipeline.h"
+#include "nimble/compiler/op/op.h"
+#include "nimble/compiler/transform/pass_util.h"
 #include "nimble/vm/vm.h"
 #include "tests/compiler/transform/normalize_test_util.h"
 
@@ -53,7 +55,7 @@ def @main(%x: Tensor[(?, 5), float32]) {
                                        {"b", params.at("b")}};
   ExpectProgram(packed, R"(
 def @main(%x: Tensor[(?, 5), float32]) {
-  let %h = add(nn.contrib_dense_pack(%x, meta[relay.Constant][w.packed]), meta[relay.Constant][b]);
+  let %h = nn.contrib_dense_pack(%x, meta[relay.Constant][w.packed], meta[relay.Constant][b]);
   (%h, nn.contrib_dense_pack(%x, meta[relay.Constant][w.packed]))
 })",
                 &expected_params);
@@ -61,11 +63,77 @@ def @main(%x: Tensor[(?, 5), float32]) {
   const auto& tuple = static_cast<const ir::TupleNode&>(
       *static_cast<const ir::LetNode&>(*packed->Lookup("main")->body).body);
   const auto& first = static_cast<const ir::CallNode&>(
-      *static_cast<const ir::CallNode&>(
-           *static_cast<const ir::LetNode&>(*packed->Lookup("main")->body).value)
-           .args[0]);
+      *static_cast<const ir::LetNode&>(*packed->Lookup("main")->body).value);
   EXPECT_EQ(first.args[1].get(), static_cast<const ir::CallNode&>(*tuple.fields[1]).args[1].get());
   ExpectSameResult(module, packed, {ExactValues({3, 5}, 3)});
+}
+
+// Constant vectors added to a packed product become its bias, a chain of
+// them one bias (their sum, named after both), on either side of the add.
+TEST(PackDenseWeights, ConstantVectorsAddedToTheProductBecomeItsBias) {
+  const text::ParamMap params{
+      {"w", ExactValues({32, 5}, 1)}, {"b1", ExactValues({32}, 2)}, {"b2", ExactValues({32}, 3)}};
+  const ir::IRModule module = ParseTyped(R"(
+def @main(%x: Tensor[(?, 5), float32]) {
+  add(meta[relay.Constant][b2], add(nn.dense(%x, meta[relay.Constant][w]), meta[relay.Constant][b1]))
+})",
+                                         &params);
+  const ir::IRModule packed = PackDenseWeights(module, kAlways);
+  Tensor sum = ExactValues({32}, 2);
+  for (int64_t u = 0; u < 32; ++u) sum->data<float>()[u] += params.at("b2")->data<float>()[u];
+  const text::ParamMap expected_params{{"w.packed", PackedByHand(params.at("w"))},
+                                       {"b1_plus_b2", sum}};
+  ExpectProgram(packed, R"(
+def @main(%x: Tensor[(?, 5), float32]) {
+  nn.contrib_dense_pack(%x, meta[relay.Constant][w.packed], meta[relay.Constant][b1_plus_b2])
+})",
+                &expected_params);
+  ExpectSameResult(module, packed, {ExactValues({3, 5}, 4)});
+}
+
+// A product something else also reads, and vectors that are not constants
+// [units], stay adds.
+TEST(PackDenseWeights, OtherAddsStayAdds) {
+  const text::ParamMap params{{"w", ExactValues({32, 5}, 1)},
+                              {"b", ExactValues({32}, 2)},
+                              {"row", ExactValues({1, 32}, 3)}};
+  const std::string program = R"(
+def @main(%x: Tensor[(?, 5), float32], %p: Tensor[(32), float32]) {
+  let %y = nn.dense(%x, meta[relay.Constant][w]);
+  (add(%y, meta[relay.Constant][b]), %y,
+   add(nn.dense(%x, meta[relay.Constant][w]), %p),
+   add(nn.dense(%x, meta[relay.Constant][w]), meta[relay.Constant][row]))
+})";
+  const ir::IRModule module = ParseTyped(program, &params);
+  const text::ParamMap expected_params{
+      {"w.packed", PackedByHand(params.at("w"))}, {"b", params.at("b")}, {"row", params.at("row")}};
+  ExpectProgram(PackDenseWeights(module, kAlways), R"(
+def @main(%x: Tensor[(?, 5), float32], %p: Tensor[(32), float32]) {
+  let %y = nn.contrib_dense_pack(%x, meta[relay.Constant][w.packed]);
+  (add(%y, meta[relay.Constant][b]), %y,
+   add(nn.contrib_dense_pack(%x, meta[relay.Constant][w.packed]), %p),
+   add(nn.contrib_dense_pack(%x, meta[relay.Constant][w.packed]), meta[relay.Constant][row]))
+})",
+                &expected_params);
+  // The same call read by the add and by the tuple (the IR is a DAG).
+  const ir::Var x =
+      Make<ir::VarNode>("x", ir::MakeTensorType({ir::Dim::Any(), 5}, DataType::Float32()));
+  const ir::Expr product = Make<ir::CallNode>(
+      op::GetOp("nn.dense"), std::vector<ir::Expr>{x, Make<ir::ConstantNode>(params.at("w"), "w")},
+      op::NormalizeAttrs(*op::OpRegistry::Global().Find("nn.dense"), {}));
+  const ir::Expr bias_add = Make<ir::CallNode>(
+      op::GetOp("add"),
+      std::vector<ir::Expr>{product, Make<ir::ConstantNode>(params.at("b"), "b")});
+  ir::IRModule shared = ir::MakeModule();
+  shared->Add(Make<ir::GlobalVarNode>("main"),
+              Make<ir::FunctionNode>(std::vector<ir::Var>{x},
+                                     Make<ir::TupleNode>(std::vector<ir::Expr>{bias_add, product}),
+                                     nullptr, std::vector<ir::TypeVar>{}));
+  typing::InferTypes(shared);
+  const ir::IRModule rewritten = PackDenseWeights(shared, kAlways);
+  const auto& fields = static_cast<const ir::TupleNode&>(*rewritten->Lookup("main")->body).fields;
+  EXPECT_EQ(CalledOpName(*fields[0]), "add");
+  EXPECT_EQ(static_cast<const ir::CallNode&>(*fields[0]).args[0].get(), fields[1].get());
 }
 
 TEST(PackDenseWeights, LeavesWhatItCannotOrIsToldNotToPack) {
@@ -106,19 +174,19 @@ def @main(%x: Tensor[(?, 5), float32], %w: Tensor[(16, 5), float32],
 
 // The packed program compiled and run on the VM (the runtime's packed
 // kernel) gives the unpacked program's values, on a length that leaves a
-// partial row tile.
+// partial row tile, with a bias and a reduction of two depth slices.
 TEST(PackDenseWeights, PackedProgramRunsOnTheVm) {
-  const text::ParamMap params{{"w", ExactValues({48, 37}, 1)}};
+  const text::ParamMap params{{"w", ExactValues({48, 300}, 1)}, {"b", ExactValues({48}, 2)}};
   const ir::IRModule module = ParseTyped(R"(
-def @main(%x: Tensor[(?, 37), float32]) {
-  tanh(nn.dense(%x, meta[relay.Constant][w]))
+def @main(%x: Tensor[(?, 300), float32]) {
+  tanh(add(nn.dense(%x, meta[relay.Constant][w]), meta[relay.Constant][b]))
 })",
                                          &params);
   backend::CompileOptions options;
   options.kernels = "builtin";
   const vm::Executable executable = backend::Compile(PackDenseWeights(module, kAlways), options);
   EXPECT_THAT(vm::KernelTableToString(executable), ::testing::HasSubstr("nn.contrib_dense_pack"));
-  const Tensor x = ExactValues({7, 37}, 4);
+  const Tensor x = ExactValues({7, 300}, 4);
   vm::VirtualMachine machine(executable);
   const Tensor got = machine.Invoke("main", {x}).as<TensorNode>();
   const Tensor want = eval::Evaluate(module, "main", {x}).as<TensorNode>();
