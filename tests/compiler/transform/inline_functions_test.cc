@@ -61,7 +61,7 @@ def @main(%xs: Tensor[(?, 4), float32]) -> Tensor[(4,), float32] {
   const ir::IRModule module = ParseTyped(program);
   const ir::IRModule inlined = InlineFunctions(module);
   // The argument that is not a variable is bound first; %h stands for itself.
-  ExpectProgram(inlined, std::string(kStep) + R"(
+  const std::string loop = R"(
 def @loop(%xs: Tensor[(?, 4), float32], %t: int32, %h: Tensor[(4,), float32]) -> Tensor[(4,), float32] {
   if (less(%t, take(shape_of(%xs), 0))) {
     let %next = (let %x: Tensor[(4,), float32] = take(%xs, %t, axis=0);
@@ -75,25 +75,12 @@ def @loop(%xs: Tensor[(?, 4), float32], %t: int32, %h: Tensor[(4,), float32]) ->
 
 def @main(%xs: Tensor[(?, 4), float32]) -> Tensor[(4,), float32] {
   @loop(%xs, 0, zeros(shape=[4], dtype="float32"))
-})");
+})";
+  ExpectProgram(inlined, std::string(kStep) + loop);
   ExpectSameResult(module, inlined,
                    {F32({3, 4}, {0.5f, -1, 2, 0, 1, 1, -0.5f, 3, 0.25f, 0, -2, 1})});
   // Nothing calls @step any more.
-  ExpectProgram(EliminateDeadCode(inlined), R"(
-def @loop(%xs: Tensor[(?, 4), float32], %t: int32, %h: Tensor[(4,), float32]) -> Tensor[(4,), float32] {
-  if (less(%t, take(shape_of(%xs), 0))) {
-    let %next = (let %x: Tensor[(4,), float32] = take(%xs, %t, axis=0);
-                 let %a = add(%x, %h);
-                 (tanh(%a), sigmoid(%a)));
-    @loop(%xs, add(%t, 1), multiply(%next.0, %next.1))
-  } else {
-    %h
-  }
-}
-
-def @main(%xs: Tensor[(?, 4), float32]) -> Tensor[(4,), float32] {
-  @loop(%xs, 0, zeros(shape=[4], dtype="float32"))
-})");
+  ExpectProgram(EliminateDeadCode(inlined), loop);
 }
 
 // Two copies of one callee in one function bind distinct variables, and a
