@@ -114,11 +114,13 @@ class Inliner {
     for (const ir::IRModuleNode::Definition& definition : module->functions()) {
       const std::string& name = definition.global->name;
       const Census& counts = census.at(name);
-      // The function node itself is one of the census's nodes.
       if (Reaches(census, name, name)) {
         recursive_.insert(name);
-      } else if (definition.function->type_params.empty() && counts.nodes <= kMaxInlinedNodes + 1 &&
-                 !counts.may_fail_naming_function) {
+        continue;
+      }
+      // The function node itself is one of the census's nodes.
+      const bool small = counts.nodes <= kMaxInlinedNodes + 1;
+      if (definition.function->type_params.empty() && small && !counts.may_fail_naming_function) {
         inlinable_.insert(name);
       }
     }

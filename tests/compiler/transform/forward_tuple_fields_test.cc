@@ -38,6 +38,25 @@ def @main(%a: Tensor[(2,), float32], %b: Tensor[(2,), float32]) {
   ExpectSameResult(module, forwarded, {F32({2}, {1, 2}), F32({2}, {10, 20})});
 }
 
+// A variable bound to another (what normal form leaves where an inlined
+// body's tuple is bound) reads as it, so the tuple's fields still forward.
+TEST(ForwardTupleFields, AnAliasOfATupleForwardsItsFields) {
+  ir::IRModule module = ParseTyped(R"(
+def @main(%a: Tensor[(2,), float32], %b: Tensor[(2,), float32]) {
+  let %t = (%a, %b);
+  let %u = %t;
+  let %x = %u.0;
+  let %y = %u.1;
+  add(%x, %y)
+})");
+  const ir::IRModule forwarded = ForwardTupleFields(module);
+  ExpectProgram(forwarded, R"(
+def @main(%a: Tensor[(2,), float32], %b: Tensor[(2,), float32]) {
+  add(%a, %b)
+})");
+  ExpectSameResult(module, forwarded, {F32({2}, {1, 2}), F32({2}, {10, 20})});
+}
+
 TEST(ForwardTupleFields, ATupleReadAsAWholeStays) {
   ir::IRModule module = ParseTyped(R"(
 def @main(%a: Tensor[(2,), float32], %b: Tensor[(2,), float32], %c: Tensor[(), bool]) {
