@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "nimble/vm/dtype.h"
+#include "nimble/vm/shape.h"
 
 namespace nimble::vm {
 
@@ -142,7 +143,7 @@ struct Instruction {
   int32_t source_device_index = 0;
   DataType dtype;
   std::vector<RegName> args;
-  std::vector<int64_t> shape;
+  Shape shape;
 
   bool operator==(const Instruction&) const = default;
 

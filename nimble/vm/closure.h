@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nimble/vm/object.h"
+#include "nimble/vm/ref_array.h"
 
 namespace nimble::vm {
 
@@ -15,13 +16,17 @@ class ClosureNode : public Object {
  public:
   ClosureNode(int32_t function_index, std::vector<Ref<Object>> captured)
       : function_index_(function_index), captured_(std::move(captured)) {}
+  // The closure whose captured values are fill(0), ..., fill(size - 1).
+  template <typename Fill>
+  ClosureNode(int32_t function_index, size_t size, Fill fill)
+      : function_index_(function_index), captured_(size, fill) {}
 
   int32_t function_index() const { return function_index_; }
-  const std::vector<Ref<Object>>& captured() const { return captured_; }
+  const RefArray& captured() const { return captured_; }
 
  private:
   int32_t function_index_;
-  std::vector<Ref<Object>> captured_;
+  RefArray captured_;
 };
 using Closure = Ref<ClosureNode>;
 

@@ -292,7 +292,7 @@ struct FieldWriter {
     out.VarUint(regs.size());
     for (RegName reg : regs) Reg(reg);
   }
-  void Ints(const std::vector<int64_t>& values) {
+  void Dims(const Shape& values) {
     out.VarUint(values.size());
     for (int64_t value : values) Int(value);
   }
@@ -308,7 +308,7 @@ struct FieldReader {
     regs.resize(in.VarCount(1));
     for (RegName& reg : regs) Reg(reg);
   }
-  void Ints(std::vector<int64_t>& values) {
+  void Dims(Shape& values) {
     values.resize(in.VarCount(1));
     for (int64_t& value : values) Int(value);
   }
@@ -370,7 +370,7 @@ void CodeFields(Codec& codec, Inst& in) {
       codec.Reg(in.src);
       codec.Reg(in.operand);
       codec.Int(in.immediate);
-      codec.Ints(in.shape);
+      codec.Dims(in.shape);
       codec.DType(in.dtype);
       codec.Reg(in.dst);
       return;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <mutex>
 #include <new>
 #include <utility>
 #include <vector>
@@ -12,48 +13,117 @@ namespace {
 // Size classes of 16 bytes up to 256; larger objects go to ::operator new.
 constexpr size_t kGranule = 16;
 constexpr size_t kNumClasses = 16;
-// A thread keeps at most this many free bytes per class; the rest go back.
-constexpr size_t kMaxFreeBytesPerClass = size_t{16} << 20;
+// Blocks come from chunks of this size.
+constexpr size_t kChunkBytes = size_t{64} << 10;
+// A thread keeps at most this many free bytes per class; beyond that its
+// whole list goes to the shared pool, where threads that run out look first.
+constexpr size_t kMaxFreeBytesPerClass = size_t{4} << 20;
 
 struct FreeBlock {
   FreeBlock* next;
 };
 
-// One thread's free blocks. Memory freed on another thread than the one that
+// A free list of one class.
+struct Batch {
+  FreeBlock* head = nullptr;
+  size_t count = 0;
+
+  void Push(void* pointer) {
+    head = new (pointer) FreeBlock{head};
+    ++count;
+  }
+  void* Pop() {
+    --count;
+    return std::exchange(head, head->next);
+  }
+};
+
+size_t BlockBytes(size_t size_class) {
+  return (size_class + 1) * kGranule;
+}
+
+// Chunks are never given back: a block may be freed on any thread, long after
+// the thread that carved it has gone. Free blocks beyond a thread's cap wait
+// here, so memory stays bounded by the peak of live objects plus the caps.
+class SharedPool {
+ public:
+  // A batch of free blocks of `size_class` to allocate from, or an empty one.
+  Batch Take(size_t size_class) {
+    std::lock_guard lock(mutex_);
+    std::vector<Batch>& batches = batches_[size_class];
+    if (batches.empty()) return {};
+    Batch batch = batches.back();
+    batches.pop_back();
+    return batch;
+  }
+  void Give(size_t size_class, Batch batch) {
+    if (batch.count == 0) return;
+    std::lock_guard lock(mutex_);
+    batches_[size_class].push_back(batch);
+  }
+  // Take, or else a fresh chunk carved into blocks in address order, so that
+  // objects made one after another sit side by side in memory whatever
+  // glibc's heap looks like after earlier runs.
+  Batch TakeOrCarve(size_t size_class) {
+    Batch batch = Take(size_class);
+    if (batch.count != 0) return batch;
+    char* chunk = static_cast<char*>(::operator new(kChunkBytes));
+    {
+      std::lock_guard lock(mutex_);
+      chunks_.push_back(chunk);  // keeps the chunk reachable for leak checkers
+    }
+    const size_t bytes = BlockBytes(size_class);
+    for (size_t offset = (kChunkBytes / bytes - 1) * bytes;; offset -= bytes) {
+      batch.Push(chunk + offset);
+      if (offset == 0) break;
+    }
+    return batch;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::array<std::vector<Batch>, kNumClasses> batches_;
+  std::vector<char*> chunks_;
+};
+
+// Made on first use, as objects are made by other files' static initialisers,
+// and never destroyed, as static destructors still free objects at exit.
+SharedPool& TheSharedPool() {
+  static SharedPool* pool = new SharedPool;
+  return *pool;
+}
+
+// One thread's free lists. Memory freed on another thread than the one that
 // allocated it simply joins that thread's lists.
 class FreeLists {
  public:
   ~FreeLists() {
     destroyed = true;
-    for (FreeBlock*& head : heads_) {
-      while (head) ::operator delete(std::exchange(head, head->next));
+    for (size_t size_class = 0; size_class < kNumClasses; ++size_class) {
+      TheSharedPool().Give(size_class, lists_[size_class]);
     }
   }
 
   void* Allocate(size_t size_class) {
-    FreeBlock* block = heads_[size_class];
-    if (!block) return ::operator new((size_class + 1) * kGranule);
-    heads_[size_class] = block->next;
-    --counts_[size_class];
-    return block;
+    Batch& list = lists_[size_class];
+    if (list.count == 0) list = TheSharedPool().TakeOrCarve(size_class);
+    return list.Pop();
   }
 
   void Free(void* pointer, size_t size_class) {
-    if (counts_[size_class] * (size_class + 1) * kGranule >= kMaxFreeBytesPerClass) {
-      ::operator delete(pointer);
-      return;
+    Batch& list = lists_[size_class];
+    if (list.count * BlockBytes(size_class) >= kMaxFreeBytesPerClass) {
+      TheSharedPool().Give(size_class, std::exchange(list, {}));
     }
-    heads_[size_class] = new (pointer) FreeBlock{heads_[size_class]};
-    ++counts_[size_class];
+    list.Push(pointer);
   }
 
-  // Set once this thread's lists are gone (objects freed by later thread-exit
-  // or static destructors go straight back to ::operator delete).
+  // Set once this thread's lists are gone (objects allocated or freed by later
+  // thread-exit or static destructors go through the shared pool).
   static thread_local bool destroyed;
 
  private:
-  std::array<FreeBlock*, kNumClasses> heads_{};
-  std::array<size_t, kNumClasses> counts_{};
+  std::array<Batch, kNumClasses> lists_{};
 };
 
 thread_local bool FreeLists::destroyed = false;
@@ -87,18 +157,26 @@ size_t SizeClass(size_t size) {
 void* Object::operator new(size_t size) {
   const size_t size_class = SizeClass(size);
   if (size_class == kNumClasses) return ::operator new(size);
-  // Always a whole class, since another thread's lists may take it back.
-  if (FreeLists::destroyed) return ::operator new((size_class + 1) * kGranule);
+  if (FreeLists::destroyed) {
+    Batch batch = TheSharedPool().TakeOrCarve(size_class);
+    void* block = batch.Pop();
+    TheSharedPool().Give(size_class, batch);
+    return block;
+  }
   return free_lists.Allocate(size_class);
 }
 
 void Object::operator delete(void* pointer, size_t size) {
   const size_t size_class = SizeClass(size);
-  if (size_class == kNumClasses || FreeLists::destroyed) {
+  if (size_class == kNumClasses) {
     ::operator delete(pointer);
-    return;
+  } else if (FreeLists::destroyed) {
+    Batch batch;
+    batch.Push(pointer);
+    TheSharedPool().Give(size_class, batch);
+  } else {
+    free_lists.Free(pointer, size_class);
   }
-  free_lists.Free(pointer, size_class);
 }
 
 void Object::Release(const Object* object) {

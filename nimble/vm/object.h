@@ -8,7 +8,11 @@
 // Objects are small and short-lived (a tensor per kernel output, a cell per
 // list element), so their memory comes from per-thread free lists by size
 // class rather than from malloc, whose slow paths took a quarter of the VM's
-// time building and dropping a 200,000-element list.
+// time building and dropping a 200,000-element list. The lists are refilled
+// from 64 KiB chunks carved in address order: objects made one after another
+// sit side by side, and a deep list stays compact (with blocks from glibc,
+// scattered over a heap fragmented by earlier runs, the same program's
+// non-kernel time was 1.75x longer).
 #pragma once
 
 #include <atomic>

@@ -15,10 +15,9 @@
 #include "nimble/vm/device.h"
 #include "nimble/vm/dtype.h"
 #include "nimble/vm/object.h"
+#include "nimble/vm/shape.h"
 
 namespace nimble {
-
-using Shape = std::vector<int64_t>;
 
 // Number of elements of `shape` (1 for a scalar). Throws on negative dims or
 // overflow, so a bad shape from a file or a shape function never allocates.

@@ -643,7 +643,7 @@ Ref<Object> VirtualMachine::RunLoop() {
         case Opcode::kInvokeClosure: {
           const ClosureNode& closure =
               Expect<ClosureNode>(regs[in.src], "a closure", "the invoked value");
-          const std::vector<Ref<Object>>& captured = closure.captured();
+          const RefArray& captured = closure.captured();
           const int32_t callee = closure.function_index();
           const size_t num_args = captured.size() + in.args.size();
           if (num_args != static_cast<size_t>(functions_[callee].num_params)) {
@@ -676,22 +676,16 @@ Ref<Object> VirtualMachine::RunLoop() {
           regs[in.dst] = AllocTensor(in, regs);
           ++pc;
           break;
-        case Opcode::kAllocADT: {
-          std::vector<Ref<Object>> fields;
-          fields.reserve(in.args.size());
-          for (RegName reg : in.args) fields.push_back(regs[reg]);
-          regs[in.dst] = Make<ADTNode>(static_cast<int32_t>(in.index), std::move(fields));
+        case Opcode::kAllocADT:
+          regs[in.dst] = Make<ADTNode>(static_cast<int32_t>(in.index), in.args.size(),
+                                       [&](size_t i) { return regs[in.args[i]]; });
           ++pc;
           break;
-        }
-        case Opcode::kAllocClosure: {
-          std::vector<Ref<Object>> captured;
-          captured.reserve(in.args.size());
-          for (RegName reg : in.args) captured.push_back(regs[reg]);
-          regs[in.dst] = Make<ClosureNode>(static_cast<int32_t>(in.index), std::move(captured));
+        case Opcode::kAllocClosure:
+          regs[in.dst] = Make<ClosureNode>(static_cast<int32_t>(in.index), in.args.size(),
+                                           [&](size_t i) { return regs[in.args[i]]; });
           ++pc;
           break;
-        }
         case Opcode::kGetField: {
           const ADTNode& adt = Expect<ADTNode>(regs[in.src], "an ADT value", "get_field's object");
           if (static_cast<uint64_t>(in.index) >= adt.size()) {

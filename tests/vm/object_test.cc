@@ -105,6 +105,41 @@ TEST(ObjectTest, ObjectsFreedOnAnotherThreadJoinItsFreeLists) {
   EXPECT_EQ(TensorNode::FromVector<int32_t>({2}, DataType::Int32(), {4, 5})->GetAsInt64(1), 5);
 }
 
+// An object of a size no other test uses, so its size class is this test's own.
+class Sized200 : public Object {
+  char bytes_[200 - sizeof(Object)] = {};
+};
+
+TEST(ObjectTest, AnExitedThreadsFreeBlocksServeTheNextThread) {
+  const void* last_freed = nullptr;
+  std::thread([&last_freed] {
+    std::vector<Ref<Sized200>> objects;
+    for (int i = 0; i < 10; ++i) objects.push_back(Make<Sized200>());
+    last_freed = objects.back().get();
+    objects.clear();
+  }).join();
+  const void* reused = nullptr;
+  std::thread([&reused] { reused = Make<Sized200>().get(); }).join();
+  EXPECT_EQ(reused, last_freed);
+}
+
+// Another size class of its own, for a thread to carve a fresh chunk from.
+class Sized100 : public Object {
+  char bytes_[100 - sizeof(Object)] = {};
+};
+
+TEST(ObjectTest, ObjectsMadeOneAfterAnotherOnAFreshThreadAreAdjacent) {
+  std::vector<const char*> addresses;
+  std::thread([&addresses] {
+    std::vector<Ref<Sized100>> objects;
+    for (int i = 0; i < 8; ++i) objects.push_back(Make<Sized100>());
+    for (const auto& object : objects)
+      addresses.push_back(reinterpret_cast<const char*>(object.get()));
+  }).join();
+  const ptrdiff_t block = (sizeof(Sized100) + 15) / 16 * 16;  // its size class
+  for (size_t i = 1; i < addresses.size(); ++i) EXPECT_EQ(addresses[i] - addresses[i - 1], block);
+}
+
 // At a thread's exit its thread-local objects are destroyed in the reverse
 // order of their construction, so one made before the thread's first release
 // outlives the list where releases wait. What it still holds must be freed

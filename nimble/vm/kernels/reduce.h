@@ -18,11 +18,11 @@ namespace nimble::vm {
 std::vector<bool> ReducedAxes(int64_t ndim, const Attrs& attrs, const std::string& op);
 
 // The result shape: reduced axes dropped, or kept as 1 with keepdims. Serves
-// both static types (ir::Dim) and run-time shapes (int64_t).
-template <typename D>
-std::vector<D> ReducedShape(const std::vector<D>& shape, const std::vector<bool>& reduced,
-                            bool keepdims) {
-  std::vector<D> out;
+// both static types (a vector of ir::Dim) and run-time shapes (Shape).
+template <typename Dims>
+Dims ReducedShape(const Dims& shape, const std::vector<bool>& reduced, bool keepdims) {
+  using D = typename Dims::value_type;
+  Dims out;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (!reduced[d]) {
       out.push_back(shape[d]);
