@@ -455,7 +455,7 @@ TEST_F(NimbleCli, AllocationsWithAndWithoutPlanning) {
   EXPECT_THAT(Lines(counts.out),
               ElementsAre(HasSubstr("allocations"),
                           "manifested                   6            736                   0",
-                          "planned                      4            704                   0"));
+                          "planned                      3            704                   0"));
   const std::vector<std::string> run = {"run",  lstm,      "--params",
                                         params, "--input", Example("data/lstm_sequence.npy")};
   std::vector<std::string> unplanned = run;

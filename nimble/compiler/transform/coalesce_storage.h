@@ -10,8 +10,10 @@
 // free for the whole lifetime. So a static program makes one allocation per
 // scope and device, and the region is close to the peak of live bytes
 // rather than their sum. Storage that escapes (returned, or pointed to by
-// the scope's result) keeps its own allocation, so a loop's result does not
-// pin a whole region.
+// the scope's result) goes to a second region of its own, its slices side by
+// side, so that a loop's result does not pin the temporaries' region: an
+// LSTM step's new h and c are then one allocation, not two (as TVM's
+// coalescing did, a region lives until the last of its tensors dies).
 //
 // Storage sized at run time from a shape register is not coalesced (that
 // would need size arithmetic in the program, a kernel call per buffer, which

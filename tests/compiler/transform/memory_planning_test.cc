@@ -361,6 +361,39 @@ def @main() {
 )");
 }
 
+// What the scope returns (an LSTM step's h and c) shares a region of its own,
+// slices side by side though %b dies before %c is made: the caller keeps
+// both. The temporaries %a and %t share the other region's bytes.
+TEST(CoalesceStorageTest, EscapingStorageHasARegionOfItsOwn) {
+  ExpectEqual(Planned(R"(
+def @main(%x: Tensor[(4, 8), float32]) {
+  %0 = fn (%p0: Tensor[(4, 8), float32], Primitive=1) { nn.relu(%p0) };
+  let %a = %0(%x);
+  let %b = %0(%a);
+  let %t = %0(%x);
+  let %c = %0(%t);
+  (%b, %c)
+}
+)",
+                      CoalesceStorage),
+              R"(
+def @main(%x: Tensor[(4, 8), float32]) {
+  %0 = fn (%p0: Tensor[(4, 8), float32], Primitive=1) { nn.relu(%p0) };
+  let %region: Storage = memory.alloc_storage(128i64, alignment=64, device="cpu", dtype="float32");
+  let %escaping: Storage = memory.alloc_storage(256i64, alignment=64, device="cpu", dtype="float32");
+  let %a = memory.alloc_tensor(%region, 0i64, dtype="float32", assert_shape=[4, 8]);
+  let %u0: () = memory.invoke_mut(%0, (%x,), (%a,));
+  let %b = memory.alloc_tensor(%escaping, 0i64, dtype="float32", assert_shape=[4, 8]);
+  let %u1: () = memory.invoke_mut(%0, (%a,), (%b,));
+  let %t = memory.alloc_tensor(%region, 0i64, dtype="float32", assert_shape=[4, 8]);
+  let %u2: () = memory.invoke_mut(%0, (%x,), (%t,));
+  let %c = memory.alloc_tensor(%escaping, 128i64, dtype="float32", assert_shape=[4, 8]);
+  let %u3: () = memory.invoke_mut(%0, (%t,), (%c,));
+  (%b, %c)
+}
+)");
+}
+
 // ---- The whole pipeline on test programs ----
 
 ir::IRModule ProgramFile(const std::string& name) {
