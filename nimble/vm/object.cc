@@ -67,7 +67,8 @@ class SharedPool {
   Batch TakeOrCarve(size_t size_class) {
     Batch batch = Take(size_class);
     if (batch.count != 0) return batch;
-    char* chunk = static_cast<char*>(::operator new(kChunkBytes));
+    // Line-aligned, so that a 64-byte object (a tensor) is one cache line.
+    char* chunk = static_cast<char*>(::operator new (kChunkBytes, std::align_val_t{64}));
     {
       std::lock_guard lock(mutex_);
       chunks_.push_back(chunk);  // keeps the chunk reachable for leak checkers

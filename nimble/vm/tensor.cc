@@ -46,11 +46,13 @@ Storage StorageNode::Allocate(Device device, size_t bytes, size_t alignment) {
   return Make<StorageNode>(allocator->Alloc(bytes, alignment), bytes, allocator);
 }
 
+static_assert(sizeof(TensorNode) <= 64, "a tensor is one cache line (see shape.h)");
+
 TensorNode::TensorNode(Storage storage, size_t byte_offset, Shape shape, DataType dtype)
-    : storage_(std::move(storage)),
+    : dtype_(dtype),
+      storage_(std::move(storage)),
       byte_offset_(byte_offset),
-      shape_(std::move(shape)),
-      dtype_(dtype) {
+      shape_(std::move(shape)) {
   if (byte_offset_ + nbytes() > storage_->size()) {
     throw Error("tensor of type " + TypeString() + " at offset " + std::to_string(byte_offset_) +
                 " does not fit in a storage of " + std::to_string(storage_->size()) + " bytes");

@@ -112,10 +112,11 @@ class TensorNode : public Object {
   std::string TypeString() const;
 
  private:
+  // First, in the base's tail padding, so that a tensor is one cache line.
+  DataType dtype_;
   Storage storage_;
   size_t byte_offset_;
   Shape shape_;  // never changes: AsDLTensor hands out shape_.data()
-  DataType dtype_;
 };
 
 template <typename T>
