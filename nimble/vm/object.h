@@ -12,7 +12,7 @@
 // from 64 KiB chunks carved in address order: objects made one after another
 // sit side by side, and a deep list stays compact (with blocks from glibc,
 // scattered over a heap fragmented by earlier runs, the same program's
-// non-kernel time was 1.75x longer).
+// non-kernel time was about 1.6x longer).
 #pragma once
 
 #include <atomic>

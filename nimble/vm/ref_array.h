@@ -9,7 +9,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <utility>
 #include <vector>
 
@@ -40,7 +39,6 @@ class RefArray {
   const Ref<Object>* begin() const { return data(); }
   const Ref<Object>* end() const { return data() + size_; }
   const Ref<Object>& operator[](size_t index) const { return data()[index]; }
-  operator std::span<const Ref<Object>>() const { return {data(), size_}; }  // NOLINT
 
  private:
   Ref<Object>* data() { return heap_ ? heap_ : inline_; }

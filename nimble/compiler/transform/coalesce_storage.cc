@@ -130,15 +130,15 @@ class Coalescer {
     // One region per device for two or more static candidates that do not
     // escape, and another for those that do. Escaping storage lives past the
     // scope, so its slices never share bytes.
-    std::map<std::pair<std::string, bool>, std::vector<size_t>> by_device;
+    std::map<std::pair<std::string, bool>, std::vector<size_t>> groups;
     for (size_t i = 0; i < candidates.size(); ++i) {
       Candidate& candidate = candidates[i];
       if (candidate.size < 0 || !candidate.coalescible) continue;
       if (candidate.escapes) candidate.end = chain.bindings.size();
-      by_device[{candidate.device, candidate.escapes}].push_back(i);
+      groups[{candidate.device, candidate.escapes}].push_back(i);
     }
     std::vector<Binding> regions;
-    for (auto& [key, members] : by_device) {
+    for (auto& [key, members] : groups) {
       const std::string& device = key.first;
       if (members.size() < 2) continue;
       const Binding region = Pack(device, members, candidates);
