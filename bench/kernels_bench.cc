@@ -179,6 +179,7 @@ void BertColdShapes(benchmark::internal::Benchmark* benchmark) {
   benchmark->UseRealTime();
 }
 BENCHMARK_CAPTURE(BM_PackedDense, cold, true)->Apply(BertColdShapes);
+BENCHMARK_CAPTURE(BM_Dense, builtin_cold, std::string("nn.dense"), true)->Apply(BertColdShapes);
 BENCHMARK_CAPTURE(BM_Dense, dnnl_cold, std::string("nn.dense.dnnl"), true)->Apply(BertColdShapes);
 BENCHMARK_CAPTURE(BM_BatchMatMul, builtin, std::string("nn.batch_matmul"))->Apply(AttentionShapes);
 BENCHMARK_CAPTURE(BM_BatchMatMul, dnnl, std::string("nn.batch_matmul.dnnl"))

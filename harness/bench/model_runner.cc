@@ -5,11 +5,10 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <numeric>
-#include <set>
 
 #include "harness/bench/statistics.h"
 #include "nimble/compiler/backend/pipeline.h"
-#include "nimble/compiler/ir/functor.h"
+#include "nimble/compiler/ir/constant_bytes.h"
 #if NIMBLE_HAVE_ONNX
 #include "nimble/compiler/onnx/onnx_import.h"
 #endif
@@ -151,24 +150,6 @@ double MedianPassRatio(const Timing& a, const Timing& b) {
     ratios.push_back(a.pass_us[pass] / b.pass_us[pass]);
   }
   return Median(ratios);
-}
-
-// The bytes of the program's named constants (its weights; an imported
-// model's initializers).
-size_t WeightBytes(const ir::IRModule& module) {
-  struct Weights : ir::ExprVisitor {
-    void VisitConstant(const ir::ConstantNode* constant) override {
-      if (!constant->name.empty() && seen.insert(constant->data.get()).second) {
-        bytes += constant->data->nbytes();
-      }
-    }
-    std::set<const TensorNode*> seen;
-    size_t bytes = 0;
-  } weights;
-  for (const ir::IRModuleNode::Definition& definition : module->functions()) {
-    weights.VisitExpr(definition.function);
-  }
-  return weights.bytes;
 }
 
 // One profiled pass (after one untimed run): the kernel/other split and what
@@ -455,7 +436,7 @@ BenchResult RunBenchmark(const BenchOptions& options, const Progress& progress) 
   figures.Add("peak_bytes_planned", with_plan.peak_bytes, "bytes");
   figures.Add("peak_bytes_unplanned", without_plan.peak_bytes, "bytes");
   figures.Add("resident_bytes", with_plan.resident_bytes, "bytes");
-  figures.Add("weight_bytes", static_cast<double>(WeightBytes(module)), "bytes");
+  figures.Add("weight_bytes", static_cast<double>(ir::ConstantBytes(module)), "bytes");
 
   if (options.static_seq_len > 0) {
     if (options.model != "bert") throw Error("--static-seq-len applies to bert");

@@ -119,8 +119,11 @@ class SiteTimer {
  private:
   // A generated kernel is measured per template configuration.
   std::string Key(const MatMulSite& site, const std::string& kernel) const {
-    if (kernel == kGeneratedKernel) return site.op + ".generated " + te::MatMulKnobsText(matmul_);
-    return MeasuredKernelName(kernel);
+    const std::string name = kernel == kGeneratedKernel
+                                 ? site.op + ".generated " + te::MatMulKnobsText(matmul_)
+                                 : MeasuredKernelName(kernel);
+    const bool from_memory = site.weights == WeightResidence::kMemory && site.weight_input() >= 0;
+    return from_memory ? name + ", weights from memory" : name;
   }
   std::string ProcessKey(const MatMulSite& site, const std::string& kernel) const {
     return std::to_string(host_.threads) + "|" + Key(site, kernel) + "|" + AttrsText(site.attrs) +
@@ -249,8 +252,10 @@ KernelChoices ChooseMatMulKernels(const ir::IRModule& module, const CompileOptio
       (options.tuning_database.empty() || !std::filesystem::exists(options.tuning_database))) {
     return choices;
   }
-  const std::vector<MatMulSite> sites = CollectMatMulSites(module);
+  std::vector<MatMulSite> sites = CollectMatMulSites(module);
   if (sites.empty()) return choices;
+  const WeightResidence weights = ResidenceOfWeights(module);
+  for (MatMulSite& site : sites) site.weights = weights;
   SiteTimer timer(module, options);
   for (const MatMulSite& site : sites) {
     if (std::optional<KernelChoice> tuned = TunedChoice(site, options, timer)) {
@@ -270,7 +275,7 @@ KernelChoices ChooseMatMulKernels(const ir::IRModule& module, const CompileOptio
 }
 
 bool PackingDenseWins(const ir::TensorTypeNode& data, const ir::TensorTypeNode& weight,
-                      const CompileOptions& options) {
+                      WeightResidence residence, const CompileOptions& options) {
   if (options.kernels != "auto" || !IsHostTarget(options.target) || weight.ndim() != 2 ||
       !weight.is_static()) {
     return false;
@@ -297,7 +302,8 @@ bool PackingDenseWins(const ir::TensorTypeNode& data, const ir::TensorTypeNode& 
   module = RunPasses(module, site_options);
   const std::vector<MatMulSite> sites = CollectMatMulSites(module);
   if (sites.size() != 1) return false;
-  const MatMulSite& plain = sites.front();
+  MatMulSite plain = sites.front();
+  plain.weights = residence;
   MatMulSite packed = plain;
   packed.primitive = nullptr;
   packed.op = "nn.contrib_dense_pack";

@@ -7,7 +7,9 @@
 // products at 128 tokens.
 //
 // A shape class is the primitive's input shapes with each `?` dimension
-// measured at kDynamicExtent (matmul_sites.h). Under auto the libraries
+// measured at kDynamicExtent (matmul_sites.h). A program whose weights
+// outgrow the caches has its sites measured with their weights read from
+// memory (WeightResidence), recorded apart from the cached measurements. Under auto the libraries
 // compete there only where there is no `?`: at one length measured back to
 // back their wins did not hold on the dataset's other lengths. At a `?` site
 // they are weighed at larger extents instead, where one may take over from
@@ -54,10 +56,11 @@ std::vector<std::string> LibraryCandidates(const std::string& op, bool dynamic,
 // static [units, k]) runs faster on the runtime's packed kernel
 // (nn.contrib_dense_pack, transform/pack_dense_weights.h) than on the fastest
 // candidate ChooseMatMulKernels would give it, measured and recorded the
-// same way (kernel "nn.contrib_dense_pack"). False unless options.kernels is
-// "auto" and the target is the host's.
+// same way (kernel "nn.contrib_dense_pack"), the weight where its program
+// keeps it (ResidenceOfWeights). False unless options.kernels is "auto" and
+// the target is the host's.
 bool PackingDenseWins(const ir::TensorTypeNode& data, const ir::TensorTypeNode& weight,
-                      const CompileOptions& options);
+                      WeightResidence residence, const CompileOptions& options);
 
 // The tuning database a compile uses unless told otherwise:
 // $NIMBLE_TUNING_DB, else $XDG_CACHE_HOME/nimble/tuning.db, else

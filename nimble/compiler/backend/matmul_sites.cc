@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "nimble/compiler/backend/primitive_kernels.h"
+#include "nimble/compiler/ir/constant_bytes.h"
 #include "nimble/compiler/ir/functor.h"
 #include "nimble/compiler/te/parallel_chunk.h"
 #include "nimble/compiler/transform/pass_util.h"
@@ -108,6 +109,11 @@ class PoolWork {
   std::vector<float> data_;
 };
 
+// The bytes of weight copies a site read from memory cycles through: more
+// than the largest last-level cache measured here (32 MB), so that each
+// call's weight comes from memory, as in the program.
+constexpr size_t kMemoryWeightCycleBytes = size_t{64} << 20;
+
 Tensor Filled(const Shape& shape) {
   Tensor tensor = TensorNode::Empty(shape, DataType::Float32());
   std::fill_n(tensor->data<float>(), tensor->numel(), 0.5f);
@@ -115,6 +121,22 @@ Tensor Filled(const Shape& shape) {
 }
 
 }  // namespace
+
+WeightResidence ResidenceOfWeights(const ir::IRModule& module) {
+  return ir::ConstantBytes(module) > kCachedWeightBytes ? WeightResidence::kMemory
+                                                        : WeightResidence::kCached;
+}
+
+int MatMulSite::weight_input() const {
+  if (op == "nn.dense" || op == "nn.contrib_dense_pack") return 1;
+  if (input_class.size() != 2) return -1;
+  const auto has_symbolic = [&](int input) {
+    const Shape& shape = input_class[input];
+    return std::find(shape.begin(), shape.end(), kSymbolicDim) != shape.end();
+  };
+  if (has_symbolic(0) == has_symbolic(1)) return -1;
+  return has_symbolic(0) ? 1 : 0;
+}
 
 bool MatMulSite::dynamic() const {
   for (const Shape& shape : input_class) {
@@ -241,6 +263,30 @@ struct SiteMeasurer::State {
   // A site's generated kernel per template configuration, compiled once
   // and called at every extent.
   std::map<std::pair<const ir::FunctionNode*, std::string>, vm::Kernel> generated;
+  // Weights to cycle through when they are read from memory, by element
+  // count, shared by every candidate of a site (a packed weight has the
+  // plain one's elements): copies side by side in one buffer.
+  struct WeightCopies {
+    Tensor buffer;
+    size_t count = 0;
+    size_t stride = 0;  // bytes from one copy to the next, whole cache lines
+    void* copy(size_t index) const {
+      return static_cast<std::byte*>(buffer->raw_data()) + index % count * stride;
+    }
+  };
+  std::map<int64_t, std::shared_ptr<WeightCopies>> memory_weights;
+
+  std::shared_ptr<WeightCopies> MemoryWeights(const Shape& shape) {
+    std::shared_ptr<WeightCopies>& copies = memory_weights[ShapeNumel(shape)];
+    if (!copies) {
+      copies = std::make_shared<WeightCopies>();
+      copies->stride = (static_cast<size_t>(ShapeNumel(shape)) * sizeof(float) + 63) / 64 * 64;
+      copies->count = std::max<size_t>(2, kMemoryWeightCycleBytes / copies->stride);
+      copies->buffer =
+          Filled({static_cast<int64_t>(copies->count * copies->stride / sizeof(float))});
+    }
+    return copies;
+  }
 #if NIMBLE_HAVE_CODEGEN
   std::vector<std::unique_ptr<vm::KernelLibrary>> libraries;
 #endif
@@ -280,15 +326,24 @@ std::function<void()> SiteMeasurer::Prepare(const MatMulSite& site, const std::s
   tensors->push_back(Filled(site.output));
   auto views = std::make_shared<std::vector<DLTensor>>();
   for (const Tensor& tensor : *tensors) views->push_back(AsDLTensor(tensor));
+  // With its weight read from memory, the weight argument moves to the next
+  // copy before each call.
+  const int weight = site.weights == WeightResidence::kMemory ? site.weight_input() : -1;
+  const auto weight_copies = weight >= 0 ? state_->MemoryWeights(site.inputs[weight]) : nullptr;
+  auto next_copy = std::make_shared<size_t>(0);
   auto args = std::make_shared<std::vector<DLTensor*>>();
   for (DLTensor& view : *views) args->push_back(&view);
   const vm::Kernel bound = kernel == kGeneratedKernel
                                ? state_->GeneratedKernel(site, matmul)
                                : vm::KernelRegistry::Global().Bind(kernel, site.attrs);
-  bound(args->data(), static_cast<int32_t>(args->size()));
-  auto pool_work = std::make_shared<PoolWork>(ShapeNumel(site.output));
-  return [pool_work, bound, tensors, views, args] {
+  const auto call = [bound, tensors, views, args, weight, weight_copies, next_copy] {
+    if (weight_copies) (*views)[weight].data = weight_copies->copy((*next_copy)++);
     bound(args->data(), static_cast<int32_t>(args->size()));
+  };
+  call();
+  auto pool_work = std::make_shared<PoolWork>(ShapeNumel(site.output));
+  return [pool_work, call] {
+    call();
     (*pool_work)();
   };
 }

@@ -28,6 +28,25 @@ inline constexpr int64_t kDynamicExtent = 64;
 // A `?` in a MatMulSite's shape class.
 inline constexpr int64_t kSymbolicDim = -1;
 
+// Where a site's weight is when the program calls it. A program whose
+// constants outgrow the caches reads every product's weight from memory
+// (BERT-base, 440 MB); a small one finds its weights cached (an LSTM's 6
+// MB, read every token). Candidates rank differently in the two: at BERT's
+// 54 x 768 x 768 output projection the built-in kernel leads the packed one
+// by 3-6% with the weight cached and trails it by 11-16% with the weight read
+// from memory (2 threads of a Zen 4 EPYC), so a site is measured as its
+// program will run it.
+enum class WeightResidence { kCached, kMemory };
+
+// Constant bytes above which a program's weights count as read from memory:
+// more than a 2-core share of any host here keeps cached. A fixed figure,
+// since hypervisors report last-level caches of 320-480 MB on hosts whose
+// measured bandwidth falls to memory speed beyond 16-64 MB.
+inline constexpr size_t kCachedWeightBytes = size_t{64} << 20;
+
+// kMemory when `module`'s named constants exceed kCachedWeightBytes.
+WeightResidence ResidenceOfWeights(const ir::IRModule& module);
+
 struct MatMulSite {
   const ir::FunctionNode* primitive = nullptr;
   std::string op;
@@ -38,13 +57,19 @@ struct MatMulSite {
   std::vector<Shape> inputs;
   Shape output;
 
+  WeightResidence weights = WeightResidence::kCached;
+
   bool dynamic() const;
+  // The input that is the product's weight: nn.dense's second; of
+  // nn.batch_matmul's, the one without a `?` when the other has one; -1
+  // when neither can be told apart.
+  int weight_input() const;
   // The site measured with every `?` at `extent`.
   MatMulSite AtExtent(int64_t extent) const;
 };
 
 // Every site of `module` (after the pipeline), `?` at kDynamicExtent, in
-// order of appearance.
+// order of appearance, weights cached.
 std::vector<MatMulSite> CollectMatMulSites(const ir::IRModule& module);
 
 // "(?,768), (768,768)": shapes as the tuning databases key them.
@@ -87,7 +112,9 @@ std::vector<double> InterleavedSecondsPerCall(const std::vector<std::function<vo
 // as in a model, where other kernels run between two calls of a site: a
 // kernel that leaves threads busy after it returns would slow that work, and
 // the cost would be its. (The libraries run on the pool, one slice per
-// thread, so today none does; see nimble/vm/kernels/dense.cc.)
+// thread, so today none does; see nimble/vm/kernels/dense.cc.) A site whose
+// weights are read from memory takes a different copy of its weight each
+// call, from copies that together outgrow the caches.
 class SiteMeasurer {
  public:
   // `module` holds the sites (after the pipeline); generated kernels are

@@ -42,10 +42,13 @@ std::function<bool(const ir::CallNode&)> Fusible(const CompileOptions& options) 
   };
 }
 
-// Whether a dense of these types runs faster on a packed weight (measured).
-transform::PackDensePredicate PackingWins(const CompileOptions& options) {
-  return [&options](const ir::TensorTypeNode& data, const ir::TensorTypeNode& weight) {
-    return PackingDenseWins(data, weight, options);
+// Whether a dense of these types in `module` runs faster on a packed weight
+// (measured with the weight where the program keeps it).
+transform::PackDensePredicate PackingWins(const ir::IRModule& module,
+                                          const CompileOptions& options) {
+  return [&options, residence = ResidenceOfWeights(module)](const ir::TensorTypeNode& data,
+                                                            const ir::TensorTypeNode& weight) {
+    return PackingDenseWins(data, weight, residence, options);
   };
 }
 
@@ -64,11 +67,11 @@ const std::vector<PassInfo>& Passes() {
       Plain("fold-constant", transform::FoldConstants),
       {"batch-matmul-to-dense",
        [](const ir::IRModule& module, const CompileOptions& options) {
-         return transform::BatchMatMulToDense(module, PackingWins(options));
+         return transform::BatchMatMulToDense(module, PackingWins(module, options));
        }},
       {"pack-dense-weights",
        [](const ir::IRModule& module, const CompileOptions& options) {
-         return transform::PackDenseWeights(module, PackingWins(options));
+         return transform::PackDenseWeights(module, PackingWins(module, options));
        }},
       Plain("eta-expand", transform::EtaExpandConstructors),
       Plain("anf", transform::ToANormalForm),

@@ -414,5 +414,60 @@ def @other(%x: Tensor[(?, 8), float32]) {
   EXPECT_THAT(lowered_ops(arm), testing::Not(HasSubstr("nn.contrib_dense_pack")));
 }
 
+// A program whose constants outgrow the caches (here one of 64 MiB and a
+// float, which it returns and never reads) has its sites measured with
+// their weights read from memory, under keys of their own, the packed
+// candidate too; a program of small weights keeps the cached measurements.
+TEST_F(KernelTuningTest, SitesOfAProgramLargerThanTheCachesAreMeasuredWithWeightsFromMemory) {
+  const CompileOptions options = Options("auto");
+  const int64_t large_numel = static_cast<int64_t>(kCachedWeightBytes / sizeof(float)) + 1;
+  const text::ParamMap params{{"w", TensorNode::Empty({32, 8}, DataType::Float32())},
+                              {"large", TensorNode::Empty({large_numel}, DataType::Float32())}};
+  const auto parse = [&](const std::string& body) {
+    ir::IRModule module = text::ParseModule(
+        "#[version = \"0.0.5\"]\ndef @main(%x: Tensor[(?, 8), float32]) {\n  " + body + "\n}\n",
+        "test.relay", &params);
+    typing::InferTypes(module);
+    return module;
+  };
+  const ir::IRModule large =
+      parse("(nn.dense(%x, meta[relay.Constant][w]), meta[relay.Constant][large])");
+  const ir::IRModule small = parse("nn.dense(%x, meta[relay.Constant][w])");
+  EXPECT_EQ(ResidenceOfWeights(large), WeightResidence::kMemory);
+  EXPECT_EQ(ResidenceOfWeights(small), WeightResidence::kCached);
+
+  Compile(large, options);
+  const std::string from_memory = "kernel LIKE '%, weights from memory'";
+  EXPECT_THAT(KernelsWhere(database_, from_memory),
+              testing::IsSupersetOf(std::vector<std::string>{
+                  "nn.contrib_dense_pack, weights from memory", "nn.dense, weights from memory",
+                  kGeneratedKey + ", weights from memory"}));
+  EXPECT_THAT(KernelsWhere(database_, "NOT " + from_memory), IsEmpty());
+
+  Compile(small, options);
+  EXPECT_THAT(KernelsWhere(database_, "NOT " + from_memory),
+              testing::IsSupersetOf(
+                  std::vector<std::string>{"nn.contrib_dense_pack", "nn.dense", kGeneratedKey}));
+}
+
+// The operand measured from memory: nn.dense's weight; of nn.batch_matmul's,
+// the one without a `?` beside one with (BERT's projections take the
+// weight first or second); none when both or neither have one.
+TEST(MatMulSiteTest, TheWeightIsTheOperandWithoutASymbolicDimension) {
+  const auto site = [](const std::string& op, std::vector<Shape> inputs) {
+    MatMulSite result;
+    result.op = op;
+    result.input_class = std::move(inputs);
+    return result;
+  };
+  EXPECT_EQ(site("nn.dense", {{kSymbolicDim, 768}, {768, 768}}).weight_input(), 1);
+  EXPECT_EQ(site("nn.dense", {{8, 768}, {768, 768}}).weight_input(), 1);
+  EXPECT_EQ(site("nn.batch_matmul", {{1, kSymbolicDim, 768}, {12, 64, 768}}).weight_input(), 1);
+  EXPECT_EQ(site("nn.batch_matmul", {{12, 64, 768}, {1, kSymbolicDim, 768}}).weight_input(), 0);
+  EXPECT_EQ(
+      site("nn.batch_matmul", {{12, kSymbolicDim, 64}, {12, kSymbolicDim, 64}}).weight_input(), -1);
+  EXPECT_EQ(site("nn.batch_matmul", {{1, 128, 768}, {12, 64, 768}}).weight_input(), -1);
+}
+
 }  // namespace
 }  // namespace nimble::backend
