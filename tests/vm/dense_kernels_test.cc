@@ -477,6 +477,49 @@ TEST(PackedDenseKernelTest, BiasIsAddedOnceToEveryRow) {
                         "optional bias, and the output), got 5"));
 }
 
+// activation="gelu": gelu of each element of the product plus bias, on every
+// row tail and depth-slice count, and of the bias alone for an empty
+// reduction; gelu in double, as the reference writes it (erfc).
+TEST(PackedDenseKernelTest, GeluActivationAppliesToEveryElement) {
+  Attrs gelu;
+  gelu.Set("activation", std::string("gelu"));
+  const auto gelu_of = [](float x) {
+    return static_cast<float>(0.5 * x * std::erfc(-static_cast<double>(x) * std::sqrt(0.5)));
+  };
+  for (const Shape& data_shape : std::vector<Shape>{{1, 7}, {7, 600}, {13, 1030}, {2, 3, 40}}) {
+    for (const int64_t n : {16, 48}) {
+      SCOPED_TRACE("data " + ShapeToString(data_shape) + ", n " + std::to_string(n));
+      const int64_t k = data_shape.back();
+      const int64_t m = ShapeNumel(std::span(data_shape).first(data_shape.size() - 1));
+      const Tensor data = RandomTensor(data_shape, 5);
+      const Tensor weight = RandomTensor({n, k}, 6);
+      const Tensor bias = RandomTensor({n}, 7);
+      Shape out_shape(data_shape.begin(), data_shape.end() - 1);
+      out_shape.push_back(n);
+      std::vector<float> expected = NaiveMatMul({1, 1, m, n, k, false, true}, data, weight);
+      for (size_t i = 0; i < expected.size(); ++i) {
+        expected[i] = gelu_of(expected[i] + bias->data<float>()[i % n]);
+      }
+      ExpectClose(RunKernel("nn.contrib_dense_pack", gelu, {data, Packed(weight), bias}, out_shape),
+                  expected, k);
+    }
+  }
+  const Tensor bias = RandomTensor({16}, 8);
+  std::vector<float> rows;
+  for (int row = 0; row < 2; ++row) {
+    for (int64_t u = 0; u < 16; ++u) rows.push_back(gelu_of(bias->data<float>()[u]));
+  }
+  ExpectClose(RunKernel("nn.contrib_dense_pack", gelu,
+                        {RandomTensor({2, 0}, 1), RandomTensor({1, 0, 16}, 2), bias}, {2, 16}),
+              rows, 0);
+  Attrs relu;
+  relu.Set("activation", std::string("relu"));
+  EXPECT_THAT(
+      KernelError("nn.contrib_dense_pack", relu, RandomTensor({3, 8}, 1),
+                  RandomTensor({1, 8, 16}, 2), {3, 16}),
+      HasSubstr("nn.contrib_dense_pack: activation must be None or \"gelu\", got \"relu\""));
+}
+
 TEST(PackedDenseKernelTest, EmptySizes) {
   const Tensor zeros = RunKernel("nn.contrib_dense_pack", Attrs(), RandomTensor({3, 0}, 1),
                                  RandomTensor({1, 0, 16}, 2), {3, 16});

@@ -14,6 +14,7 @@
 #include "nimble/compiler/op/compute_util.h"
 #include "nimble/compiler/op/op.h"
 #include "nimble/compiler/op/reference_loops.h"
+#include "nimble/compiler/op/reference_scalar.h"
 #include "nimble/compiler/op/type_relations.h"
 #include "nimble/vm/error.h"
 #include "nimble/vm/kernels/element.h"
@@ -189,17 +190,31 @@ bool PackedDenseRelation(const std::vector<ir::Type>& types, const ir::Attrs& at
                   ir::TypeToString(bias));
     }
   }
+  if (!attrs.IsNone("activation") && attrs.GetString("activation") != "gelu") {
+    throw Error("activation must be None or \"gelu\", got \"" + attrs.GetString("activation") +
+                "\"");
+  }
   reporter.Assign(types.back(),
                   ir::MakeTensorType(std::move(shape), MatMulOutDType(attrs, data->dtype)));
   return true;
 }
 
-// Column u of a packed weight is weight[u / b, :, u % b].
+// Column u of a packed weight is weight[u / b, :, u % b]; the activation, if
+// any, applies to each element of the product.
 void PackedDenseKernel(std::span<const Tensor> inputs, std::span<Tensor> outputs,
-                       const ir::Attrs&) {
+                       const ir::Attrs& attrs) {
   const int64_t block = inputs[1]->shape()[2];
   DenseReference(inputs, outputs, [block](int64_t unit, int64_t l) {
     return std::array<int64_t, 3>{unit / block, l, unit % block};
+  });
+  if (attrs.IsNone("activation")) return;
+  const Tensor& out = outputs[0];
+  DispatchFloat(out->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* values = out->data<T>();
+    for (int64_t i = 0; i < out->numel(); ++i) {
+      values[i] = ConvertElement<T>(reference::Gelu()(ConvertElement<double>(values[i])));
+    }
   });
 }
 
@@ -637,8 +652,11 @@ void RegisterNnOps(OpRegistry& registry) {
       registry, "nn.contrib_dense_pack",
       "nn.dense with its weight packed: data [d1..dn, k] and weight [units / b, k, b], whose "
       "column u is weight[u / b, :, u % b], plus an optional bias [units], giving "
-      "[d1..dn, units].",
-      2, {{"out_dtype", AttrKind::kDType, std::monostate{}}}, OpPattern::kOpaque);
+      "[d1..dn, units]; activation \"gelu\" applies gelu to each element of that.",
+      2,
+      {{"out_dtype", AttrKind::kDType, std::monostate{}},
+       {"activation", AttrKind::kString, std::monostate{}}},
+      OpPattern::kOpaque);
   packed_dense.max_inputs = 3;
   packed_dense.relation = PackedDenseRelation;
   packed_dense.kernel = PackedDenseKernel;

@@ -86,6 +86,7 @@ class DenseWeightPacker : public ir::ExprMutator {
   Expr VisitCall(const ir::CallNode* call) override {
     Expr rewritten = ExprMutator::VisitCall(call);
     if (CalledOpName(*call) == "add") return WithBias(*call, rewritten);
+    if (CalledOpName(*call) == "gelu") return WithGelu(*call, rewritten);
     if (CalledOpName(*call) != "nn.dense") return rewritten;
     const auto* new_call = static_cast<const ir::CallNode*>(rewritten.get());
     const Expr& weight = new_call->args[1];
@@ -121,6 +122,25 @@ class DenseWeightPacker : public ir::ExprMutator {
   }
 
  private:
+  // gelu(packed), for a float32 packed call without an activation that only
+  // this gelu reads, as one packed call that applies it (BERT's feed-forward
+  // product, [tokens, 3072]): the kernel applies gelu to each tile while it
+  // is in cache, where gelu was one more pass over the product.
+  Expr WithGelu(const ir::CallNode& gelu, const Expr& rewritten) {
+    const auto& new_gelu = static_cast<const ir::CallNode&>(*rewritten);
+    const Expr& product = new_gelu.args[0];
+    if (CalledOpName(*product) != "nn.contrib_dense_pack") return rewritten;
+    const auto uses = uses_.find(gelu.args[0].get());
+    if (uses == uses_.end() || uses->second != 1) return rewritten;
+    const auto& packed = static_cast<const ir::CallNode&>(*product);
+    if (!packed.attrs.IsNone("activation")) return rewritten;
+    Attrs attrs = packed.attrs;
+    attrs.Set("activation", std::string("gelu"));
+    Expr result = Make<ir::CallNode>(packed.callee, packed.args, std::move(attrs));
+    result->span = gelu.span;
+    return result;
+  }
+
   // add(packed, b) or add(b, packed), for a packed call that only this add
   // reads and a constant float32 b of shape [units], as one packed call
   // with b (plus the bias it already had) as its bias: the kernel starts

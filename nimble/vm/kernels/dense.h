@@ -20,7 +20,8 @@
 //                   Attrs: units (None or weight's dimension 0), out_dtype.
 //   nn.contrib_dense_pack  data [d1..dn, k], weight [units / 16, k, 16],
 //                   optionally bias [units], out [d1..dn, units]. Attrs:
-//                   out_dtype.
+//                   out_dtype, activation (None or "gelu": gelu of each
+//                   element, applied while the tile is in cache).
 //   nn.batch_matmul x [b, m, k] ([b, k, m] with transpose_a), y [b, n, k]
 //                   ([b, k, n] with transpose_b=False), out [b, m, n]; x's or
 //                   y's batch may be 1 and broadcasts. Attrs: out_dtype,

@@ -230,6 +230,34 @@ TEST(PackedDenseTest, AddsAnOptionalBias) {
               HasSubstr("nn.contrib_dense_pack: bias must have shape (48,), got (47,)"));
 }
 
+// activation="gelu": gelu of each element of the product plus bias; no other
+// activation type-checks.
+TEST(PackedDenseTest, AppliesAGeluActivation) {
+  const std::vector<double> data = Samples(3 * 5, 1);
+  const std::vector<double> weight = Samples(8 * 5, 2);
+  const std::vector<double> bias = Samples(8, 3);
+  ir::Attrs gelu;
+  gelu.Set("activation", std::string("gelu"));
+  const Tensor out = Invoke(
+      "nn.contrib_dense_pack",
+      {TensorFrom({3, 5}, kF32, data), TensorFrom({2, 5, 4}, kF32, PackWeight(weight, 8, 5, 4)),
+       TensorFrom({8}, kF32, bias)},
+      gelu);
+  std::vector<double> expected = ExpectedDense(data, weight, 3, 8, 5);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const double x = static_cast<float>(expected[i] + bias[i % 8]);
+    expected[i] = 0.5 * x * std::erfc(-x / std::sqrt(2.0));
+  }
+  ExpectValues(out, expected);
+  ir::Attrs relu;
+  relu.Set("activation", std::string("relu"));
+  EXPECT_THAT(
+      ErrorOf([&] {
+        TypeOf("nn.contrib_dense_pack", {TensorOf({2, 768}), TensorOf({48, 768, 16})}, relu);
+      }),
+      HasSubstr("activation must be None or \"gelu\", got \"relu\""));
+}
+
 TEST(PackedDenseTest, TypesShapesAndErrors) {
   EXPECT_EQ(
       TypeOf("nn.contrib_dense_pack", {TensorOf({ir::Dim::Any(), 768}), TensorOf({192, 768, 16})}),

@@ -136,6 +136,32 @@ def @main(%x: Tensor[(?, 5), float32], %p: Tensor[(32), float32]) {
   EXPECT_EQ(static_cast<const ir::CallNode&>(*fields[0]).args[0].get(), fields[1].get());
 }
 
+// A gelu of a packed product that only it reads becomes the product's
+// activation, after its bias; a gelu of a product read elsewhere, or of a
+// product already activated, stays a gelu.
+TEST(PackDenseWeights, AGeluOfTheProductBecomesItsActivation) {
+  const text::ParamMap params{{"w", ExactValues({32, 5}, 1)}, {"b", ExactValues({32}, 2)}};
+  const ir::IRModule module = ParseTyped(R"(
+def @main(%x: Tensor[(?, 5), float32]) {
+  let %y = nn.dense(%x, meta[relay.Constant][w]);
+  (gelu(add(nn.dense(%x, meta[relay.Constant][w]), meta[relay.Constant][b])), gelu(%y), %y,
+   gelu(gelu(nn.dense(%x, meta[relay.Constant][w]))))
+})",
+                                         &params);
+  const ir::IRModule packed = PackDenseWeights(module, kAlways);
+  const text::ParamMap expected_params{{"w.packed", PackedByHand(params.at("w"))},
+                                       {"b", params.at("b")}};
+  ExpectProgram(packed, R"(
+def @main(%x: Tensor[(?, 5), float32]) {
+  let %y = nn.contrib_dense_pack(%x, meta[relay.Constant][w.packed]);
+  (nn.contrib_dense_pack(%x, meta[relay.Constant][w.packed], meta[relay.Constant][b], activation="gelu"),
+   gelu(%y), %y,
+   gelu(nn.contrib_dense_pack(%x, meta[relay.Constant][w.packed], activation="gelu")))
+})",
+                &expected_params);
+  ExpectSameResult(module, packed, {ExactValues({3, 5}, 4)});
+}
+
 TEST(PackDenseWeights, LeavesWhatItCannotOrIsToldNotToPack) {
   const text::ParamMap params{{"w24", ExactValues({24, 5}, 1)},
                               {"w16", ExactValues({16, 5}, 2)},
@@ -179,13 +205,16 @@ TEST(PackDenseWeights, PackedProgramRunsOnTheVm) {
   const text::ParamMap params{{"w", ExactValues({48, 300}, 1)}, {"b", ExactValues({48}, 2)}};
   const ir::IRModule module = ParseTyped(R"(
 def @main(%x: Tensor[(?, 300), float32]) {
-  tanh(add(nn.dense(%x, meta[relay.Constant][w]), meta[relay.Constant][b]))
+  tanh(gelu(add(nn.dense(%x, meta[relay.Constant][w]), meta[relay.Constant][b])))
 })",
                                          &params);
   backend::CompileOptions options;
   options.kernels = "builtin";
   const vm::Executable executable = backend::Compile(PackDenseWeights(module, kAlways), options);
-  EXPECT_THAT(vm::KernelTableToString(executable), ::testing::HasSubstr("nn.contrib_dense_pack"));
+  // The gelu runs in the packed kernel: no kernel of its own.
+  const std::string kernels = vm::KernelTableToString(executable);
+  EXPECT_THAT(kernels, ::testing::HasSubstr("nn.contrib_dense_pack"));
+  EXPECT_THAT(kernels, ::testing::Not(::testing::HasSubstr("gelu")));
   const Tensor x = ExactValues({7, 300}, 4);
   vm::VirtualMachine machine(executable);
   const Tensor got = machine.Invoke("main", {x}).as<TensorNode>();
