@@ -437,9 +437,11 @@ TEST(PackedDenseKernelTest, MatchesNaiveLoopOnEveryRowTail) {
   }
 }
 
-// A bias starts every row's sums: added once however many depth slices the
-// reduction takes (600, 1030: three and five), on every row tail.
-TEST(PackedDenseKernelTest, BiasIsAddedOnceToEveryRow) {
+// The packed kernel under `attrs`, with a bias, on every row tail and
+// depth-slice count (600, 1030: three and five slices), against the naive
+// product plus the bias with `activation` applied to each element.
+void ExpectPackedProductsWithBias(const Attrs& attrs,
+                                  const std::function<float(float)>& activation) {
   for (const Shape& data_shape : std::vector<Shape>{{1, 7}, {7, 600}, {13, 1030}, {2, 3, 40}}) {
     for (const int64_t n : {16, 48}) {
       SCOPED_TRACE("data " + ShapeToString(data_shape) + ", n " + std::to_string(n));
@@ -451,12 +453,20 @@ TEST(PackedDenseKernelTest, BiasIsAddedOnceToEveryRow) {
       Shape out_shape(data_shape.begin(), data_shape.end() - 1);
       out_shape.push_back(n);
       std::vector<float> expected = NaiveMatMul({1, 1, m, n, k, false, true}, data, weight);
-      for (size_t i = 0; i < expected.size(); ++i) expected[i] += bias->data<float>()[i % n];
+      for (size_t i = 0; i < expected.size(); ++i) {
+        expected[i] = activation(expected[i] + bias->data<float>()[i % n]);
+      }
       ExpectClose(
-          RunKernel("nn.contrib_dense_pack", Attrs(), {data, Packed(weight), bias}, out_shape),
+          RunKernel("nn.contrib_dense_pack", attrs, {data, Packed(weight), bias}, out_shape),
           expected, k);
     }
   }
+}
+
+// A bias starts every row's sums: added once however many depth slices the
+// reduction takes.
+TEST(PackedDenseKernelTest, BiasIsAddedOnceToEveryRow) {
+  ExpectPackedProductsWithBias(Attrs(), [](float x) { return x; });
   // An empty reduction leaves the bias.
   const Tensor bias = RandomTensor({16}, 8);
   std::vector<float> rows(bias->data<float>(), bias->data<float>() + 16);
@@ -486,24 +496,7 @@ TEST(PackedDenseKernelTest, GeluActivationAppliesToEveryElement) {
   const auto gelu_of = [](float x) {
     return static_cast<float>(0.5 * x * std::erfc(-static_cast<double>(x) * std::sqrt(0.5)));
   };
-  for (const Shape& data_shape : std::vector<Shape>{{1, 7}, {7, 600}, {13, 1030}, {2, 3, 40}}) {
-    for (const int64_t n : {16, 48}) {
-      SCOPED_TRACE("data " + ShapeToString(data_shape) + ", n " + std::to_string(n));
-      const int64_t k = data_shape.back();
-      const int64_t m = ShapeNumel(std::span(data_shape).first(data_shape.size() - 1));
-      const Tensor data = RandomTensor(data_shape, 5);
-      const Tensor weight = RandomTensor({n, k}, 6);
-      const Tensor bias = RandomTensor({n}, 7);
-      Shape out_shape(data_shape.begin(), data_shape.end() - 1);
-      out_shape.push_back(n);
-      std::vector<float> expected = NaiveMatMul({1, 1, m, n, k, false, true}, data, weight);
-      for (size_t i = 0; i < expected.size(); ++i) {
-        expected[i] = gelu_of(expected[i] + bias->data<float>()[i % n]);
-      }
-      ExpectClose(RunKernel("nn.contrib_dense_pack", gelu, {data, Packed(weight), bias}, out_shape),
-                  expected, k);
-    }
-  }
+  ExpectPackedProductsWithBias(gelu, gelu_of);
   const Tensor bias = RandomTensor({16}, 8);
   std::vector<float> rows;
   for (int row = 0; row < 2; ++row) {
