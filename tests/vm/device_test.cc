@@ -3,9 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <vector>
 
 #include "nimble/vm/allocator.h"
@@ -119,6 +121,27 @@ TEST(DeviceTest, CudaRoundTripsOrSaysWhyItIsMissing) {
   EXPECT_EQ(back, host);
   cuda->Free(a);
   cuda->Free(b);
+
+  // A copy from pageable host memory does not wait for the GPU, yet the host
+  // may overwrite its buffer at once: the device still receives the old bytes,
+  // also behind 256 MiB of queued work and for a copy staged in pieces.
+  constexpr size_t kBusyBytes = size_t{256} << 20;
+  void* busy_from = cuda->Alloc(kBusyBytes, 256);
+  void* busy_to = cuda->Alloc(kBusyBytes, 256);
+  for (const size_t count : {size_t{1}, size_t{1000}, size_t{16} << 20}) {
+    std::vector<int32_t> source(count), expected(count), received(count);
+    std::iota(expected.begin(), expected.end(), 7);
+    source = expected;
+    void* data = cuda->Alloc(count * sizeof(int32_t), 256);
+    cuda->Copy(busy_to, kCuda0, busy_from, kCuda0, kBusyBytes);
+    cuda->Copy(data, kCuda0, source.data(), kCpu, count * sizeof(int32_t));
+    std::fill(source.begin(), source.end(), -1);
+    cuda->Copy(received.data(), kCpu, data, kCuda0, count * sizeof(int32_t));
+    EXPECT_EQ(received, expected) << count << " elements";
+    cuda->Free(data);
+  }
+  cuda->Free(busy_from);
+  cuda->Free(busy_to);
 
   // Tensors through the CUDA pool.
   Tensor tensor = TensorNode::FromVector<float>({2, 3}, DataType::Float32(), {1, 2, 3, 4, 5, 6});

@@ -7,6 +7,7 @@
 #include "nimble/compiler/te/matmul_schedule.h"
 #include "nimble/compiler/te/parallel_chunk.h"
 #include "nimble/compiler/tir/merge_gpu_loops.h"
+#include "nimble/compiler/tir/registerize_thread_buffers.h"
 #include "nimble/compiler/tir/simplify.h"
 #include "nimble/vm/error.h"
 
@@ -376,7 +377,7 @@ tir::PrimFunc Lower(const std::string& name, const std::vector<Tensor>& inputs,
   func.body = std::move(body);
   tir::PrimFunc simplified = tir::Simplify(func);
   if (func.device == tir::PrimFunc::Device::kGpu) {
-    simplified.body = tir::MergeGpuThreadLoops(simplified.body);
+    simplified.body = tir::RegisterizeThreadBuffers(tir::MergeGpuThreadLoops(simplified.body));
   }
   return simplified;
 }

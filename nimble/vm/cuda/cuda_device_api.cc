@@ -51,6 +51,17 @@ void Check(cudaError_t status, const std::string& what) {
   }
 }
 
+// Whether `host` is page-locked (cudaHostAlloc, cudaHostRegister): memory
+// the GPU reads by DMA after a copy call returns. Unknown counts as locked.
+bool PageLocked(const void* host) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, host) != cudaSuccess) {
+    cudaGetLastError();
+    return true;
+  }
+  return attributes.type == cudaMemoryTypeHost;
+}
+
 void Check(cublasStatus_t status, const std::string& what) {
   if (status != CUBLAS_STATUS_SUCCESS) {
     throw Error("cuBLAS " + what + " failed: " + cublasGetStatusString(status) + " (status " +
@@ -236,8 +247,13 @@ class CudaDeviceAPI final : public DeviceAPI {
     cudaGetLastError();
   }
 
-  // Copies that touch host memory are complete on return (the host buffer may
-  // be reused at once); copies between GPUs are queued on this device's stream.
+  // A copy into host memory is complete on return: the host reads it next. A
+  // copy from pageable host memory returns once the driver has staged the
+  // bytes (cudaMemcpyAsync's documented behaviour), so the host buffer may be
+  // reused at once while the host runs ahead of the GPU: an LSTM's token index,
+  // copied to the GPU every token, no longer waits for the previous token's
+  // kernels. From page-locked memory the driver reads later, so that copy
+  // waits. Copies between GPUs are queued on this device's stream.
   void Copy(void* dst, Device dst_device, const void* src, Device src_device,
             size_t bytes) override {
     if (bytes == 0) return;
@@ -259,7 +275,7 @@ class CudaDeviceAPI final : public DeviceAPI {
                                 : src_host ? cudaMemcpyHostToDevice
                                            : cudaMemcpyDeviceToDevice;
     Check(cudaMemcpyAsync(dst, src, bytes, kind, stream_), what);
-    if (dst_host || src_host) Check(cudaStreamSynchronize(stream_), what);
+    if (dst_host || (src_host && PageLocked(src))) Check(cudaStreamSynchronize(stream_), what);
   }
 
   void Synchronize() override {
