@@ -13,19 +13,28 @@ std::vector<Stmt> Items(const Stmt& stmt) {
   return {stmt};
 }
 
-// `items` as one sequence in which each let scopes everything after it:
-// [A, let x = e { B }, C] becomes [A, let x = e { B, C }]. Variables are
-// distinct nodes, so C computes the same with x in scope; afterwards a store
-// at the top of the sequence precedes, in one scope, everything that runs
-// after it in the thread.
-Stmt WidenLets(std::vector<Stmt> items) {
+// `items` as one sequence in which each let and each allocation of a
+// thread's own buffer scopes everything after it: [A, let x = e { B }, C]
+// becomes [A, let x = e { B, C }]. Variables and buffers are distinct nodes,
+// so C computes the same with x in scope; afterwards a store at the top of
+// the sequence precedes, in one scope, everything that runs after it in the
+// thread.
+Stmt WidenScopes(std::vector<Stmt> items) {
   for (size_t k = 0; k < items.size(); ++k) {
-    if (items[k]->kind != StmtKind::kLet) continue;
-    const auto& let = static_cast<const LetNode&>(*items[k]);
-    std::vector<Stmt> rest = Items(let.body);
+    const Stmt item = items[k];
+    if (item->kind != StmtKind::kLet && item->kind != StmtKind::kAllocate) continue;
+    const Stmt& body = item->kind == StmtKind::kLet ? static_cast<const LetNode&>(*item).body
+                                                    : static_cast<const AllocateNode&>(*item).body;
+    std::vector<Stmt> rest = Items(body);
     rest.insert(rest.end(), items.begin() + static_cast<std::ptrdiff_t>(k) + 1, items.end());
     items.resize(k);
-    items.push_back(Let(let.var, let.value, WidenLets(std::move(rest))));
+    Stmt widened = WidenScopes(std::move(rest));
+    if (item->kind == StmtKind::kLet) {
+      const auto& let = static_cast<const LetNode&>(*item);
+      items.push_back(Let(let.var, let.value, std::move(widened)));
+    } else {
+      items.push_back(Allocate(static_cast<const AllocateNode&>(*item).buffer, std::move(widened)));
+    }
     break;
   }
   return Seq(std::move(items));
@@ -87,7 +96,7 @@ class ThreadValueFinder {
         for (const Stmt& inner : static_cast<const SeqNode&>(*stmt).stmts) Visit(inner, top);
         return;
       case StmtKind::kAllocate:
-        return Visit(static_cast<const AllocateNode&>(*stmt).body, false);
+        return Visit(static_cast<const AllocateNode&>(*stmt).body, top);
       case StmtKind::kAssert: {
         const auto& assertion = static_cast<const AssertNode&>(*stmt);
         Visit(assertion.condition);
@@ -122,38 +131,23 @@ class ThreadValueRewriter {
  public:
   explicit ThreadValueRewriter(const std::set<const BufferNode*>& values) : values_(values) {}
 
+  // Stores of value buffers sit only on the chain of sequences, lets and
+  // allocations (ThreadValueFinder); below it only loads change.
   Stmt Rewrite(const Stmt& stmt) {
     switch (stmt->kind) {
-      case StmtKind::kFor: {
-        const auto& loop = static_cast<const ForNode&>(*stmt);
-        return For(loop.var, Rewrite(loop.extent), loop.for_kind, Rewrite(loop.body),
-                   loop.min_chunk);
-      }
-      case StmtKind::kStore: {
-        const auto& store = static_cast<const StoreNode&>(*stmt);
-        return Store(store.buffer, Rewrite(store.index), Rewrite(store.value), store.reassociate);
-      }
+      case StmtKind::kSeq:
+        return RewriteItems(static_cast<const SeqNode&>(*stmt).stmts, 0);
       case StmtKind::kLet: {
         const auto& let = static_cast<const LetNode&>(*stmt);
         return Let(let.var, Rewrite(let.value), Rewrite(let.body));
       }
-      case StmtKind::kIf: {
-        const auto& branch = static_cast<const IfNode&>(*stmt);
-        return If(Rewrite(branch.condition), Rewrite(branch.then_case),
-                  branch.else_case ? Rewrite(branch.else_case) : nullptr);
-      }
-      case StmtKind::kSeq:
-        return RewriteItems(static_cast<const SeqNode&>(*stmt).stmts, 0);
       case StmtKind::kAllocate: {
         const auto& allocate = static_cast<const AllocateNode&>(*stmt);
         return Allocate(allocate.buffer, Rewrite(allocate.body));
       }
-      case StmtKind::kAssert: {
-        const auto& assertion = static_cast<const AssertNode&>(*stmt);
-        return Assert(Rewrite(assertion.condition), assertion.message, Rewrite(assertion.body));
-      }
+      default:
+        return MapExprs(stmt, [&](const Expr& expr) { return Rewrite(expr); });
     }
-    return stmt;
   }
 
  private:
@@ -202,7 +196,9 @@ class AccessCollector {
         const auto& inner = static_cast<const ForNode&>(*stmt);
         Visit(inner.extent, loop);
         if (inner.min_chunk) Visit(inner.min_chunk, loop);
-        return Visit(inner.body, inner.for_kind == ForKind::kGpuThreads ? &inner : loop);
+        const bool gpu =
+            inner.for_kind == ForKind::kGpuThreads || inner.for_kind == ForKind::kGpuBlocks;
+        return Visit(inner.body, gpu ? &inner : loop);
       }
       case StmtKind::kStore: {
         const auto& store = static_cast<const StoreNode&>(*stmt);
@@ -296,7 +292,7 @@ class KernelRewriter {
 
  private:
   Stmt RewriteThreadLoop(const ForNode& loop, const std::set<const BufferNode*>& candidates) {
-    const Stmt widened = WidenLets(Items(loop.body));
+    const Stmt widened = WidenScopes(Items(loop.body));
     const std::set<const BufferNode*> values =
         ThreadValueFinder(loop.var, candidates).Find(widened);
     if (values.empty()) return For(loop.var, loop.extent, loop.for_kind, loop.body);

@@ -52,6 +52,45 @@ Stmt Assert(Expr condition, std::string message, Stmt body) {
   return std::make_shared<AssertNode>(std::move(condition), std::move(message), std::move(body));
 }
 
+Stmt MapExprs(const Stmt& stmt, const std::function<Expr(const Expr&)>& fn) {
+  switch (stmt->kind) {
+    case StmtKind::kFor: {
+      const auto& loop = static_cast<const ForNode&>(*stmt);
+      return For(loop.var, fn(loop.extent), loop.for_kind, MapExprs(loop.body, fn),
+                 loop.min_chunk ? fn(loop.min_chunk) : nullptr);
+    }
+    case StmtKind::kStore: {
+      const auto& store = static_cast<const StoreNode&>(*stmt);
+      return Store(store.buffer, fn(store.index), fn(store.value), store.reassociate);
+    }
+    case StmtKind::kLet: {
+      const auto& let = static_cast<const LetNode&>(*stmt);
+      return Let(let.var, fn(let.value), MapExprs(let.body, fn));
+    }
+    case StmtKind::kIf: {
+      const auto& branch = static_cast<const IfNode&>(*stmt);
+      return If(fn(branch.condition), MapExprs(branch.then_case, fn),
+                branch.else_case ? MapExprs(branch.else_case, fn) : nullptr);
+    }
+    case StmtKind::kSeq: {
+      std::vector<Stmt> stmts;
+      for (const Stmt& inner : static_cast<const SeqNode&>(*stmt).stmts) {
+        stmts.push_back(MapExprs(inner, fn));
+      }
+      return Seq(std::move(stmts));
+    }
+    case StmtKind::kAllocate: {
+      const auto& allocate = static_cast<const AllocateNode&>(*stmt);
+      return Allocate(allocate.buffer, MapExprs(allocate.body, fn));
+    }
+    case StmtKind::kAssert: {
+      const auto& assertion = static_cast<const AssertNode&>(*stmt);
+      return Assert(fn(assertion.condition), assertion.message, MapExprs(assertion.body, fn));
+    }
+  }
+  return stmt;
+}
+
 std::string ForKindName(ForKind kind) {
   switch (kind) {
     case ForKind::kSerial:

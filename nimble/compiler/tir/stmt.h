@@ -2,6 +2,7 @@
 // schedule lowers a fused primitive to, and what code generation emits.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -128,6 +129,10 @@ Stmt If(Expr condition, Stmt then_case, Stmt else_case = nullptr);
 Stmt Seq(std::vector<Stmt> stmts);
 Stmt Allocate(Buffer buffer, Stmt body);
 Stmt Assert(Expr condition, std::string message, Stmt body);
+
+// `stmt` with `fn` applied to each whole expression in it (extents, indices,
+// stored values, let values, conditions), nested statements included.
+Stmt MapExprs(const Stmt& stmt, const std::function<Expr(const Expr&)>& fn);
 
 // A kernel with the runtime's calling convention (nimble/vm/kernel.h): its
 // parameters are the DLTensor arguments, inputs then outputs, in order. On

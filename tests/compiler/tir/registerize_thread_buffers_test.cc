@@ -116,6 +116,44 @@ TEST(RegisterizeThreadBuffersTest, ABufferStaysWhereAThreadMightSeeAnotherValue)
                          For(j, l.n, ForKind::kGpuThreads, Store(l.out, j, Load(l.t, j)))}))));
 }
 
+// A row sum that the same block then reads in its elementwise stage (a merged
+// softmax's shape): the sum is a value of the block.
+TEST(RegisterizeThreadBuffersTest, ABlocksReductionBecomesAValueOfTheBlock) {
+  const Var rows = MakeVar("rows");
+  const Var b = MakeVar("b");
+  const Var j = MakeVar("j");
+  const Var k = MakeVar("k");
+  const Buffer x = MakeBuffer("x", {rows, IntImm(2)});
+  const Buffer out = MakeBuffer("out", {rows, IntImm(2)});
+  const Buffer sum = MakeBuffer("sum", {rows});
+  const Buffer acc = MakeBuffer("acc", {IntImm(1)});
+  const Expr element = Add(Mul(b, IntImm(2)), k);
+  const Stmt body = Allocate(
+      sum,
+      For(b, rows, ForKind::kGpuBlocks,
+          Seq({Allocate(
+                   acc,
+                   Seq({Store(acc, IntImm(0), FloatImm(0)),
+                        For(j, IntImm(2), ForKind::kGpuBlockStride,
+                            Store(acc, IntImm(0),
+                                  Add(Load(acc, IntImm(0)), Load(x, Add(Mul(b, IntImm(2)), j))))),
+                        Store(sum, b, Call(Intrinsic::kBlockSum, {Load(acc, IntImm(0))}))})),
+               For(k, IntImm(2), ForKind::kGpuBlockStride,
+                   Store(out, element, Div(Load(x, element), Load(sum, b))))})));
+  const std::string registerized = ToString(RegisterizeThreadBuffers(body));
+  EXPECT_EQ(registerized.find("allocate sum"), std::string::npos) << registerized;
+  EXPECT_NE(registerized.find("  let sum = block_sum(acc[0])\n"), std::string::npos)
+      << registerized;
+  EXPECT_NE(registerized.find("(x[((b * 2) + k)] / sum)"), std::string::npos) << registerized;
+  const PrimFunc func{
+      "normalize", {x, out}, 1, RegisterizeThreadBuffers(body), PrimFunc::Device::kGpu};
+  const Tensor input = TensorNode::FromVector<float>({2, 2}, kF32, {1, 3, 2, 2});
+  const Tensor output = TensorNode::Empty({2, 2}, kF32);
+  testing::Interpret(func, std::vector{input, output});
+  EXPECT_EQ(std::vector<float>(output->data<float>(), output->data<float>() + 4),
+            (std::vector<float>{0.25f, 0.75f, 0.5f, 0.5f}));
+}
+
 TEST(RegisterizeThreadBuffersTest, KernelParametersAndCpuLoopsAreLeftAlone) {
   const OneLoop l;
   // The output is a parameter: stored and read back, it stays a store.
