@@ -34,59 +34,34 @@ class UseCollector {
   UseCollector(const VarNode* own, std::map<const BufferNode*, BufferUse>* uses)
       : own_(own), uses_(uses) {}
 
-  void Visit(const Stmt& stmt, bool top) {
-    if (!stmt) return;
-    switch (stmt->kind) {
-      case StmtKind::kFor: {
-        const auto& loop = static_cast<const ForNode&>(*stmt);
-        Visit(loop.extent);
-        if (loop.min_chunk) Visit(loop.min_chunk);
-        return Visit(loop.body, false);
-      }
-      case StmtKind::kStore: {
-        const auto& store = static_cast<const StoreNode&>(*stmt);
-        Access(*store.buffer, store.index, /*store=*/true);
-        if (!top || !Alike(store.value)) (*uses_)[store.buffer.get()].stored_alike = false;
-        Visit(store.index);
-        return Visit(store.value);
-      }
-      case StmtKind::kLet: {
-        const auto& let = static_cast<const LetNode&>(*stmt);
-        Visit(let.value);
-        if (!top || !Alike(let.value)) unlike_.insert(let.var.get());
-        return Visit(let.body, top);
-      }
-      case StmtKind::kIf: {
-        const auto& branch = static_cast<const IfNode&>(*stmt);
-        Visit(branch.condition);
-        Visit(branch.then_case, false);
-        return Visit(branch.else_case, false);
-      }
-      case StmtKind::kSeq:
-        for (const Stmt& inner : static_cast<const SeqNode&>(*stmt).stmts) Visit(inner, top);
-        return;
-      case StmtKind::kAllocate: {
-        const auto& allocate = static_cast<const AllocateNode&>(*stmt);
-        locals_.insert(allocate.buffer.get());
-        return Visit(allocate.body, top);
-      }
-      case StmtKind::kAssert: {
-        const auto& assertion = static_cast<const AssertNode&>(*stmt);
-        Visit(assertion.condition);
-        return Visit(assertion.body, false);
-      }
+  void Collect(const Stmt& body) {
+    VisitInOrder(
+        body, [&](const Stmt& stmt, bool top) { Note(stmt, top); },
+        [&](const Expr& expr) { Note(expr); });
+  }
+
+ private:
+  void Note(const Stmt& stmt, bool top) {
+    if (stmt->kind == StmtKind::kStore) {
+      const auto& store = static_cast<const StoreNode&>(*stmt);
+      Access(*store.buffer, store.index, /*store=*/true);
+      if (!top || !Alike(store.value)) (*uses_)[store.buffer.get()].stored_alike = false;
+    } else if (stmt->kind == StmtKind::kLet) {
+      const auto& let = static_cast<const LetNode&>(*stmt);
+      if (!top || !Alike(let.value)) unlike_.insert(let.var.get());
+    } else if (stmt->kind == StmtKind::kAllocate) {
+      locals_.insert(static_cast<const AllocateNode&>(*stmt).buffer.get());
     }
   }
 
-  void Visit(const Expr& expr) {
+  void Note(const Expr& expr) {
     if (expr->kind == ExprKind::kLoad) {
       const auto& load = static_cast<const LoadNode&>(*expr);
       Access(*load.buffer, load.index, /*store=*/false);
     }
-    ForEachOperand(expr, [&](const Expr& operand) { Visit(operand); });
+    ForEachOperand(expr, [&](const Expr& operand) { Note(operand); });
   }
 
- private:
   void Access(const BufferNode& buffer, const Expr& index, bool store) {
     BufferUse& use = (*uses_)[&buffer];
     use.stored |= store;
@@ -121,7 +96,7 @@ class UseCollector {
 
 std::map<const BufferNode*, BufferUse> UsesOf(const ForNode& loop) {
   std::map<const BufferNode*, BufferUse> uses;
-  UseCollector(loop.var.get(), &uses).Visit(loop.body, true);
+  UseCollector(loop.var.get(), &uses).Collect(loop.body);
   return uses;
 }
 
@@ -231,10 +206,8 @@ Expr RowLength(const ForNode& blocks, const ForNode& threads,
     }
     ForEachOperand(expr, visit);
   };
-  MapExprs(threads.body, [&](const Expr& expr) {
-    visit(expr);
-    return expr;
-  });
+  VisitInOrder(
+      threads.body, [](const Stmt&, bool) {}, visit);
   if (!consistent || !length) return nullptr;
   return SameProduct(threads.extent, Mul(blocks.extent, length)) ? length : nullptr;
 }
@@ -304,7 +277,7 @@ Stmt MergeSeq(const SeqNode& seq) {
         const Stmt row_loop = AsRowLoop(*loop, first->var, length);
         bodies.push_back(row_loop);
         std::map<const BufferNode*, BufferUse> row_uses;
-        UseCollector(first->var.get(), &row_uses).Visit(row_loop, true);
+        UseCollector(first->var.get(), &row_uses).Collect(row_loop);
         AddUses(row_uses, &uses);
         continue;
       }

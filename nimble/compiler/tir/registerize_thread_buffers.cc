@@ -50,7 +50,9 @@ class ThreadValueFinder {
   }
 
   std::set<const BufferNode*> Find(const Stmt& body) {
-    Visit(body, /*top=*/true);
+    VisitInOrder(
+        body, [&](const Stmt& stmt, bool top) { Note(stmt, top); },
+        [&](const Expr& expr) { Note(expr); });
     std::set<const BufferNode*> found;
     for (const BufferNode* buffer : candidates_) {
       if (!refused_.count(buffer) && loaded_.count(buffer)) found.insert(buffer);
@@ -59,53 +61,23 @@ class ThreadValueFinder {
   }
 
  private:
-  // `top`: on the body's chain of sequences and lets, where a store runs
-  // exactly once in the thread and before all that follows.
-  void Visit(const Stmt& stmt, bool top) {
-    switch (stmt->kind) {
-      case StmtKind::kFor: {
-        const auto& loop = static_cast<const ForNode&>(*stmt);
-        Visit(loop.extent);
-        return Visit(loop.body, false);
-      }
-      case StmtKind::kStore: {
-        const auto& store = static_cast<const StoreNode&>(*stmt);
-        Visit(store.index);
-        Visit(store.value);
-        const BufferNode* buffer = store.buffer.get();
-        if (!candidates_.count(buffer)) return;
-        if (!top || store.reassociate || !IsOwn(store.index) || !stored_.insert(buffer).second) {
-          refused_.insert(buffer);
-        }
-        return;
-      }
-      case StmtKind::kLet: {
-        const auto& let = static_cast<const LetNode&>(*stmt);
-        Visit(let.value);
-        if (IsOwn(let.value)) own_.insert(let.var.get());
-        return Visit(let.body, top);
-      }
-      case StmtKind::kIf: {
-        const auto& branch = static_cast<const IfNode&>(*stmt);
-        Visit(branch.condition);
-        Visit(branch.then_case, false);
-        if (branch.else_case) Visit(branch.else_case, false);
-        return;
-      }
-      case StmtKind::kSeq:
-        for (const Stmt& inner : static_cast<const SeqNode&>(*stmt).stmts) Visit(inner, top);
-        return;
-      case StmtKind::kAllocate:
-        return Visit(static_cast<const AllocateNode&>(*stmt).body, top);
-      case StmtKind::kAssert: {
-        const auto& assertion = static_cast<const AssertNode&>(*stmt);
-        Visit(assertion.condition);
-        return Visit(assertion.body, false);
+  // A store at the top of the body runs exactly once in the thread and
+  // before all that follows it.
+  void Note(const Stmt& stmt, bool top) {
+    if (stmt->kind == StmtKind::kLet) {
+      const auto& let = static_cast<const LetNode&>(*stmt);
+      if (IsOwn(let.value)) own_.insert(let.var.get());
+    } else if (stmt->kind == StmtKind::kStore) {
+      const auto& store = static_cast<const StoreNode&>(*stmt);
+      const BufferNode* buffer = store.buffer.get();
+      if (!candidates_.count(buffer)) return;
+      if (!top || store.reassociate || !IsOwn(store.index) || !stored_.insert(buffer).second) {
+        refused_.insert(buffer);
       }
     }
   }
 
-  void Visit(const Expr& expr) {
+  void Note(const Expr& expr) {
     if (expr->kind == ExprKind::kLoad) {
       const auto& load = static_cast<const LoadNode&>(*expr);
       const BufferNode* buffer = load.buffer.get();
@@ -115,7 +87,7 @@ class ThreadValueFinder {
         loaded_.insert(buffer);
       }
     }
-    ForEachOperand(expr, [&](const Expr& operand) { Visit(operand); });
+    ForEachOperand(expr, [&](const Expr& operand) { Note(operand); });
   }
 
   bool IsOwn(const Expr& index) const { return own_.count(index.get()) > 0; }

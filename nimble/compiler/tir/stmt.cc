@@ -91,6 +91,64 @@ Stmt MapExprs(const Stmt& stmt, const std::function<Expr(const Expr&)>& fn) {
   return stmt;
 }
 
+namespace {
+
+void VisitInOrder(const Stmt& stmt, bool top,
+                  const std::function<void(const Stmt&, bool top)>& on_stmt,
+                  const std::function<void(const Expr&)>& on_expr) {
+  switch (stmt->kind) {
+    case StmtKind::kFor: {
+      const auto& loop = static_cast<const ForNode&>(*stmt);
+      on_expr(loop.extent);
+      if (loop.min_chunk) on_expr(loop.min_chunk);
+      on_stmt(stmt, top);
+      return VisitInOrder(loop.body, false, on_stmt, on_expr);
+    }
+    case StmtKind::kStore: {
+      const auto& store = static_cast<const StoreNode&>(*stmt);
+      on_expr(store.index);
+      on_expr(store.value);
+      return on_stmt(stmt, top);
+    }
+    case StmtKind::kLet: {
+      const auto& let = static_cast<const LetNode&>(*stmt);
+      on_expr(let.value);
+      on_stmt(stmt, top);
+      return VisitInOrder(let.body, top, on_stmt, on_expr);
+    }
+    case StmtKind::kIf: {
+      const auto& branch = static_cast<const IfNode&>(*stmt);
+      on_expr(branch.condition);
+      on_stmt(stmt, top);
+      VisitInOrder(branch.then_case, false, on_stmt, on_expr);
+      if (branch.else_case) VisitInOrder(branch.else_case, false, on_stmt, on_expr);
+      return;
+    }
+    case StmtKind::kSeq:
+      on_stmt(stmt, top);
+      for (const Stmt& inner : static_cast<const SeqNode&>(*stmt).stmts) {
+        VisitInOrder(inner, top, on_stmt, on_expr);
+      }
+      return;
+    case StmtKind::kAllocate:
+      on_stmt(stmt, top);
+      return VisitInOrder(static_cast<const AllocateNode&>(*stmt).body, top, on_stmt, on_expr);
+    case StmtKind::kAssert: {
+      const auto& assertion = static_cast<const AssertNode&>(*stmt);
+      on_expr(assertion.condition);
+      on_stmt(stmt, top);
+      return VisitInOrder(assertion.body, false, on_stmt, on_expr);
+    }
+  }
+}
+
+}  // namespace
+
+void VisitInOrder(const Stmt& stmt, const std::function<void(const Stmt&, bool top)>& on_stmt,
+                  const std::function<void(const Expr&)>& on_expr) {
+  VisitInOrder(stmt, true, on_stmt, on_expr);
+}
+
 std::string ForKindName(ForKind kind) {
   switch (kind) {
     case ForKind::kSerial:

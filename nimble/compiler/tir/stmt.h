@@ -134,6 +134,14 @@ Stmt Assert(Expr condition, std::string message, Stmt body);
 // stored values, let values, conditions), nested statements included.
 Stmt MapExprs(const Stmt& stmt, const std::function<Expr(const Expr&)>& fn);
 
+// Walks `stmt` in the order a thread runs it: `on_expr` sees each whole
+// expression of a statement, then `on_stmt` the statement, then its nested
+// statements. `top` is true for a statement on `stmt`'s chain of sequences,
+// lets and allocations, which runs once and after everything before it on
+// that chain (not inside an inner loop, a branch or an assertion).
+void VisitInOrder(const Stmt& stmt, const std::function<void(const Stmt&, bool top)>& on_stmt,
+                  const std::function<void(const Expr&)>& on_expr);
+
 // A kernel with the runtime's calling convention (nimble/vm/kernel.h): its
 // parameters are the DLTensor arguments, inputs then outputs, in order. On
 // entry it checks the argument count, each argument's device, dtype and rank,
