@@ -140,12 +140,12 @@ const ForNode* AsGpuLoop(const Stmt& stmt) {
   return gpu ? loop : nullptr;
 }
 
-// The divisor C where `index` is floordiv(var, C).
-const ExprNode* RowDivisor(const Expr& index, const VarNode* var) {
+// The divisor C where `index` is floordiv(var, C), else null.
+Expr RowDivisor(const Expr& index, const VarNode* var) {
   if (index->kind != ExprKind::kBinary) return nullptr;
   const auto& division = static_cast<const BinaryNode&>(*index);
   if (division.op != BinaryOp::kFloorDiv || division.a.get() != var) return nullptr;
-  return division.b.get();
+  return division.b;
 }
 
 // The factors of a product (simplified), constants multiplied into one.
@@ -183,8 +183,9 @@ bool SameProduct(const Expr& a, const Expr& b) {
 }
 
 // The row length C of a thread loop that reads rows of the block loop's
-// results: each of its accesses to a buffer in `shared` is at floordiv(i, C)
-// for one C, and its extent is the block loop's times C. Null otherwise.
+// results: each of its loads of a buffer the block loop stores (per
+// `block_uses`) is at floordiv(i, C) for one C, and its extent is the block
+// loop's times C. Null otherwise.
 Expr RowLength(const ForNode& blocks, const ForNode& threads,
                const std::map<const BufferNode*, BufferUse>& block_uses) {
   Expr length;
@@ -194,13 +195,11 @@ Expr RowLength(const ForNode& blocks, const ForNode& threads,
       const auto& load = static_cast<const LoadNode&>(*expr);
       const auto use = block_uses.find(load.buffer.get());
       if (use != block_uses.end() && use->second.stored) {
-        const ExprNode* divisor = RowDivisor(load.index, threads.var.get());
-        if (!divisor) {
+        const Expr divisor = RowDivisor(load.index, threads.var.get());
+        if (!divisor || (length && !StructurallyEqual(length, divisor))) {
           consistent = false;
-        } else if (!length) {
-          length = static_cast<const BinaryNode&>(*load.index).b;
-        } else if (!StructurallyEqual(length, static_cast<const BinaryNode&>(*load.index).b)) {
-          consistent = false;
+        } else {
+          length = divisor;
         }
       }
     }
