@@ -167,6 +167,28 @@ bool ReadsOnlyMetadata(const ir::Expr& primitive) {
   return finder.any && finder.only_metadata;
 }
 
+// Whether the GPU can run the primitive: code generation compiles each of its
+// operators, or cuBLAS runs it. An operator without a compute definition has
+// no GPU kernel (unique, argwhere: their output sizes depend on their values),
+// so its kernel runs on the CPU, its inputs copied there and its outputs back
+// where they are used.
+bool HasGpuKernel(const ir::Expr& primitive) {
+  struct Finder : ir::ExprVisitor {
+    bool runs = true;
+    void VisitCall(const ir::CallNode* node) override {
+      if (node->callee->kind == ExprKind::kOp) {
+        const std::string name(CalledOpName(*node));
+        const op::OpDef* def = op::OpRegistry::Global().Find(name);
+        const bool cublas = name == "nn.dense" || name == "nn.batch_matmul";
+        runs = runs && (cublas || !def || def->compute);
+      }
+      ir::ExprVisitor::VisitCall(node);
+    }
+  } finder;
+  finder.VisitExpr(static_cast<const ir::FunctionNode&>(*primitive).body);
+  return finder.runs;
+}
+
 // Rejects what is not in the memory dialect (docs/memory-dialect.md §2) and
 // notes the globals used as values: they are called as closures, with
 // arguments and results on the device.
@@ -504,10 +526,11 @@ class Placement : public ir::ExprFunctor<Places> {
     return Uniform(call.checked_type, Place::kDevice);
   }
 
-  // A kernel runs on the host when it reads only shapes, or when it reads at
-  // least one non-constant input and every one of them is host work.
+  // A kernel runs on the host when it reads only shapes, when the GPU cannot
+  // run it, or when it reads at least one non-constant input and every one of
+  // them is host work.
   bool KernelRunsOnHost(const ir::CallNode& invoke) {
-    if (ReadsOnlyMetadata(invoke.args[0])) {
+    if (ReadsOnlyMetadata(invoke.args[0]) || !HasGpuKernel(invoke.args[0])) {
       VisitExpr(invoke.args[1]);
       return true;
     }

@@ -219,7 +219,6 @@ std::vector<Case> Cases() {
        .args = Sets({{"given", {F32({1, 2}, {9, 9})}}, {"random", {RandomF32({1, 2}, rng)}}})},
       {.name = "storage_reuse",
        .file = Program("storage_reuse"),
-       .gpu_gap = "unique has no GPU kernel (its output size depends on the values)",
        .args = Sets(
            ForRows({0, 1, 3, 7},
                    [](int64_t rows, std::mt19937& r) -> Args {
