@@ -331,6 +331,19 @@ def @main(%c: Tensor[(?, 3), float32]) {
               ::testing::HasSubstr("] unique: built-in\n"));
 }
 
+// An operator whose compute definition declines the call (float16 here) has
+// neither a generated kernel nor a library one on the GPU: the compile names
+// the operator and where it is, rather than reading GPU memory on the CPU.
+TEST(PlanDevicesTest, AKernelCodeGenerationDeclinesFailsTheGpuCompile) {
+  const ir::IRModule half = Plan(Lowered(R"(
+def @main(%x: Tensor[(4,), float16]) {
+  add(%x, %x)
+}
+)"));
+  EXPECT_THAT(ErrorOf([&] { DeviceCopyInstructions(half); }),
+              ::testing::HasSubstr("operator add runs on the GPU here, and it has no GPU kernel"));
+}
+
 // `if` tests a condition computed on the device: one copy to the CPU. The
 // branches join on the device, so the result is copied out once.
 TEST(PlanDevicesTest, DeviceConditionIsCopiedToTheHost) {
