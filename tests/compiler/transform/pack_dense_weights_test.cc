@@ -42,8 +42,16 @@ const PackDensePredicate kAlways = [](const ir::TensorTypeNode&, const ir::Tenso
   return true;
 };
 
+// A 32 x 5 weight w and a bias b for it, and the constants packing makes of
+// them (w.packed, b).
+struct WeightAndBias {
+  text::ParamMap params{{"w", ExactValues({32, 5}, 1)}, {"b", ExactValues({32}, 2)}};
+  text::ParamMap packed{{"w.packed", PackedByHand(params.at("w"))}, {"b", params.at("b")}};
+};
+
 TEST(PackDenseWeights, AConstantWeightIsPackedOnce) {
-  const text::ParamMap params{{"w", ExactValues({32, 5}, 1)}, {"b", ExactValues({32}, 2)}};
+  const WeightAndBias constants;
+  const text::ParamMap& params = constants.params;
   const ir::IRModule module = ParseTyped(R"(
 def @main(%x: Tensor[(?, 5), float32]) {
   let %h = add(nn.dense(%x, meta[relay.Constant][w]), meta[relay.Constant][b]);
@@ -51,8 +59,7 @@ def @main(%x: Tensor[(?, 5), float32]) {
 })",
                                          &params);
   const ir::IRModule packed = PackDenseWeights(module, kAlways);
-  const text::ParamMap expected_params{{"w.packed", PackedByHand(params.at("w"))},
-                                       {"b", params.at("b")}};
+  const text::ParamMap& expected_params = constants.packed;
   ExpectProgram(packed, R"(
 def @main(%x: Tensor[(?, 5), float32]) {
   let %h = nn.contrib_dense_pack(%x, meta[relay.Constant][w.packed], meta[relay.Constant][b]);
@@ -140,7 +147,8 @@ def @main(%x: Tensor[(?, 5), float32], %p: Tensor[(32), float32]) {
 // activation, after its bias; a gelu of a product read elsewhere, or of a
 // product already activated, stays a gelu.
 TEST(PackDenseWeights, AGeluOfTheProductBecomesItsActivation) {
-  const text::ParamMap params{{"w", ExactValues({32, 5}, 1)}, {"b", ExactValues({32}, 2)}};
+  const WeightAndBias constants;
+  const text::ParamMap& params = constants.params;
   const ir::IRModule module = ParseTyped(R"(
 def @main(%x: Tensor[(?, 5), float32]) {
   let %y = nn.dense(%x, meta[relay.Constant][w]);
@@ -149,8 +157,7 @@ def @main(%x: Tensor[(?, 5), float32]) {
 })",
                                          &params);
   const ir::IRModule packed = PackDenseWeights(module, kAlways);
-  const text::ParamMap expected_params{{"w.packed", PackedByHand(params.at("w"))},
-                                       {"b", params.at("b")}};
+  const text::ParamMap& expected_params = constants.packed;
   ExpectProgram(packed, R"(
 def @main(%x: Tensor[(?, 5), float32]) {
   let %y = nn.contrib_dense_pack(%x, meta[relay.Constant][w.packed]);
