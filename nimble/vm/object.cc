@@ -32,9 +32,15 @@ struct Batch {
     head = new (pointer) FreeBlock{head};
     ++count;
   }
+  // Asks for the next block's line as it hands one out: that block's link is
+  // read at the next allocation of the class and its object written, and
+  // once freed blocks have left the caches (a list of 200,000 tensors), the
+  // miss then overlaps the work in between instead of stalling it.
   void* Pop() {
     --count;
-    return std::exchange(head, head->next);
+    void* block = std::exchange(head, head->next);
+    if (head) __builtin_prefetch(head, 1);
+    return block;
   }
 };
 
