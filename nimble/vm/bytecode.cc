@@ -216,6 +216,20 @@ Instruction Instruction::AllocClosure(int64_t function, std::vector<RegName> cap
   return instruction;
 }
 
+bool CanMoveArgs(Opcode op) {
+  return op == Opcode::kInvoke || op == Opcode::kInvokeClosure || op == Opcode::kAllocADT ||
+         op == Opcode::kAllocClosure;
+}
+
+bool Instruction::SetMoves(size_t i) {
+  if (!CanMoveArgs(op) || i >= 64 || i >= args.size()) return false;
+  const RegName reg = args[i];
+  if (std::count(args.begin(), args.end(), reg) != 1) return false;
+  if (op == Opcode::kInvokeClosure && reg == src) return false;
+  immediate = static_cast<int64_t>(static_cast<uint64_t>(immediate) | uint64_t{1} << i);
+  return true;
+}
+
 Instruction Instruction::GetField(RegName object, int64_t field, RegName dst) {
   Instruction instruction;
   instruction.op = Opcode::kGetField;
@@ -340,6 +354,16 @@ std::string RegList(const std::vector<RegName>& regs, size_t begin, size_t end) 
   return text;
 }
 
+// The args of an instruction that may move them, "move $5" for a moved one.
+std::string ArgList(const Instruction& in) {
+  std::string text;
+  for (size_t i = 0; i < in.args.size(); ++i) {
+    if (i > 0) text += ", ";
+    text += (in.Moves(i) ? "move " : "") + Reg(in.args[i]);
+  }
+  return text;
+}
+
 std::string RegOrImmediate(RegName reg, int64_t immediate) {
   return reg == kNoRegister ? std::to_string(immediate) : Reg(reg);
 }
@@ -376,9 +400,9 @@ std::string Operands(const Instruction& in, std::optional<int64_t> pc) {
     }
     case Opcode::kInvoke:
     case Opcode::kAllocClosure:
-      return Indexed("func", in.index) + "(" + RegList(in.args, 0, in.args.size()) + ")";
+      return Indexed("func", in.index) + "(" + ArgList(in) + ")";
     case Opcode::kInvokeClosure:
-      return Reg(in.src) + "(" + RegList(in.args, 0, in.args.size()) + ")";
+      return Reg(in.src) + "(" + ArgList(in) + ")";
     case Opcode::kInvokePacked: {
       // Clamped so that a malformed output count still prints.
       const size_t inputs =
@@ -397,7 +421,7 @@ std::string Operands(const Instruction& in, std::optional<int64_t> pc) {
       return Reg(in.src) + " offset " + std::to_string(in.immediate) + " shape " + Reg(in.operand) +
              " " + in.dtype.name();
     case Opcode::kAllocADT:
-      return "tag " + std::to_string(in.index) + "(" + RegList(in.args, 0, in.args.size()) + ")";
+      return "tag " + std::to_string(in.index) + "(" + ArgList(in) + ")";
     case Opcode::kGetField:
       return Reg(in.src) + "[" + std::to_string(in.index) + "]";
     case Opcode::kIf:

@@ -96,14 +96,14 @@ bool IsScalarDType(DataType dtype);
 //   opcode          dst  src            operand          index     immediate      other fields
 //   Move            dst  from
 //   Ret                  result
-//   Invoke          dst                                  function                 args
-//   InvokeClosure   dst  closure                                                  args
+//   Invoke          dst                                  function  moved args     args
+//   InvokeClosure   dst  closure                                   moved args     args
 //   InvokePacked                                         kernel    num outputs    args (inputs, then outputs)
 //   AllocStorage    dst  size reg|none                             size bytes     alignment, dtype, device_index
 //   AllocTensor     dst  storage        offset reg|none            offset bytes   shape, dtype
 //   AllocTensorReg  dst  storage        shape reg                  offset bytes   dtype
-//   AllocADT        dst                                  tag                      args (fields)
-//   AllocClosure    dst                                  function                 args (captured values)
+//   AllocADT        dst                                  tag       moved args     args (fields)
+//   AllocClosure    dst                                  function  moved args     args (captured values)
 //   GetField        dst  object                          field
 //   GetTag          dst  object
 //   If                   test           target reg|none            target value   true_offset, false_offset
@@ -126,6 +126,15 @@ bool IsScalarDType(DataType dtype);
 // AllocStorage's size register holds the size in bytes (a scalar) or the
 // shape of the tensor to be stored (a 1-D int64 tensor; bytes = elements x
 // the size of dtype).
+//
+// Moved args: bit i set means this is the last read of args[i]'s register,
+// so its reference moves into the callee, object or closure and the register
+// is left empty, instead of being copied and dropped by a later
+// KillRegister. A list consumed as it is mapped then frees each node while
+// its lines are in the cache, rather than all of them, cold, at the end; the
+// compiler folds a kill that directly follows the instruction into it.
+// Only the first 64 args can move, and a register read twice by one
+// instruction (or that is also InvokeClosure's closure) cannot.
 //
 // Jump offsets are relative to the jumping instruction. Scalars in registers
 // (sizes, offsets, tests, shapes) are integer or bool tensors on the CPU.
@@ -188,13 +197,22 @@ struct alignas(128) Instruction {
   // both ignored by a unary operator.
   static Instruction Scalar(ScalarOperator op, RegName lhs, RegName rhs, int64_t rhs_value,
                             DataType dtype, RegName dst);
+
+  // Of Invoke, InvokeClosure, AllocADT and AllocClosure: whether args[i]'s
+  // reference moves (see "Moved args" above).
+  bool Moves(size_t i) const { return i < 64 && (static_cast<uint64_t>(immediate) >> i) & 1; }
+  // Marks args[i] as moved; false, changing nothing, when it cannot move.
+  bool SetMoves(size_t i);
 };
+
+// Whether `op` reads its args as values it may take over (see "Moved args").
+bool CanMoveArgs(Opcode op);
 
 // One line of text: the written register first ("$3 = "), the opcode name,
 // then its operands; registers as $N, table entries as func[i], kernel[i],
 // const[i], device[i], message[i], immediates plain, shapes as [2, 3], dtypes
 // by name, jump offsets signed. For example
-//   "$2 = move $1"   "ret $2"   "$5 = invoke func[4]($0, $1)"
+//   "$2 = move $1"   "ret $2"   "$5 = invoke func[4]($0, $1)"   "$6 = alloc_adt tag 0($4, move $5)"
 //   "invoke_packed kernel[2](in: $0, $1; out: $3)"
 //   "$4 = alloc_storage size 1024 align 64 float32 device[1]"  (or "size $3")
 //   "$6 = alloc_tensor $4 offset 16 [2, 3] float32"   "$13 = get_field $12[1]"

@@ -346,11 +346,13 @@ void CodeFields(Codec& codec, Inst& in) {
     case Opcode::kAllocClosure:
       codec.Int(in.index);
       codec.Regs(in.args);
+      codec.Int(in.immediate);
       codec.Reg(in.dst);
       return;
     case Opcode::kInvokeClosure:
       codec.Reg(in.src);
       codec.Regs(in.args);
+      codec.Int(in.immediate);
       codec.Reg(in.dst);
       return;
     case Opcode::kInvokePacked:
@@ -837,11 +839,11 @@ class FunctionValidator {
           Fail("invoke of @" + callee.name + " passes " + std::to_string(in.args.size()) +
                " arguments, it takes " + std::to_string(callee.num_params));
         }
-        Regs(in.args);
+        MovedArgs(in);
         return Reg(in.dst);
       }
       case Opcode::kInvokeClosure:
-        Regs(in.args);
+        MovedArgs(in);
         return Regs({in.src, in.dst});
       case Opcode::kInvokePacked:
         Index(in.index, exe_.primitives.size(), "kernel");
@@ -873,7 +875,7 @@ class FunctionValidator {
         return Regs({in.src, in.operand, in.dst});
       case Opcode::kAllocADT:
         NonNegative(in.index, "constructor tag");
-        Regs(in.args);
+        MovedArgs(in);
         return Reg(in.dst);
       case Opcode::kAllocClosure: {
         const VMFunction& callee =
@@ -882,7 +884,7 @@ class FunctionValidator {
           Fail("closure of @" + callee.name + " captures " + std::to_string(in.args.size()) +
                " values, it takes " + std::to_string(callee.num_params) + " parameters");
         }
-        Regs(in.args);
+        MovedArgs(in);
         return Reg(in.dst);
       }
       case Opcode::kGetField:
@@ -953,6 +955,20 @@ class FunctionValidator {
   }
   void Regs(const std::vector<RegName>& regs) const {
     for (RegName reg : regs) Reg(reg);
+  }
+  // The args, and which of them move: only args that exist and can.
+  void MovedArgs(const Instruction& in) const {
+    Regs(in.args);
+    Instruction allowed = in;
+    allowed.immediate = 0;
+    for (size_t i = 0; i < 64; ++i) {
+      if (in.Moves(i) && !allowed.SetMoves(i)) {
+        Fail(i < in.args.size()
+                 ? "moves register $" + std::to_string(in.args[i]) +
+                       ", which it also reads elsewhere"
+                 : "moves argument " + std::to_string(i) + " of " + std::to_string(in.args.size()));
+      }
+    }
   }
   size_t Index(int64_t index, size_t size, const std::string& table) const {
     if (index < 0 || static_cast<uint64_t>(index) >= size) {

@@ -102,9 +102,10 @@ struct ConstantEntry {
 
 struct Executable {
   // Bumped on any change of the file layout or of the kernel library's ABI
-  // (7: the GPU launch hook takes a grid of blocks); loading requires an exact
+  // (7: the GPU launch hook takes a grid of blocks; 8: invokes and
+  // constructors say which arguments move); loading requires an exact
   // match.
-  static constexpr uint32_t kFormatVersion = 7;
+  static constexpr uint32_t kFormatVersion = 8;
 
   std::string target;  // "intel", "arm" or "nvidia"
   // Devices by index (as used by AllocStorage, DeviceCopy, constants); one of

@@ -159,6 +159,13 @@ bool IsTailCall(const Instruction* code, int64_t pc) {
   return next.op == Opcode::kRet && next.src == code[pc].dst;
 }
 
+// The reference args[i] passes: taken from its register when the instruction
+// moves it (its last read), else a copy.
+Ref<Object> TakeArg(const Instruction& in, Ref<Object>* regs, size_t i) {
+  Ref<Object>& reg = regs[in.args[i]];
+  return in.Moves(i) ? std::move(reg) : reg;
+}
+
 // A view of `tensor` with `shape`: all its elements, or fewer, its leading
 // ones, which is how an upper-bound op's output (whose kernel writes the valid
 // part first, kernels/op_kernel.h) is trimmed to its true shape.
@@ -634,8 +641,8 @@ Ref<Object> VirtualMachine::RunLoop() {
         case Opcode::kInvoke:
           frames_.back().return_pc = pc + 1;
           Call(static_cast<int32_t>(in.index), in.args.size(), in.dst, IsTailCall(code, pc),
-               [&](const Ref<Object>* caller, Ref<Object>* params) {
-                 for (size_t i = 0; i < in.args.size(); ++i) params[i] = caller[in.args[i]];
+               [&](Ref<Object>* caller, Ref<Object>* params) {
+                 for (size_t i = 0; i < in.args.size(); ++i) params[i] = TakeArg(in, caller, i);
                });
           enter_top_frame();
           pc = 0;
@@ -653,10 +660,10 @@ Ref<Object> VirtualMachine::RunLoop() {
           }
           frames_.back().return_pc = pc + 1;
           Call(callee, num_args, in.dst, IsTailCall(code, pc),
-               [&](const Ref<Object>* caller, Ref<Object>* params) {
+               [&](Ref<Object>* caller, Ref<Object>* params) {
                  std::copy(captured.begin(), captured.end(), params);
                  for (size_t i = 0; i < in.args.size(); ++i) {
-                   params[captured.size() + i] = caller[in.args[i]];
+                   params[captured.size() + i] = TakeArg(in, caller, i);
                  }
                });
           enter_top_frame();
@@ -678,12 +685,12 @@ Ref<Object> VirtualMachine::RunLoop() {
           break;
         case Opcode::kAllocADT:
           regs[in.dst] = Make<ADTNode>(static_cast<int32_t>(in.index), in.args.size(),
-                                       [&](size_t i) { return regs[in.args[i]]; });
+                                       [&](size_t i) { return TakeArg(in, regs, i); });
           ++pc;
           break;
         case Opcode::kAllocClosure:
           regs[in.dst] = Make<ClosureNode>(static_cast<int32_t>(in.index), in.args.size(),
-                                           [&](size_t i) { return regs[in.args[i]]; });
+                                           [&](size_t i) { return TakeArg(in, regs, i); });
           ++pc;
           break;
         case Opcode::kGetField: {

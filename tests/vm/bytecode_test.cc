@@ -118,12 +118,26 @@ TEST(BytecodeTest, Calls) {
   EXPECT_EQ(InstructionToString(invoke), "$5 = invoke func[4]($0, $1)");
   EXPECT_EQ(InstructionToString(I::Invoke(0, {}, 1)), "$1 = invoke func[0]()");
 
+  I moving = I::Invoke(4, {0, 1, 0}, 5);
+  EXPECT_TRUE(moving.SetMoves(1));
+  EXPECT_FALSE(moving.SetMoves(0)) << "$0 is read twice";
+  EXPECT_FALSE(moving.SetMoves(3)) << "there is no fourth argument";
+  EXPECT_TRUE(moving.Moves(1));
+  EXPECT_FALSE(moving.Moves(0));
+  EXPECT_EQ(InstructionToString(moving), "$5 = invoke func[4]($0, move $1, $0)");
+  I packed_call = I::InvokePacked(0, {0}, {1});
+  EXPECT_FALSE(packed_call.SetMoves(0)) << "a kernel's arguments never move";
+
   const I closure_call = I::InvokeClosure(2, {0}, 3);
   EXPECT_EQ(closure_call.op, Opcode::kInvokeClosure);
   EXPECT_EQ(closure_call.src, 2);
   EXPECT_EQ(closure_call.args, (std::vector<RegName>{0}));
   EXPECT_EQ(closure_call.dst, 3);
   EXPECT_EQ(InstructionToString(closure_call), "$3 = invoke_closure $2($0)");
+  I moving_closure = I::InvokeClosure(2, {2, 0}, 3);
+  EXPECT_FALSE(moving_closure.SetMoves(0)) << "the closure itself is read after the arguments";
+  EXPECT_TRUE(moving_closure.SetMoves(1));
+  EXPECT_EQ(InstructionToString(moving_closure), "$3 = invoke_closure $2($2, move $0)");
 
   const I packed = I::InvokePacked(2, {0, 1}, {3, 4});
   EXPECT_EQ(packed.op, Opcode::kInvokePacked);

@@ -449,6 +449,48 @@ TEST(ExecutableTest, RejectsBadImmediates) {
   EXPECT_EQ(SaveLoadError(exe), "executable: function @main pc 16: negative field index -1");
 }
 
+// `in` with args[i] moved for each i of `moved`.
+Instruction Moving(Instruction in, std::initializer_list<size_t> moved) {
+  for (size_t i : moved) EXPECT_TRUE(in.SetMoves(i)) << InstructionToString(in);
+  return in;
+}
+
+TEST(ExecutableTest, MovedArgumentsRoundTripAndAreChecked) {
+  Executable exe;
+  exe.target = "intel";
+  const auto with_main = [&](std::vector<Instruction> code) {
+    const int32_t registers = static_cast<int32_t>(code.size()) + 2;
+    exe.functions = {VMFunction{"main", 2, registers, std::move(code)},
+                     VMFunction{"body", 2, 2, {I::Ret(1)}}};
+    return exe;
+  };
+  with_main({Moving(I::AllocADT(0, {0, 1}, 2), {1}), Moving(I::AllocClosure(1, {0}, 3), {0}),
+             Moving(I::InvokeClosure(3, {2}, 4), {0}), Moving(I::Invoke(1, {3, 4}, 2), {0, 1}),
+             I::Ret(2)});
+  EXPECT_NO_THROW(exe.Validate());
+  const Executable loaded = Executable::Load(exe.Save());
+  EXPECT_EQ(loaded.functions[0].instructions, exe.functions[0].instructions);
+  EXPECT_EQ(InstructionToString(loaded.functions[0].instructions[0]),
+            "$2 = alloc_adt tag 0($0, move $1)");
+  EXPECT_EQ(InstructionToString(loaded.functions[0].instructions[3]),
+            "$2 = invoke func[1](move $3, move $4)");
+
+  Instruction past_the_args = I::AllocADT(0, {0, 1}, 2);
+  past_the_args.immediate = 0b100;
+  with_main({past_the_args, I::Ret(2)});
+  EXPECT_EQ(SaveLoadError(exe), "executable: function @main pc 0: moves argument 2 of 2");
+  Instruction read_twice = I::AllocADT(0, {0, 0}, 2);
+  read_twice.immediate = 0b1;
+  with_main({read_twice, I::Ret(2)});
+  EXPECT_EQ(SaveLoadError(exe),
+            "executable: function @main pc 0: moves register $0, which it also reads elsewhere");
+  Instruction the_closure = I::InvokeClosure(0, {0}, 2);
+  the_closure.immediate = 0b1;
+  with_main({the_closure, I::Ret(2)});
+  EXPECT_EQ(SaveLoadError(exe),
+            "executable: function @main pc 0: moves register $0, which it also reads elsewhere");
+}
+
 TEST(ExecutableTest, RejectsBadScalarInstructions) {
   Executable exe = MakeSampleExecutable();
   exe.functions[0].instructions[18].index = kNumScalarOperators;

@@ -671,6 +671,40 @@ TEST(VirtualMachineTest, KillRegisterDropsTheValue) {
               HasSubstr("@use_killed returned no value"));
 }
 
+// A moved argument leaves the caller's register empty, so a callee that
+// drops its parameter frees the value while it runs.
+TEST(VirtualMachineTest, AMovedArgumentLeavesItsRegister) {
+  std::vector<Instruction> probe = {I::KillRegister(0)};
+  AllocOutput(probe, 1, 2, {}, kI64);
+  probe.push_back(I::InvokePacked(0, {}, {2}));
+  probe.push_back(I::Ret(2));
+  const auto caller = [](bool move) {
+    Instruction call = I::Invoke(1, {0}, 1);
+    if (move) {
+      EXPECT_TRUE(call.SetMoves(0));
+    }
+    // Not a tail call: the caller's frame stays while the probe runs.
+    return std::vector<Instruction>{I::AllocStorage(kNoRegister, 1 << 20, 64, kF32, 0, 0), call,
+                                    I::Move(1, 0), I::Ret(0)};
+  };
+  Instruction moving_adt = I::AllocADT(0, {0}, 1);
+  EXPECT_TRUE(moving_adt.SetMoves(0));
+  VirtualMachine vm(
+      MakeExecutable({VMFunction{"moving", 0, 2, caller(true)}, VMFunction{"probe", 1, 3, probe},
+                      VMFunction{"copying", 0, 2, caller(false)},
+                      VMFunction{"read_after_move", 1, 2, {moving_adt, I::Ret(0)}},
+                      VMFunction{"adt", 1, 2, {moving_adt, I::Ret(1)}}},
+                     {"live_bytes"}),
+      TestOptions());
+  const int64_t moved_live = ScalarOf(vm.Invoke("moving", {}));
+  const int64_t copied_live = ScalarOf(vm.Invoke("copying", {}));
+  EXPECT_GE(copied_live - moved_live, (1 << 20) - 1024);
+  EXPECT_THAT(ErrorOf([&] { vm.Invoke("read_after_move", {I64(1)}); }),
+              HasSubstr("@read_after_move returned no value"));
+  const Tensor x = I64(7);
+  EXPECT_EQ(vm.Invoke("adt", {x}).as<ADTNode>()->field(0), Ref<Object>(x));
+}
+
 // ---- Kernels and errors ----
 
 TEST(VirtualMachineTest, KernelErrorsPropagateWithTheKernelsMessage) {

@@ -347,6 +347,34 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
     Emit(make(dst));
     return dst;
   }
+  // Jumps land at the current pc (a branch's start, a construct's end).
+  void MarkJumpTarget() { jump_target_ = Pc(); }
+
+  // Drops `reg`'s reference. Directly after the instruction that reads it
+  // last, the instruction moves it instead: one instruction fewer, no count
+  // taken and dropped, and a callee may free the value while it runs. Not
+  // where a jump lands, as the kill must stay for the paths arriving there.
+  void Kill(RegName reg) {
+    if (!code_.empty() && jump_target_ != Pc() && code_.back().dst != reg) {
+      Instruction& last = code_.back();
+      const auto arg = std::find(last.args.begin(), last.args.end(), reg);
+      if (arg != last.args.end() && last.SetMoves(static_cast<size_t>(arg - last.args.begin()))) {
+        return;
+      }
+    }
+    Emit(Instruction::KillRegister(reg));
+  }
+
+  // `ret reg`. When the instruction before computed reg, its args move: the
+  // frame ends here, so they are their registers' last reads.
+  void Ret(RegName reg) {
+    if (!code_.empty() && code_.back().dst == reg && CanMoveArgs(code_.back().op)) {
+      Instruction& last = code_.back();
+      for (size_t i = 0; i < last.args.size(); ++i) last.SetMoves(i);
+    }
+    Emit(Instruction::Ret(reg));
+  }
+
   int32_t OffsetTo(size_t from, size_t to) const {
     return static_cast<int32_t>(static_cast<int64_t>(to) - static_cast<int64_t>(from));
   }
@@ -402,7 +430,7 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
       case ir::ExprKind::kMatch:
         return CompileMatch(static_cast<const ir::MatchNode*>(body.get()), returned);
       default:
-        Emit(Instruction::Ret(Value(body)));
+        Ret(Value(body));
     }
   }
 
@@ -415,6 +443,7 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
   }
 
   RegName Merge(Continuation& k) {
+    MarkJumpTarget();
     for (size_t exit : k.exits) code_[exit].true_offset = OffsetTo(exit, Pc());
     return k.merge;
   }
@@ -546,7 +575,7 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
       const auto bound = registers_.find(var);
       if (bound == registers_.end()) Fail(var, "unbound variable %" + var->name_hint);
       // A unit value never got a register: nothing to drop.
-      if (bound->second != kNoRegister) Emit(Instruction::KillRegister(bound->second));
+      if (bound->second != kNoRegister) Kill(bound->second);
       return kNoRegister;
     }
     if (name == "memory.reshape_tensor") {
@@ -807,6 +836,7 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
     const RegName cond = Value(node->cond);
     const size_t branch = Emit(Instruction::If(cond, kNoRegister, 1, 1, 0));
     Deliver(node->then_branch, k, /*last=*/false);
+    MarkJumpTarget();
     code_[branch].false_offset = OffsetTo(branch, Pc());
     Deliver(node->else_branch, k, /*last=*/true);
   }
@@ -960,6 +990,7 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
     Decide(state, std::move(then_rows), then_facts, certain && last);
     if (certain) return;
 
+    MarkJumpTarget();
     code_[branch].false_offset = OffsetTo(branch, Pc());
     PathFacts else_facts = facts;
     else_facts.ruled_out[test.reg].insert(constructor->tag);
@@ -982,6 +1013,7 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
       Emit(Instruction::Goto(OffsetTo(jump, body->second)));
       return;
     }
+    MarkJumpTarget();
     for (const auto& [var, reg] : row.bindings) Bind(var, reg);
     Deliver(state.node->clauses[row.clause].rhs, state.k, last);
   }
@@ -992,6 +1024,7 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
   std::vector<vm::SourcePosition> positions_;  // of each instruction of code_
   vm::SourcePosition position_;                // of the node being compiled
   RegName num_registers_ = 0;
+  size_t jump_target_ = 0;  // the last pc a jump lands at
   std::unordered_map<const ir::VarNode*, RegName> registers_;
 };
 

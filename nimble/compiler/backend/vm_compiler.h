@@ -14,10 +14,14 @@
 // tree whose non-exhaustive leaf is Fatal; a call in tail position is
 // emitted as Invoke directly followed by Ret, which the VM runs as a tail
 // call (in tail position each branch of `if` and `match` returns by itself).
-// Each function gets a signature from its parameters' types, and each
-// instruction the source position of the call, `if` or `match` it comes
-// from (memory.invoke_mut and the allocations around it carry the span of
-// the operator call they implement).
+// A memory.kill directly after the instruction that reads the register last
+// (a call, closure or constructor) becomes that instruction's move of the
+// argument instead of a KillRegister (not where a jump lands), and the
+// instruction whose result `ret` returns moves everything it reads
+// (vm/bytecode.h, "Moved args"). Each function gets a signature from its parameters' types, and
+// each instruction the source position of the call, `if` or `match` it comes from
+// (memory.invoke_mut and the allocations around it carry the span of the operator call they
+// implement).
 #pragma once
 
 #include <optional>

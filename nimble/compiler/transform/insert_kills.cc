@@ -28,13 +28,119 @@ bool IsUnit(const ir::Type& type) {
          static_cast<const ir::TupleTypeNode&>(*type).fields.empty();
 }
 
+// The names of registers whose kill an enclosing scope hands to a branch:
+// the owners in the enclosing scope's order, and every name (each owner and
+// its renames) mapped to its owner.
+struct Handed {
+  std::vector<const ir::VarNode*> owners;
+  std::map<const ir::VarNode*, const ir::VarNode*> names;
+};
+
+bool IsBranching(const ir::Expr& value) {
+  return value->kind == ExprKind::kIf || value->kind == ExprKind::kMatch;
+}
+
+// A scope of a branching value, and the variable (if any) that names the
+// whole matched value there, sharing the register of the match's variable.
+struct Branch {
+  ir::Expr body;
+  const ir::VarNode* alias_of_data = nullptr;
+};
+
+// An if's two branches, a match's clauses.
+std::vector<Branch> BranchesOf(const ir::Expr& value) {
+  if (value->kind == ExprKind::kIf) {
+    const auto& node = static_cast<const ir::IfNode&>(*value);
+    return {{node.then_branch}, {node.else_branch}};
+  }
+  const auto& node = static_cast<const ir::MatchNode&>(*value);
+  std::vector<Branch> branches;
+  for (const ir::Clause& clause : node.clauses) {
+    Branch branch{clause.rhs};
+    if (clause.lhs->kind == ir::PatternKind::kVar && node.data->kind == ExprKind::kVar) {
+      branch.alias_of_data = static_cast<const ir::PatternVarNode&>(*clause.lhs).var.get();
+    }
+    branches.push_back(std::move(branch));
+  }
+  return branches;
+}
+
+// The variable a match reads, or null (an if, or a match of another expression).
+const ir::VarNode* MatchedVariable(const ir::Expr& value) {
+  if (value->kind != ExprKind::kMatch) return nullptr;
+  const ir::Expr& data = static_cast<const ir::MatchNode&>(*value).data;
+  return data->kind == ExprKind::kVar ? static_cast<const ir::VarNode*>(data.get()) : nullptr;
+}
+
+// The variables a clause's pattern binds inside constructors and tuples:
+// each gets a register of its own (a field read). A variable matching the
+// whole value shares the value's register instead.
+void FieldVariables(const ir::Pattern& pattern, bool nested, std::vector<ir::Var>& vars) {
+  switch (pattern->kind) {
+    case ir::PatternKind::kWildcard:
+      return;
+    case ir::PatternKind::kVar:
+      if (nested) vars.push_back(static_cast<const ir::PatternVarNode&>(*pattern).var);
+      return;
+    case ir::PatternKind::kTuple:
+      for (const ir::Pattern& field : static_cast<const ir::PatternTupleNode&>(*pattern).patterns) {
+        FieldVariables(field, true, vars);
+      }
+      return;
+    case ir::PatternKind::kConstructor:
+      for (const ir::Pattern& field :
+           static_cast<const ir::PatternConstructorNode&>(*pattern).patterns) {
+        FieldVariables(field, true, vars);
+      }
+      return;
+  }
+}
+
+// Whether `expr` calls a function or closure (not a kernel: those go through
+// memory.invoke_mut by now), outside the bodies of functions it makes.
+bool ContainsCall(const ir::Expr& expr) {
+  class Finder : public ir::ExprVisitor {
+   public:
+    bool found = false;
+    void VisitCall(const ir::CallNode* node) override {
+      const ExprKind callee = node->callee->kind;
+      found |= callee == ExprKind::kGlobalVar || callee == ExprKind::kVar ||
+               callee == ExprKind::kFunction;
+      ir::ExprVisitor::VisitCall(node);
+    }
+    void VisitFunction(const ir::FunctionNode*) override {}
+  };
+  Finder finder;
+  finder.VisitExpr(expr);
+  return finder.found;
+}
+
+// Whether evaluating `expr` (in tail position when `tail`) makes a call that
+// returns to the current frame: a call that is not a tail call.
+bool CallsBack(const ir::Expr& expr, bool tail) {
+  if (!tail) return ContainsCall(expr);
+  if (expr->kind == ExprKind::kCall) return false;  // the tail call; ANF args are atoms
+  if (IsBranching(expr)) {
+    return std::ranges::any_of(BranchesOf(expr),
+                               [](const Branch& branch) { return CallsBack(branch.body, true); });
+  }
+  if (expr->kind != ExprKind::kLet) return ContainsCall(expr);
+  const LetChain chain = FlattenLets(expr);
+  const size_t n = chain.bindings.size();
+  const bool result_is_last = n > 0 && chain.result.get() == chain.bindings.back().var.get();
+  for (size_t i = 0; i < n; ++i) {
+    if (CallsBack(chain.bindings[i].value, result_is_last && i + 1 == n)) return true;
+  }
+  return CallsBack(chain.result, true);
+}
+
 class KillInserter {
  public:
   // Variables `body` kills already (a second run) are left alone.
   explicit KillInserter(const ir::Expr& body) { CollectKilled(body); }
 
   ir::Expr Function(const ir::FunctionNode& node) {
-    return Make<ir::FunctionNode>(node.params, Scope(node.body, /*tail=*/true, node.params),
+    return Make<ir::FunctionNode>(node.params, Scope(node.body, /*tail=*/true, node.params, {}),
                                   node.ret_type, node.type_params, node.attrs);
   }
 
@@ -42,23 +148,29 @@ class KillInserter {
   static constexpr size_t kUnused = static_cast<size_t>(-1);
 
   // `expr` with kills inserted; `owned` are the variables whose registers
-  // this scope owns besides its let binders (a function's parameters). In a
-  // `tail` scope nothing follows the statement computing the result.
-  ir::Expr Scope(const ir::Expr& expr, bool tail, const std::vector<ir::Var>& owned) {
+  // this scope owns besides its let binders (a function's parameters, a
+  // clause's field variables), `handed` the enclosing scopes' registers it
+  // kills. In a `tail` scope nothing follows the statement computing the
+  // result.
+  ir::Expr Scope(const ir::Expr& expr, bool tail, const std::vector<ir::Var>& owned,
+                 const Handed& handed) {
     LetChain chain = FlattenLets(expr);
     const size_t n = chain.bindings.size();
     // Whether the last statement computes the result (`let %x = e; %x`).
     const bool result_is_last = n > 0 && chain.result.get() == chain.bindings.back().var.get();
+    // Whether statement i (n: the result) computes a tail scope's result.
+    const auto is_tail = [&](size_t i) {
+      return tail && (i == n || (result_is_last && i + 1 == n));
+    };
+    // Whether only the result's return follows statement i.
+    const auto ends_tail = [&](size_t i) { return tail && i + 1 >= n; };
+    const auto value_at = [&](size_t i) -> const ir::Expr& {
+      return i == n ? chain.result : chain.bindings[i].value;
+    };
 
-    for (size_t i = 0; i < n; ++i) {
-      chain.bindings[i].value =
-          Nested(chain.bindings[i].value, tail && result_is_last && i + 1 == n);
-    }
-    chain.result = Nested(chain.result, tail);
-
-    // The owner of each name's register, among those this scope owns.
-    std::map<const ir::VarNode*, const ir::VarNode*> owner;
-    std::vector<const ir::VarNode*> owners;
+    // The owner of each name's register, among those this scope kills.
+    std::map<const ir::VarNode*, const ir::VarNode*> owner = handed.names;
+    std::vector<const ir::VarNode*> owners = handed.owners;
     auto own = [&](const ir::Var& var) {
       owner[var.get()] = var.get();
       owners.push_back(var.get());
@@ -76,34 +188,75 @@ class KillInserter {
     // Statement index of each owner's last use; n stands for the result.
     std::map<const ir::VarNode*, size_t> last_use;
     for (const ir::VarNode* var : owners) last_use[var] = kUnused;
-    auto note_uses = [&](const ir::Expr& value, size_t index) {
-      for (const ir::Var& used : ir::FreeVars(value)) {
+    for (size_t i = 0; i <= n; ++i) {
+      for (const ir::Var& used : ir::FreeVars(value_at(i))) {
         const auto found = owner.find(used.get());
-        if (found != owner.end()) last_use[found->second] = index;
+        if (found != owner.end()) last_use[found->second] = i;
       }
-    };
-    for (size_t i = 0; i < n; ++i) note_uses(chain.bindings[i].value, i);
-    note_uses(chain.result, n);
+    }
 
-    // Kills after statement i; an unused parameter dies on entry.
-    std::vector<std::vector<const ir::VarNode*>> kills_after(n);
+    // Kills on entry (unused parameters and handed registers), after
+    // statement i, or handed on to the branches of statement i.
     std::vector<const ir::VarNode*> kills_on_entry;
+    std::vector<std::vector<const ir::VarNode*>> kills_after(n);
+    std::vector<Handed> handed_on(n + 1);
     std::map<const ir::VarNode*, size_t> defined_at;
     for (size_t i = 0; i < n; ++i) defined_at[chain.bindings[i].var.get()] = i;
+    // calls_back_from[i]: whether statement i or a later one makes a call
+    // that returns to this frame.
+    std::vector<bool> calls_back_from;
+    const auto calls_back = [&](size_t from) -> bool {
+      if (calls_back_from.empty()) {
+        calls_back_from.assign(n + 2, false);
+        for (size_t i = n + 1; i-- > 0;) {
+          calls_back_from[i] = calls_back_from[i + 1] || CallsBack(value_at(i), is_tail(i));
+        }
+      }
+      return calls_back_from[from];
+    };
+    // In a tail scope, a register an enclosing scope handed down, or one
+    // used last by the statement before the result, is killed only before
+    // a call that returns to this frame (a kill right after a call taking
+    // it becomes a move, vm_compiler.h, so the callee may drop it while it
+    // runs). Otherwise the frame's end, or the tail call reusing it, drops
+    // it about as soon, and the kill is one more instruction each time
+    // round a loop.
+    const auto worth_killing = [&](const ir::VarNode* var, size_t at) -> bool {
+      const bool handed_down = std::ranges::find(handed.owners, var) != handed.owners.end();
+      if (!tail || !(handed_down || ends_tail(at))) return true;
+      return calls_back(at == kUnused ? 0 : at);
+    };
     for (const ir::VarNode* var : owners) {
       if (killed_.contains(var) || !Killable(*var)) continue;
       size_t at = last_use[var];
       if (at == kUnused) {
         const auto defined = defined_at.find(var);
         if (defined == defined_at.end()) {
-          kills_on_entry.push_back(var);
+          if (worth_killing(var, kUnused)) kills_on_entry.push_back(var);
           continue;
         }
         at = defined->second;
       }
-      if (at >= n || (tail && at + 1 == n)) continue;
+      const ir::Expr& value = value_at(at);
+      // A branch kills the register after its own last use, rather than
+      // the statement after the whole construct: in tail position that is
+      // the only kill there is (a recursive function's argument then dies
+      // before the recursion, not after it returns).
+      if (IsBranching(value) && (is_tail(at) || KillableInBranches(value, NamesOf(var, owner)))) {
+        handed_on[at].owners.push_back(var);
+        for (const auto& [name, name_owner] : owner) {
+          if (name_owner == var) handed_on[at].names[name] = var;
+        }
+        continue;
+      }
+      if (at == n || is_tail(at) || !worth_killing(var, at)) continue;
       kills_after[at].push_back(var);
     }
+
+    for (size_t i = 0; i < n; ++i) {
+      chain.bindings[i].value = Nested(chain.bindings[i].value, is_tail(i), handed_on[i]);
+    }
+    chain.result = Nested(chain.result, tail, handed_on[n]);
 
     std::vector<Binding> bindings;
     for (const ir::VarNode* var : kills_on_entry) bindings.push_back(Kill(var));
@@ -114,20 +267,68 @@ class KillInserter {
     return WrapLets(bindings, chain.result);
   }
 
+  static std::set<const ir::VarNode*> NamesOf(
+      const ir::VarNode* var, const std::map<const ir::VarNode*, const ir::VarNode*>& owner) {
+    std::set<const ir::VarNode*> names;
+    for (const auto& [name, name_owner] : owner) {
+      if (name_owner == var) names.insert(name);
+    }
+    return names;
+  }
+
+  // Whether every branch of `value` (not in tail position) can kill the
+  // register of `names` before its value leaves the branch: it does not
+  // use it, or uses it last in a statement rather than as its value.
+  static bool KillableInBranches(const ir::Expr& value, const std::set<const ir::VarNode*>& names) {
+    for (const Branch& branch : BranchesOf(value)) {
+      const LetChain chain = FlattenLets(branch.body);
+      std::set<const ir::VarNode*> aliases = names;
+      if (branch.alias_of_data && names.contains(MatchedVariable(value))) {
+        aliases.insert(branch.alias_of_data);
+      }
+      for (const Binding& binding : chain.bindings) {
+        if (binding.value->kind == ExprKind::kVar &&
+            aliases.contains(static_cast<const ir::VarNode*>(binding.value.get()))) {
+          aliases.insert(binding.var.get());
+        }
+      }
+      const auto uses = [&](const ir::Expr& expr) {
+        for (const ir::Var& used : ir::FreeVars(expr)) {
+          if (aliases.contains(used.get())) return true;
+        }
+        return false;
+      };
+      if (uses(chain.result) &&
+          !(IsBranching(chain.result) && KillableInBranches(chain.result, aliases))) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   // The scopes inside a statement's value: branches, clauses and (outside
-  // primitives) function bodies.
-  ir::Expr Nested(const ir::Expr& value, bool tail) {
+  // primitives) function bodies; `handed` are registers its branches kill.
+  ir::Expr Nested(const ir::Expr& value, bool tail, const Handed& handed) {
     switch (value->kind) {
       case ExprKind::kIf: {
         const auto& node = static_cast<const ir::IfNode&>(*value);
-        return Rebuilt(value, Make<ir::IfNode>(node.cond, Scope(node.then_branch, tail, {}),
-                                               Scope(node.else_branch, tail, {})));
+        return Rebuilt(value, Make<ir::IfNode>(node.cond, Scope(node.then_branch, tail, {}, handed),
+                                               Scope(node.else_branch, tail, {}, handed)));
       }
       case ExprKind::kMatch: {
         const auto& node = static_cast<const ir::MatchNode&>(*value);
+        const std::vector<Branch> branches = BranchesOf(value);
+        const auto data = handed.names.find(MatchedVariable(value));
         std::vector<ir::Clause> clauses;
-        for (const ir::Clause& clause : node.clauses) {
-          clauses.push_back({clause.lhs, Scope(clause.rhs, tail, {})});
+        for (size_t i = 0; i < node.clauses.size(); ++i) {
+          const ir::Clause& clause = node.clauses[i];
+          std::vector<ir::Var> fields;
+          FieldVariables(clause.lhs, false, fields);
+          Handed clause_handed = handed;
+          if (branches[i].alias_of_data && data != handed.names.end()) {
+            clause_handed.names[branches[i].alias_of_data] = data->second;
+          }
+          clauses.push_back({clause.lhs, Scope(clause.rhs, tail, fields, clause_handed)});
         }
         return Rebuilt(value, Make<ir::MatchNode>(node.data, std::move(clauses), node.complete));
       }

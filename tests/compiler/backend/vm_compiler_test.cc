@@ -241,7 +241,7 @@ def @main(%x: Tensor[(?, 2), float32]) -> (Tensor[(?, 2), float32], Tensor[(?, 2
   const vm::Executable executable = Compile(compiled);
   EXPECT_THAT(Code(executable, "main"),
               HasSubstr("   9: invoke_packed kernel[1](in: $0; out: $6, $8)\n"
-                        "  10: $9 = alloc_adt tag 0($6, $8)\n"
+                        "  10: $9 = alloc_adt tag 0(move $6, move $8)\n"
                         "  11: ret $9\n"));
   const std::vector<Ref<Object>> args = {F32({6, 2}, Iota(12, 1.0f))};
   ExpectSameValue(eval::Evaluate(Parse(source), "main", args), RunVm(executable, "main", args));
@@ -326,14 +326,15 @@ TEST(VmCompilerTest, TailRecursiveLoopRunsInConstantFrames) {
   EXPECT_EQ(executable.primitives[1].name, "add");
   EXPECT_THAT(Code(executable, "loop"),
               HasSubstr("   3: if $4 == 1 then +1 (pc 4) else +9 (pc 12)\n"));
-  EXPECT_THAT(Code(executable, "loop"), HasSubstr("  10: $9 = invoke func[0]($6, $1, $8)\n"
-                                                  "  11: ret $9\n"
-                                                  "  12: ret $2\n"));
+  EXPECT_THAT(Code(executable, "loop"),
+              HasSubstr("  10: $9 = invoke func[0](move $6, move $1, move $8)\n"
+                        "  11: ret $9\n"
+                        "  12: ret $2\n"));
   EXPECT_EQ(Code(executable, "main"),
             "def @main($0) registers 4:\n"
             "  0: $1 = load_consti 0\n"
             "  1: $2 = load_consti 0\n"
-            "  2: $3 = invoke func[0]($1, $0, $2)\n"
+            "  2: $3 = invoke func[0](move $1, move $0, move $2)\n"
             "  3: ret $3\n");
 
   vm::VirtualMachine machine(executable);
@@ -416,13 +417,14 @@ TEST(VmCompilerTest, ListMapAndFoldWithClosures) {
   // capturing nothing; the fold's recursive call is a tail call.
   EXPECT_EQ(Code(executable, "main_lambda_0"),
             "def @main_lambda_0($0, $1) registers 3:\n"
-            "  0: $2 = alloc_adt tag 0($1, $0)\n"
+            "  0: $2 = alloc_adt tag 0(move $1, move $0)\n"
             "  1: ret $2\n");
   EXPECT_THAT(Code(executable, "main"), HasSubstr("$8 = alloc_closure func[3]($0)\n"));
-  EXPECT_THAT(Code(executable, "main"), HasSubstr("   6: $10 = alloc_closure func[2]()\n"
-                                                  "   7: $11 = alloc_adt tag 1()\n"
-                                                  "   8: $12 = invoke func[1]($10, $11, $9)\n"
-                                                  "   9: ret $12\n"));
+  EXPECT_THAT(Code(executable, "main"),
+              HasSubstr("   6: $10 = alloc_closure func[2]()\n"
+                        "   7: $11 = alloc_adt tag 1()\n"
+                        "   8: $12 = invoke func[1](move $10, move $11, move $9)\n"
+                        "   9: ret $12\n"));
   EXPECT_EQ(Code(executable, "foldl"),
             "def @foldl($0, $1, $2) registers 8:\n"
             "  0: $3 = get_tag $2\n"
@@ -430,7 +432,7 @@ TEST(VmCompilerTest, ListMapAndFoldWithClosures) {
             "  2: $4 = get_field $2[0]\n"
             "  3: $5 = get_field $2[1]\n"
             "  4: $6 = invoke_closure $0($1, $4)\n"
-            "  5: $7 = invoke func[1]($0, $6, $5)\n"
+            "  5: $7 = invoke func[1](move $0, move $6, move $5)\n"
             "  6: ret $7\n"
             "  7: ret $1\n");
 }
@@ -457,9 +459,59 @@ def @main(%a: int32, %b: int32, %x: int32) -> ((int32, int32, int32), (int32, in
   const vm::Executable executable = Compile(program);
   EXPECT_EQ(Code(executable, "make"),
             "def @make($0, $1) registers 3:\n"
-            "  0: $2 = alloc_closure func[0]($0, $1)\n"
+            "  0: $2 = alloc_closure func[0](move $0, move $1)\n"
             "  1: ret $2\n");
   EXPECT_THAT(Code(executable, "main"), HasSubstr("$5 = invoke_closure $3($2)\n"));
+}
+
+// A kill directly after the instruction that reads the register last is
+// folded into it as a move; one after anything else stays a kill_register.
+// Before `ret`, the instruction computing the result moves all it reads.
+TEST(VmCompilerTest, AKillAfterTheLastReadBecomesAMove) {
+  const std::string functions = R"(
+def @id(%x: int32) -> int32 {
+  %x
+}
+
+def @first(%p: (int32, int32)) -> int32 {
+  %p.0
+}
+)";
+  const std::string kills = R"(
+def @main(%a: int32, %b: int32, %c: int32) -> (int32, int32) {
+  let %r = @id(%a);
+  let %k0 = memory.kill(%a);
+  let %t = (%r, %b);
+  let %k1 = memory.kill(%b);
+  let %k2 = memory.kill(%r);
+  let %f = @first(%t);
+  let %d = @id(%c);
+  let %k3 = memory.kill(%t);
+  (%f, %d)
+}
+)";
+  const std::string same_without_kills = R"(
+def @main(%a: int32, %b: int32, %c: int32) -> (int32, int32) {
+  let %r = @id(%a);
+  let %t = (%r, %b);
+  let %f = @first(%t);
+  let %d = @id(%c);
+  (%f, %d)
+}
+)";
+  const vm::Executable executable = Compile(functions + kills);
+  EXPECT_EQ(Code(executable, "main"),
+            "def @main($0, $1, $2) registers 8:\n"
+            "  0: $3 = invoke func[0](move $0)\n"
+            "  1: $4 = alloc_adt tag 0(move $3, move $1)\n"
+            "  2: $5 = invoke func[1]($4)\n"
+            "  3: $6 = invoke func[0]($2)\n"
+            "  4: kill_register $4\n"
+            "  5: $7 = alloc_adt tag 0(move $5, move $6)\n"
+            "  6: ret $7\n");
+  const std::vector<Ref<Object>> args = {I32(1), I32(2), I32(3)};
+  ExpectSameValue(eval::Evaluate(Parse(functions + same_without_kills), "main", args),
+                  RunVm(executable, "main", args));
 }
 
 constexpr const char* kPatterns = R"(
@@ -560,7 +612,7 @@ def @first_or(%xs: List[int32], %d: int32) -> (int32, int32) {
             "  3: $2 = move $4\n"
             "  4: goto +2 (pc 6)\n"
             "  5: $2 = move $1\n"
-            "  6: $5 = alloc_adt tag 0($2, $1)\n"
+            "  6: $5 = alloc_adt tag 0(move $2, move $1)\n"
             "  7: ret $5\n");
   for (const char* list : {"Nil", "Cons(4, Nil)"}) {
     const std::string with_main =
@@ -624,7 +676,7 @@ def @pick(%c: bool, %a: int32, %b: int32) -> int32 {
             "  1: $3 = move $1\n"
             "  2: goto +2 (pc 4)\n"
             "  3: $3 = move $2\n"
-            "  4: $4 = alloc_adt tag 0($3, $1)\n"
+            "  4: $4 = alloc_adt tag 0(move $3, move $1)\n"
             "  5: ret $4\n");
   // In tail position each branch returns by itself.
   EXPECT_EQ(Code(executable, "pick"),
@@ -663,7 +715,7 @@ def @main() -> (Tensor[(2,), float32], Tensor[(2,), float32], Tensor[(2,), float
             "  2: $2 = load_const const[0]\n"
             "  3: $3 = load_const const[1]\n"
             "  4: $4 = load_consti 2\n"
-            "  5: $5 = alloc_adt tag 0($0, $1, $2, $3, $4)\n"
+            "  5: $5 = alloc_adt tag 0(move $0, move $1, move $2, move $3, move $4)\n"
             "  6: ret $5\n");
   ExpectVmMatchesEvaluator(program, "main", {}, &params);
 }

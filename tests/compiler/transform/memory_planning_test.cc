@@ -127,7 +127,9 @@ def @main(%x: Tensor[(4, 8), float32]) {
 }
 
 // A branch whose value is used afterwards kills its own temporaries before
-// it ends; outer values used in a branch die after the `if`.
+// it ends. An outer value used last in the `if` dies inside each branch when
+// every branch can kill it (the condition, here, on entry); one that is a
+// branch's value (%x) dies after the `if`.
 TEST(InsertKillsTest, BranchNotInTailPositionKillsItsTemporaries) {
   ExpectEqual(Planned(R"(
 def @main(%c: bool, %x: Tensor[(2, 4), float32]) {
@@ -148,6 +150,7 @@ def @main(%c: bool, %x: Tensor[(2, 4), float32]) {
 def @main(%c: bool, %x: Tensor[(2, 4), float32]) {
   %0 = fn (%p0: Tensor[(2, 4), float32], Primitive=1) { nn.relu(%p0) };
   let %r = if (%c) {
+    let %kc0: () = memory.kill(%c);
     let %s0: Storage = memory.alloc_storage(32i64, dtype="float32");
     let %y = memory.alloc_tensor(%s0, 0i64, dtype="float32", assert_shape=[2, 4]);
     let %k0: () = memory.kill(%s0);
@@ -159,9 +162,9 @@ def @main(%c: bool, %x: Tensor[(2, 4), float32]) {
     let %k2: () = memory.kill(%y);
     %z
   } else {
+    let %kc1: () = memory.kill(%c);
     %x
   };
-  let %k3: () = memory.kill(%c);
   let %k4: () = memory.kill(%x);
   let %s2: Storage = memory.alloc_storage(32i64, dtype="float32");
   let %w = memory.alloc_tensor(%s2, 0i64, dtype="float32", assert_shape=[2, 4]);
@@ -216,6 +219,118 @@ def @count(%i: int32, %x: Tensor[(4, 8), float32]) -> Tensor[(4, 8), float32] {
     %x
   };
   %r
+}
+)");
+}
+
+// A recursion that is not a tail call keeps its frame while the callee
+// runs: what the branch no longer needs (the condition, the counter) dies
+// before the call, inside the branch, and what the call reads last (%x, %j)
+// right after it, which the VM compiler makes moves into the call. %t, read
+// by the statement before the result, and the else branch's values are left
+// to the frame's end: nothing calls back into this frame after them.
+TEST(InsertKillsTest, RecursionKillsWhatItNoLongerNeedsBeforeTheCall) {
+  ExpectEqual(Planned(R"(
+def @depth(%i: int32, %x: Tensor[(4, 8), float32]) -> Tensor[(4, 8), float32] {
+  %0 = fn (%p0: int32, %p1: int32, Primitive=1) -> bool { less(%p0, %p1) };
+  %1 = fn (%p0: int32, %p1: int32, Primitive=1) -> int32 { add(%p0, %p1) };
+  %2 = fn (%p0: Tensor[(4, 8), float32], Primitive=1) { nn.relu(%p0) };
+  let %c = %0(%i, 100);
+  let %r = if (%c) {
+    let %j = %1(%i, 1);
+    let %t = @depth(%j, %x);
+    let %y = %2(%t);
+    %y
+  } else {
+    %x
+  };
+  %r
+}
+)",
+                      InsertKills),
+              R"(
+def @depth(%i: int32, %x: Tensor[(4, 8), float32]) -> Tensor[(4, 8), float32] {
+  %0 = fn (%p0: int32, %p1: int32, Primitive=1) -> bool { less(%p0, %p1) };
+  %1 = fn (%p0: int32, %p1: int32, Primitive=1) -> int32 { add(%p0, %p1) };
+  %2 = fn (%p0: Tensor[(4, 8), float32], Primitive=1) { nn.relu(%p0) };
+  let %s0: Storage = memory.alloc_storage(1i64, dtype="bool");
+  let %c = memory.alloc_tensor(%s0, 0i64, dtype="bool", assert_shape=[]);
+  let %k0: () = memory.kill(%s0);
+  let %u0: () = memory.invoke_mut(%0, (%i, 100), (%c,));
+  let %r = if (%c) {
+    let %k1: () = memory.kill(%c);
+    let %s1: Storage = memory.alloc_storage(4i64, dtype="int32");
+    let %j = memory.alloc_tensor(%s1, 0i64, dtype="int32", assert_shape=[]);
+    let %k2: () = memory.kill(%s1);
+    let %u1: () = memory.invoke_mut(%1, (%i, 1), (%j,));
+    let %k3: () = memory.kill(%i);
+    let %t = @depth(%j, %x);
+    let %k4: () = memory.kill(%x);
+    let %k5: () = memory.kill(%j);
+    let %s2: Storage = memory.alloc_storage(128i64, dtype="float32");
+    let %y = memory.alloc_tensor(%s2, 0i64, dtype="float32", assert_shape=[4, 8]);
+    let %k6: () = memory.kill(%s2);
+    let %u2: () = memory.invoke_mut(%2, (%t,), (%y,));
+    %y
+  } else {
+    %x
+  };
+  %r
+}
+)");
+}
+
+// A clause's field variables have registers of their own and die after
+// their last use; the matched list dies on entry to the clause that goes on
+// to call, so a list consumed as it is mapped frees each node as it goes.
+// A variable naming the whole value shares its register and keeps it alive.
+TEST(InsertKillsTest, ClauseFieldsAndTheMatchedValueDieInTheClause) {
+  ExpectEqual(Planned(R"(
+type List[A] {
+  Cons(A, List[A]),
+  Nil,
+}
+
+def @map(%f: fn (Tensor[(4,), float32]) -> Tensor[(4,), float32], %xs: List[Tensor[(4,), float32]]) -> List[Tensor[(4,), float32]] {
+  match (%xs) {
+    Cons(%h, %t) => {
+      let %y = %f(%h);
+      let %r = @map(%f, %t);
+      Cons(%y, %r)
+    },
+    %other => {
+      let %n = @map(%f, %other);
+      let %m = @map(%f, %n);
+      %m
+    },
+  }
+}
+)",
+                      InsertKills),
+              R"(
+type List[A] {
+  Cons(A, List[A]),
+  Nil,
+}
+
+def @map(%f: fn (Tensor[(4,), float32]) -> Tensor[(4,), float32], %xs: List[Tensor[(4,), float32]]) -> List[Tensor[(4,), float32]] {
+  match (%xs) {
+    Cons(%h, %t) => {
+      let %k0: () = memory.kill(%xs);
+      let %y = %f(%h);
+      let %k1: () = memory.kill(%h);
+      let %r = @map(%f, %t);
+      let %k2: () = memory.kill(%f);
+      let %k3: () = memory.kill(%t);
+      Cons(%y, %r)
+    },
+    %other => {
+      let %n = @map(%f, %other);
+      let %k4: () = memory.kill(%xs);
+      let %m = @map(%f, %n);
+      %m
+    },
+  }
 }
 )");
 }
