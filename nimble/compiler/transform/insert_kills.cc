@@ -28,9 +28,9 @@ bool IsUnit(const ir::Type& type) {
          static_cast<const ir::TupleTypeNode&>(*type).fields.empty();
 }
 
-// The names of registers whose kill an enclosing scope hands to a branch:
-// the owners in the enclosing scope's order, and every name (each owner and
-// its renames) mapped to its owner.
+// The registers a branch kills that are not its own let binders: those an
+// enclosing scope hands down, and a clause's field variables. The owners in
+// order, and every name (each owner and its renames) mapped to its owner.
 struct Handed {
   std::vector<const ir::VarNode*> owners;
   std::map<const ir::VarNode*, const ir::VarNode*> names;
@@ -147,12 +147,10 @@ class KillInserter {
  private:
   static constexpr size_t kUnused = static_cast<size_t>(-1);
 
-  // `expr` with kills inserted; `owned` are the variables whose registers
-  // this scope owns besides its let binders (a function's parameters, a
-  // clause's field variables), `handed` the enclosing scopes' registers it
-  // kills. In a `tail` scope nothing follows the statement computing the
-  // result.
-  ir::Expr Scope(const ir::Expr& expr, bool tail, const std::vector<ir::Var>& owned,
+  // `expr` with kills inserted; `params` are a function body's parameters,
+  // `handed` the other registers it kills besides its let binders. In a
+  // `tail` scope nothing follows the statement computing the result.
+  ir::Expr Scope(const ir::Expr& expr, bool tail, const std::vector<ir::Var>& params,
                  const Handed& handed) {
     LetChain chain = FlattenLets(expr);
     const size_t n = chain.bindings.size();
@@ -175,7 +173,7 @@ class KillInserter {
       owner[var.get()] = var.get();
       owners.push_back(var.get());
     };
-    for (const ir::Var& param : owned) own(param);
+    for (const ir::Var& param : params) own(param);
     for (const Binding& binding : chain.bindings) {
       if (binding.value->kind == ExprKind::kVar) {
         const auto found = owner.find(static_cast<const ir::VarNode*>(binding.value.get()));
@@ -214,16 +212,17 @@ class KillInserter {
       }
       return calls_back_from[from];
     };
-    // In a tail scope, a register an enclosing scope handed down, or one
-    // used last by the statement before the result, is killed only before
+    // In a tail scope, a handed register (an enclosing scope's or a clause
+    // field's: neither holds memory of its own), or one used last by the
+    // statement before the result, is killed only before
     // a call that returns to this frame (a kill right after a call taking
     // it becomes a move, vm_compiler.h, so the callee may drop it while it
     // runs). Otherwise the frame's end, or the tail call reusing it, drops
     // it about as soon, and the kill is one more instruction each time
     // round a loop.
     const auto worth_killing = [&](const ir::VarNode* var, size_t at) -> bool {
-      const bool handed_down = std::ranges::find(handed.owners, var) != handed.owners.end();
-      if (!tail || !(handed_down || ends_tail(at))) return true;
+      const bool is_handed = std::ranges::find(handed.owners, var) != handed.owners.end();
+      if (!tail || !(is_handed || ends_tail(at))) return true;
       return calls_back(at == kUnused ? 0 : at);
     };
     for (const ir::VarNode* var : owners) {
@@ -325,10 +324,14 @@ class KillInserter {
           std::vector<ir::Var> fields;
           FieldVariables(clause.lhs, false, fields);
           Handed clause_handed = handed;
+          for (const ir::Var& field : fields) {
+            clause_handed.owners.push_back(field.get());
+            clause_handed.names[field.get()] = field.get();
+          }
           if (branches[i].alias_of_data && data != handed.names.end()) {
             clause_handed.names[branches[i].alias_of_data] = data->second;
           }
-          clauses.push_back({clause.lhs, Scope(clause.rhs, tail, fields, clause_handed)});
+          clauses.push_back({clause.lhs, Scope(clause.rhs, tail, {}, clause_handed)});
         }
         return Rebuilt(value, Make<ir::MatchNode>(node.data, std::move(clauses), node.complete));
       }

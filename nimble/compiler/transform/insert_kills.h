@@ -14,12 +14,13 @@
 // otherwise after the statement holding it. Nothing is killed after the
 // statement computing a function's result (the frame ends there anyway, and
 // a call in tail position must stay one), nor after a branch's in tail
-// position. In a tail scope, a value handed down from an enclosing scope,
-// or used last by the statement before the result, is killed only before a
-// call that returns to the frame (which then no longer holds it while the
-// callee runs: a recursion over a list frees each node on the way down);
-// elsewhere the frame's end or the tail call drops it as soon, and the kill
-// would be one more instruction each time round a loop.
+// position. In a tail scope, a value handed down from an enclosing scope or
+// bound by the clause's pattern, or one used last by the statement before
+// the result, is killed only before a call that returns to the frame
+// (which then no longer holds it while the callee runs: a recursion over a
+// list frees each node on the way down); elsewhere the frame's end or the
+// tail call drops it as soon, and the kill would be one more instruction
+// each time round a loop.
 #pragma once
 
 #include "nimble/compiler/ir/module.h"

@@ -335,6 +335,54 @@ def @map(%f: fn (Tensor[(4,), float32]) -> Tensor[(4,), float32], %xs: List[Tens
 )");
 }
 
+// A clause that calls nothing leaves its fields and the matched value to the
+// frame's end: killing them would cost instructions and free nothing sooner.
+TEST(InsertKillsTest, AClauseThatCallsNothingLeavesItsFieldsToTheFrame) {
+  ExpectEqual(Planned(R"(
+type Pair[A] {
+  MkPair(A, A),
+}
+
+def @sum(%p: Pair[Tensor[(4, 8), float32]]) -> Tensor[(4, 8), float32] {
+  %0 = fn (%p0: Tensor[(4, 8), float32], %p1: Tensor[(4, 8), float32], Primitive=1) {
+    add(%p0, %p1)
+  };
+  match (%p) {
+    MkPair(%a, %b) => {
+      let %s = %0(%a, %b);
+      let %t = %0(%s, %a);
+      %t
+    },
+  }
+}
+)",
+                      InsertKills),
+              R"(
+type Pair[A] {
+  MkPair(A, A),
+}
+
+def @sum(%p: Pair[Tensor[(4, 8), float32]]) -> Tensor[(4, 8), float32] {
+  %0 = fn (%p0: Tensor[(4, 8), float32], %p1: Tensor[(4, 8), float32], Primitive=1) {
+    add(%p0, %p1)
+  };
+  match (%p) {
+    MkPair(%a, %b) => {
+      let %s0: Storage = memory.alloc_storage(128i64, dtype="float32");
+      let %s = memory.alloc_tensor(%s0, 0i64, dtype="float32", assert_shape=[4, 8]);
+      let %k0: () = memory.kill(%s0);
+      let %u0: () = memory.invoke_mut(%0, (%a, %b), (%s,));
+      let %s1: Storage = memory.alloc_storage(128i64, dtype="float32");
+      let %t = memory.alloc_tensor(%s1, 0i64, dtype="float32", assert_shape=[4, 8]);
+      let %k1: () = memory.kill(%s1);
+      let %u1: () = memory.invoke_mut(%0, (%s, %a), (%t,));
+      %t
+    },
+  }
+}
+)");
+}
+
 TEST(InsertKillsTest, ParameterNeverUsedDiesOnEntry) {
   ExpectEqual(Planned(R"(
 def @main(%x: Tensor[(4, 8), float32], %unused: Tensor[(4, 8), float32]) {
