@@ -175,14 +175,19 @@ def @main(%c: bool, %x: Tensor[(2, 4), float32]) {
 )");
 }
 
+// The primitives of the recursive functions below: a counter's test and
+// step, and some work on a tensor.
+constexpr const char* kCounterPrimitives = R"(
+  %0 = fn (%p0: int32, %p1: int32, Primitive=1) -> bool { less(%p0, %p1) };
+  %1 = fn (%p0: int32, %p1: int32, Primitive=1) -> int32 { add(%p0, %p1) };
+  %2 = fn (%p0: Tensor[(4, 8), float32], Primitive=1) { nn.relu(%p0) };)";
+
 // Nothing is killed after a call in tail position (here a recursive loop),
 // so it stays a tail call and the loop runs at constant call depth.
 TEST(InsertKillsTest, TailCallStaysATailCall) {
   const std::string program = R"(
-def @count(%i: int32, %x: Tensor[(4, 8), float32]) -> Tensor[(4, 8), float32] {
-  %0 = fn (%p0: int32, %p1: int32, Primitive=1) -> bool { less(%p0, %p1) };
-  %1 = fn (%p0: int32, %p1: int32, Primitive=1) -> int32 { add(%p0, %p1) };
-  %2 = fn (%p0: Tensor[(4, 8), float32], Primitive=1) { nn.relu(%p0) };
+def @count(%i: int32, %x: Tensor[(4, 8), float32]) -> Tensor[(4, 8), float32] {)" +
+                              std::string(kCounterPrimitives) + R"(
   let %c = %0(%i, 100000);
   let %r = if (%c) {
     let %y = %2(%x);
@@ -196,10 +201,8 @@ def @count(%i: int32, %x: Tensor[(4, 8), float32]) -> Tensor[(4, 8), float32] {
 }
 )";
   ExpectEqual(Planned(program, InsertKills), R"(
-def @count(%i: int32, %x: Tensor[(4, 8), float32]) -> Tensor[(4, 8), float32] {
-  %0 = fn (%p0: int32, %p1: int32, Primitive=1) -> bool { less(%p0, %p1) };
-  %1 = fn (%p0: int32, %p1: int32, Primitive=1) -> int32 { add(%p0, %p1) };
-  %2 = fn (%p0: Tensor[(4, 8), float32], Primitive=1) { nn.relu(%p0) };
+def @count(%i: int32, %x: Tensor[(4, 8), float32]) -> Tensor[(4, 8), float32] {)" +
+                                                 std::string(kCounterPrimitives) + R"(
   let %s0: Storage = memory.alloc_storage(1i64, dtype="bool");
   let %c = memory.alloc_tensor(%s0, 0i64, dtype="bool", assert_shape=[]);
   let %k0: () = memory.kill(%s0);
@@ -231,10 +234,8 @@ def @count(%i: int32, %x: Tensor[(4, 8), float32]) -> Tensor[(4, 8), float32] {
 // to the frame's end: nothing calls back into this frame after them.
 TEST(InsertKillsTest, RecursionKillsWhatItNoLongerNeedsBeforeTheCall) {
   ExpectEqual(Planned(R"(
-def @depth(%i: int32, %x: Tensor[(4, 8), float32]) -> Tensor[(4, 8), float32] {
-  %0 = fn (%p0: int32, %p1: int32, Primitive=1) -> bool { less(%p0, %p1) };
-  %1 = fn (%p0: int32, %p1: int32, Primitive=1) -> int32 { add(%p0, %p1) };
-  %2 = fn (%p0: Tensor[(4, 8), float32], Primitive=1) { nn.relu(%p0) };
+def @depth(%i: int32, %x: Tensor[(4, 8), float32]) -> Tensor[(4, 8), float32] {)" +
+                          std::string(kCounterPrimitives) + R"(
   let %c = %0(%i, 100);
   let %r = if (%c) {
     let %j = %1(%i, 1);
@@ -249,10 +250,8 @@ def @depth(%i: int32, %x: Tensor[(4, 8), float32]) -> Tensor[(4, 8), float32] {
 )",
                       InsertKills),
               R"(
-def @depth(%i: int32, %x: Tensor[(4, 8), float32]) -> Tensor[(4, 8), float32] {
-  %0 = fn (%p0: int32, %p1: int32, Primitive=1) -> bool { less(%p0, %p1) };
-  %1 = fn (%p0: int32, %p1: int32, Primitive=1) -> int32 { add(%p0, %p1) };
-  %2 = fn (%p0: Tensor[(4, 8), float32], Primitive=1) { nn.relu(%p0) };
+def @depth(%i: int32, %x: Tensor[(4, 8), float32]) -> Tensor[(4, 8), float32] {)" +
+                  std::string(kCounterPrimitives) + R"(
   let %s0: Storage = memory.alloc_storage(1i64, dtype="bool");
   let %c = memory.alloc_tensor(%s0, 0i64, dtype="bool", assert_shape=[]);
   let %k0: () = memory.kill(%s0);
@@ -285,14 +284,15 @@ def @depth(%i: int32, %x: Tensor[(4, 8), float32]) -> Tensor[(4, 8), float32] {
 // to call, so a list consumed as it is mapped frees each node as it goes.
 // A variable naming the whole value shares its register and keeps it alive.
 TEST(InsertKillsTest, ClauseFieldsAndTheMatchedValueDieInTheClause) {
-  ExpectEqual(Planned(R"(
+  const std::string map = R"(
 type List[A] {
   Cons(A, List[A]),
   Nil,
 }
 
 def @map(%f: fn (Tensor[(4,), float32]) -> Tensor[(4,), float32], %xs: List[Tensor[(4,), float32]]) -> List[Tensor[(4,), float32]] {
-  match (%xs) {
+  match (%xs) {)";
+  ExpectEqual(Planned(map + R"(
     Cons(%h, %t) => {
       let %y = %f(%h);
       let %r = @map(%f, %t);
@@ -307,14 +307,7 @@ def @map(%f: fn (Tensor[(4,), float32]) -> Tensor[(4,), float32], %xs: List[Tens
 }
 )",
                       InsertKills),
-              R"(
-type List[A] {
-  Cons(A, List[A]),
-  Nil,
-}
-
-def @map(%f: fn (Tensor[(4,), float32]) -> Tensor[(4,), float32], %xs: List[Tensor[(4,), float32]]) -> List[Tensor[(4,), float32]] {
-  match (%xs) {
+              map + R"(
     Cons(%h, %t) => {
       let %k0: () = memory.kill(%xs);
       let %y = %f(%h);
@@ -338,7 +331,7 @@ def @map(%f: fn (Tensor[(4,), float32]) -> Tensor[(4,), float32], %xs: List[Tens
 // A clause that calls nothing leaves its fields and the matched value to the
 // frame's end: killing them would cost instructions and free nothing sooner.
 TEST(InsertKillsTest, AClauseThatCallsNothingLeavesItsFieldsToTheFrame) {
-  ExpectEqual(Planned(R"(
+  const std::string sum = R"(
 type Pair[A] {
   MkPair(A, A),
 }
@@ -348,7 +341,8 @@ def @sum(%p: Pair[Tensor[(4, 8), float32]]) -> Tensor[(4, 8), float32] {
     add(%p0, %p1)
   };
   match (%p) {
-    MkPair(%a, %b) => {
+    MkPair(%a, %b) => {)";
+  ExpectEqual(Planned(sum + R"(
       let %s = %0(%a, %b);
       let %t = %0(%s, %a);
       %t
@@ -357,17 +351,7 @@ def @sum(%p: Pair[Tensor[(4, 8), float32]]) -> Tensor[(4, 8), float32] {
 }
 )",
                       InsertKills),
-              R"(
-type Pair[A] {
-  MkPair(A, A),
-}
-
-def @sum(%p: Pair[Tensor[(4, 8), float32]]) -> Tensor[(4, 8), float32] {
-  %0 = fn (%p0: Tensor[(4, 8), float32], %p1: Tensor[(4, 8), float32], Primitive=1) {
-    add(%p0, %p1)
-  };
-  match (%p) {
-    MkPair(%a, %b) => {
+              sum + R"(
       let %s0: Storage = memory.alloc_storage(128i64, dtype="float32");
       let %s = memory.alloc_tensor(%s0, 0i64, dtype="float32", assert_shape=[4, 8]);
       let %k0: () = memory.kill(%s0);
