@@ -5,6 +5,7 @@
 // and is killed under the name that owns it.
 #include "nimble/compiler/transform/insert_kills.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <vector>
@@ -214,12 +215,11 @@ class KillInserter {
     };
     // In a tail scope, a handed register (an enclosing scope's or a clause
     // field's: neither holds memory of its own), or one used last by the
-    // statement before the result, is killed only before
-    // a call that returns to this frame (a kill right after a call taking
-    // it becomes a move, vm_compiler.h, so the callee may drop it while it
-    // runs). Otherwise the frame's end, or the tail call reusing it, drops
-    // it about as soon, and the kill is one more instruction each time
-    // round a loop.
+    // statement before the result, is killed only before a call that
+    // returns to this frame (a kill right after a call taking it becomes a
+    // move, vm_compiler.h, so the callee may drop it while it runs).
+    // Otherwise the frame's end, or the tail call reusing it, drops it about
+    // as soon, and the kill is one more instruction each time round a loop.
     const auto worth_killing = [&](const ir::VarNode* var, size_t at) -> bool {
       const bool is_handed = std::ranges::find(handed.owners, var) != handed.owners.end();
       if (!tail || !(is_handed || ends_tail(at))) return true;
@@ -228,7 +228,8 @@ class KillInserter {
     for (const ir::VarNode* var : owners) {
       if (killed_.contains(var) || !Killable(*var)) continue;
       size_t at = last_use[var];
-      if (at == kUnused) {
+      const bool used = at != kUnused;
+      if (!used) {
         const auto defined = defined_at.find(var);
         if (defined == defined_at.end()) {
           if (worth_killing(var, kUnused)) kills_on_entry.push_back(var);
@@ -241,7 +242,8 @@ class KillInserter {
       // the statement after the whole construct: in tail position that is
       // the only kill there is (a recursive function's argument then dies
       // before the recursion, not after it returns).
-      if (IsBranching(value) && (is_tail(at) || KillableInBranches(value, NamesOf(var, owner)))) {
+      if (used && IsBranching(value) &&
+          (is_tail(at) || KillableInBranches(value, NamesOf(var, owner)))) {
         handed_on[at].owners.push_back(var);
         for (const auto& [name, name_owner] : owner) {
           if (name_owner == var) handed_on[at].names[name] = var;
