@@ -10,6 +10,7 @@
 #include "nimble/compiler/backend/pipeline.h"
 #include "nimble/compiler/backend/template_tuning.h"
 #include "nimble/compiler/backend/tuning_database.h"
+#include "nimble/compiler/ir/constant_bytes.h"
 #include "nimble/compiler/op/op.h"
 #include "nimble/compiler/transform/pack_dense_weights.h"
 #include "nimble/compiler/typing/type_infer.h"
@@ -254,8 +255,8 @@ KernelChoices ChooseMatMulKernels(const ir::IRModule& module, const CompileOptio
   }
   std::vector<MatMulSite> sites = CollectMatMulSites(module);
   if (sites.empty()) return choices;
-  const WeightResidence weights = ResidenceOfWeights(module);
-  for (MatMulSite& site : sites) site.weights = weights;
+  const size_t constant_bytes = ir::ConstantBytes(module);
+  for (MatMulSite& site : sites) site.weights = ResidenceOfWeights(constant_bytes, site.repeated);
   SiteTimer timer(module, options);
   for (const MatMulSite& site : sites) {
     if (std::optional<KernelChoice> tuned = TunedChoice(site, options, timer)) {

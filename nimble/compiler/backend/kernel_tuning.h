@@ -57,7 +57,7 @@ std::vector<std::string> LibraryCandidates(const std::string& op, bool dynamic,
 // (nn.contrib_dense_pack, transform/pack_dense_weights.h) than on the fastest
 // candidate ChooseMatMulKernels would give it, measured and recorded the
 // same way (kernel "nn.contrib_dense_pack"), the weight where its program
-// keeps it (ResidenceOfWeights). False unless options.kernels is "auto" and
+// keeps it (`residence`, from ResidenceOfWeights). False unless options.kernels is "auto" and
 // the target is the host's.
 bool PackingDenseWins(const ir::TensorTypeNode& data, const ir::TensorTypeNode& weight,
                       WeightResidence residence, const CompileOptions& options);

@@ -14,6 +14,7 @@
 #include "nimble/compiler/ir/functor.h"
 #include "nimble/compiler/te/parallel_chunk.h"
 #include "nimble/compiler/transform/pass_util.h"
+#include "nimble/compiler/transform/repeated_code.h"
 #include "nimble/vm/dlpack.h"
 #include "nimble/vm/error.h"
 #include "nimble/vm/thread_pool.h"
@@ -74,16 +75,29 @@ std::optional<MatMulSite> AsMatMulSite(const ir::FunctionNode* primitive) {
   return site.AtExtent(kDynamicExtent);
 }
 
+// The sites of one global's function.
 class SiteCollector : public ir::ExprVisitor {
  public:
+  SiteCollector(bool global_repeated, std::vector<MatMulSite>& sites)
+      : global_repeated_(global_repeated), sites_(sites) {}
+
   void VisitFunction(const ir::FunctionNode* function) override {
     if (transform::HasFlag(function, transform::kPrimitiveAttr)) {
-      if (std::optional<MatMulSite> site = AsMatMulSite(function)) sites.push_back(*site);
+      if (std::optional<MatMulSite> site = AsMatMulSite(function)) {
+        site->repeated = global_repeated_ || depth_ > 1;
+        sites_.push_back(*site);
+      }
       return;
     }
+    ++depth_;
     ExprVisitor::VisitFunction(function);
+    --depth_;
   }
-  std::vector<MatMulSite> sites;
+
+ private:
+  bool global_repeated_;
+  std::vector<MatMulSite>& sites_;
+  int depth_ = 0;  // functions entered: 1 in the global's own body
 };
 
 // What the kernels after a matrix product do, run after each measured call:
@@ -122,9 +136,9 @@ Tensor Filled(const Shape& shape) {
 
 }  // namespace
 
-WeightResidence ResidenceOfWeights(const ir::IRModule& module) {
-  return ir::ConstantBytes(module) > kCachedWeightBytes ? WeightResidence::kMemory
-                                                        : WeightResidence::kCached;
+WeightResidence ResidenceOfWeights(size_t constant_bytes, bool repeated) {
+  const size_t cached = repeated ? kCachedWeightBytes : kOncePerRunCachedWeightBytes;
+  return constant_bytes > cached ? WeightResidence::kMemory : WeightResidence::kCached;
 }
 
 int MatMulSite::weight_input() const {
@@ -154,11 +168,12 @@ MatMulSite MatMulSite::AtExtent(int64_t extent) const {
 }
 
 std::vector<MatMulSite> CollectMatMulSites(const ir::IRModule& module) {
-  SiteCollector collector;
+  const transform::RepeatedCode repeated(module);
+  std::vector<MatMulSite> sites;
   for (const ir::IRModuleNode::Definition& definition : module->functions()) {
-    collector.VisitExpr(definition.function);
+    SiteCollector(repeated.Global(definition.global->name), sites).VisitExpr(definition.function);
   }
-  return std::move(collector.sites);
+  return sites;
 }
 
 namespace {

@@ -44,8 +44,21 @@ enum class WeightResidence { kCached, kMemory };
 // measured bandwidth falls to memory speed beyond 16-64 MB.
 inline constexpr size_t kCachedWeightBytes = size_t{64} << 20;
 
-// kMemory when `module`'s named constants exceed kCachedWeightBytes.
-WeightResidence ResidenceOfWeights(const ir::IRModule& module);
+// Constant bytes above which a product that runs once per run of its
+// program (not in a loop or recursion, transform/repeated_code.h) reads its
+// weight from memory: the rest of the run streams the other weights through
+// the cores' L2 (1-2 MiB each here) before the next run comes back to it. An
+// LSTM's input projection of layer 2 ([tokens, 512] x [512, 2048], once per
+// sentence, in a 15 MB program) ran 15% of LSTM-2's time in the generated
+// kernel that measured level with the packed one in cache; measured from
+// memory, the packed one leads by 17-20% and LSTM-2 runs 11-19% faster.
+inline constexpr size_t kOncePerRunCachedWeightBytes = size_t{2} << 20;
+
+// Where a product's weight is when it runs, in a program holding
+// `constant_bytes` of named constants (ir::ConstantBytes): kMemory above
+// kCachedWeightBytes, or above kOncePerRunCachedWeightBytes for a product
+// that is not `repeated`.
+WeightResidence ResidenceOfWeights(size_t constant_bytes, bool repeated);
 
 struct MatMulSite {
   const ir::FunctionNode* primitive = nullptr;
@@ -58,6 +71,8 @@ struct MatMulSite {
   Shape output;
 
   WeightResidence weights = WeightResidence::kCached;
+  // Whether the site may run more than once per run (transform/repeated_code.h).
+  bool repeated = true;
 
   bool dynamic() const;
   // The input that is the product's weight: nn.dense's second; of
@@ -69,7 +84,7 @@ struct MatMulSite {
 };
 
 // Every site of `module` (after the pipeline), `?` at kDynamicExtent, in
-// order of appearance, weights cached.
+// order of appearance, weights cached, `repeated` set.
 std::vector<MatMulSite> CollectMatMulSites(const ir::IRModule& module);
 
 // "(?,768), (768,768)": shapes as the tuning databases key them.

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "nimble/compiler/backend/kernel_tuning.h"
+#include "nimble/compiler/ir/constant_bytes.h"
 #include "nimble/compiler/op/compute.h"
 #include "nimble/compiler/transform/batch_matmul_to_dense.h"
 #include "nimble/compiler/transform/coalesce_storage.h"
@@ -46,9 +47,9 @@ std::function<bool(const ir::CallNode&)> Fusible(const CompileOptions& options) 
 // (measured with the weight where the program keeps it).
 transform::PackDensePredicate PackingWins(const ir::IRModule& module,
                                           const CompileOptions& options) {
-  return [&options, residence = ResidenceOfWeights(module)](const ir::TensorTypeNode& data,
-                                                            const ir::TensorTypeNode& weight) {
-    return PackingDenseWins(data, weight, residence, options);
+  return [&options, constant_bytes = ir::ConstantBytes(module)](
+             const ir::TensorTypeNode& data, const ir::TensorTypeNode& weight, bool repeated) {
+    return PackingDenseWins(data, weight, ResidenceOfWeights(constant_bytes, repeated), options);
   };
 }
 

@@ -10,6 +10,7 @@
 #include "nimble/compiler/op/op.h"
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/pass_util.h"
+#include "nimble/compiler/transform/repeated_code.h"
 #include "nimble/compiler/typing/type_infer.h"
 
 namespace nimble::transform {
@@ -35,14 +36,10 @@ Expr CallOp(const std::string& name, std::vector<Expr> args, const Attrs& attrs,
   return call;
 }
 
-class BatchMatMulRewriter : public ir::ExprMutator {
+class BatchMatMulRewriter : public RepeatedCodeMutator {
  public:
-  explicit BatchMatMulRewriter(const PackDensePredicate& pack) : pack_(pack) {}
-
-  Expr VisitFunction(const ir::FunctionNode* function) override {
-    if (HasFlag(function, kPrimitiveAttr)) return ir::RefOf(function);
-    return ExprMutator::VisitFunction(function);
-  }
+  BatchMatMulRewriter(const PackDensePredicate& pack, bool global_repeated)
+      : RepeatedCodeMutator(global_repeated), pack_(pack) {}
 
   Expr VisitCall(const ir::CallNode* call) override {
     Expr rewritten = ExprMutator::VisitCall(call);
@@ -75,7 +72,7 @@ class BatchMatMulRewriter : public ir::ExprMutator {
     const ir::TensorType stacked_type =
         ir::MakeTensorType({ir::Dim(batch * units), ir::Dim(shape[2])}, DataType::Float32());
     if (!pack_(weight_second ? *x_type : *y_type,
-               static_cast<const ir::TensorTypeNode&>(*stacked_type))) {
+               static_cast<const ir::TensorTypeNode&>(*stacked_type), InRepeatedCode())) {
       return rewritten;
     }
     Expr product = CallOp("nn.dense", {data, Flattened(constant)}, Attrs(), rewritten);
@@ -114,9 +111,10 @@ class BatchMatMulRewriter : public ir::ExprMutator {
 
 ir::IRModule BatchMatMulToDense(const ir::IRModule& module, const PackDensePredicate& pack) {
   return RunWithDeepStack([&] {
-    BatchMatMulRewriter rewriter(pack);
+    const RepeatedCode repeated(module);
     ir::IRModule result = MapFunctions(module, [&](const ir::IRModuleNode::Definition& definition) {
-      Expr function = rewriter.VisitExpr(definition.function);
+      Expr function = BatchMatMulRewriter(pack, repeated.Global(definition.global->name))
+                          .VisitExpr(definition.function);
       return ir::RefOf(static_cast<const ir::FunctionNode*>(function.get()));
     });
     typing::InferTypes(result);

@@ -13,6 +13,7 @@
 #include "nimble/compiler/op/op.h"
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/pass_util.h"
+#include "nimble/compiler/transform/repeated_code.h"
 #include "nimble/compiler/typing/type_infer.h"
 
 namespace nimble::transform {
@@ -70,17 +71,16 @@ const ir::ConstantNode* BiasConstant(const Expr& expr, int64_t units) {
   return constant;
 }
 
-class DenseWeightPacker : public ir::ExprMutator {
+class DenseWeightPacker : public RepeatedCodeMutator {
  public:
   // `packed`: the packed constant of each weight, shared by all functions.
-  DenseWeightPacker(const PackDensePredicate& pack,
+  DenseWeightPacker(const PackDensePredicate& pack, bool global_repeated,
                     std::unordered_map<const ir::ConstantNode*, Expr>& packed)
-      : pack_(pack), packed_(packed) {}
+      : RepeatedCodeMutator(global_repeated), pack_(pack), packed_(packed) {}
 
   Expr VisitFunction(const ir::FunctionNode* function) override {
-    if (HasFlag(function, kPrimitiveAttr)) return ir::RefOf(function);
-    if (uses_.empty()) uses_ = UseCounts(ir::RefOf(function));
-    return ExprMutator::VisitFunction(function);
+    if (uses_.empty() && !HasFlag(function, kPrimitiveAttr)) uses_ = UseCounts(ir::RefOf(function));
+    return RepeatedCodeMutator::VisitFunction(function);
   }
 
   Expr VisitCall(const ir::CallNode* call) override {
@@ -102,7 +102,7 @@ class DenseWeightPacker : public ir::ExprMutator {
         call->attrs.GetDType("out_dtype") != DataType::Float32()) {
       return rewritten;
     }
-    if (!pack_(*data_type, *weight_type)) return rewritten;
+    if (!pack_(*data_type, *weight_type, InRepeatedCode())) return rewritten;
     const auto* constant = static_cast<const ir::ConstantNode*>(weight.get());
     Expr& packed = packed_[constant];
     if (!packed) {
@@ -195,8 +195,10 @@ class DenseWeightPacker : public ir::ExprMutator {
 ir::IRModule PackDenseWeights(const ir::IRModule& module, const PackDensePredicate& pack) {
   return RunWithDeepStack([&] {
     std::unordered_map<const ir::ConstantNode*, Expr> packed;
+    const RepeatedCode repeated(module);
     ir::IRModule result = MapFunctions(module, [&](const ir::IRModuleNode::Definition& definition) {
-      Expr function = DenseWeightPacker(pack, packed).VisitExpr(definition.function);
+      Expr function = DenseWeightPacker(pack, repeated.Global(definition.global->name), packed)
+                          .VisitExpr(definition.function);
       return ir::RefOf(static_cast<const ir::FunctionNode*>(function.get()));
     });
     typing::InferTypes(result);

@@ -27,9 +27,11 @@ namespace nimble::transform {
 // Columns per block of a packed weight: two AVX2 vectors, one AVX-512 vector.
 inline constexpr int64_t kDensePackBlock = 16;
 
-// Whether to pack the nn.dense call of these data and weight types.
-using PackDensePredicate =
-    std::function<bool(const ir::TensorTypeNode& data, const ir::TensorTypeNode& weight)>;
+// Whether to pack the nn.dense call of these data and weight types; the call
+// may run more than once per run of the program when `repeated`
+// (repeated_code.h), so that its weight may stay in cache between calls.
+using PackDensePredicate = std::function<bool(const ir::TensorTypeNode& data,
+                                              const ir::TensorTypeNode& weight, bool repeated)>;
 
 // Expects a type-checked module; returns a new one, type-checked again, in
 // which every packable nn.dense call that `pack` accepts is rewritten (each

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "nimble/compiler/backend/pipeline.h"
+#include "nimble/compiler/ir/constant_bytes.h"
 #include "nimble/compiler/text/parser.h"
 #include "nimble/compiler/typing/type_infer.h"
 #include "nimble/vm/vm.h"
@@ -433,8 +434,8 @@ TEST_F(KernelTuningTest, SitesOfAProgramLargerThanTheCachesAreMeasuredWithWeight
   const ir::IRModule large =
       parse("(nn.dense(%x, meta[relay.Constant][w]), meta[relay.Constant][large])");
   const ir::IRModule small = parse("nn.dense(%x, meta[relay.Constant][w])");
-  EXPECT_EQ(ResidenceOfWeights(large), WeightResidence::kMemory);
-  EXPECT_EQ(ResidenceOfWeights(small), WeightResidence::kCached);
+  EXPECT_EQ(ResidenceOfWeights(ir::ConstantBytes(large), true), WeightResidence::kMemory);
+  EXPECT_EQ(ResidenceOfWeights(ir::ConstantBytes(small), true), WeightResidence::kCached);
 
   Compile(large, options);
   const std::string from_memory = "kernel LIKE '%, weights from memory'";
@@ -448,6 +449,54 @@ TEST_F(KernelTuningTest, SitesOfAProgramLargerThanTheCachesAreMeasuredWithWeight
   EXPECT_THAT(KernelsWhere(database_, "NOT " + from_memory),
               testing::IsSupersetOf(
                   std::vector<std::string>{"nn.contrib_dense_pack", "nn.dense", kGeneratedKey}));
+}
+
+// A product that runs once per run reads its weight from memory in a
+// program of more than kOncePerRunCachedWeightBytes of constants; the same
+// product in a recursion keeps it cached.
+TEST_F(KernelTuningTest, AProductRunOncePerRunOfALargerProgramIsMeasuredFromMemory) {
+  EXPECT_EQ(ResidenceOfWeights(kOncePerRunCachedWeightBytes + 4, false), WeightResidence::kMemory);
+  EXPECT_EQ(ResidenceOfWeights(kOncePerRunCachedWeightBytes + 4, true), WeightResidence::kCached);
+  EXPECT_EQ(ResidenceOfWeights(kOncePerRunCachedWeightBytes, false), WeightResidence::kCached);
+
+  const CompileOptions options = Options("auto");
+  const int64_t other_numel = static_cast<int64_t>(kOncePerRunCachedWeightBytes / sizeof(float));
+  const text::ParamMap params{{"w", TensorNode::Empty({32, 8}, DataType::Float32())},
+                              {"other", TensorNode::Empty({other_numel}, DataType::Float32())}};
+  const auto parse = [&](const std::string& text) {
+    ir::IRModule module =
+        text::ParseModule("#[version = \"0.0.5\"]\n" + text, "test.relay", &params);
+    typing::InferTypes(module);
+    return module;
+  };
+  Compile(parse(R"(
+def @main(%x: Tensor[(?, 8), float32]) {
+  (nn.dense(%x, meta[relay.Constant][w]), meta[relay.Constant][other])
+}
+)"),
+          options);
+  const std::string from_memory = "kernel LIKE '%, weights from memory'";
+  EXPECT_THAT(KernelsWhere(database_, from_memory),
+              testing::IsSupersetOf(std::vector<std::string>{
+                  "nn.contrib_dense_pack, weights from memory", "nn.dense, weights from memory"}));
+  EXPECT_THAT(KernelsWhere(database_, "NOT " + from_memory), IsEmpty());
+
+  Compile(parse(R"(
+def @loop(%x: Tensor[(?, 8), float32], %n: int32) -> Tensor[(?, 32), float32] {
+  if (less(%n, 1)) {
+    nn.dense(%x, meta[relay.Constant][w])
+  } else {
+    @loop(%x, subtract(%n, 1))
+  }
+}
+
+def @main(%x: Tensor[(?, 8), float32]) {
+  (@loop(%x, 3), meta[relay.Constant][other])
+}
+)"),
+          options);
+  EXPECT_THAT(KernelsWhere(database_, "NOT " + from_memory),
+              testing::IsSupersetOf(std::vector<std::string>{"nn.contrib_dense_pack", "nn.dense"}));
 }
 
 // The operand measured from memory: nn.dense's weight; of nn.batch_matmul's,

@@ -22,7 +22,7 @@ using testing::ExpectSameResult;
 using testing::F32;
 using testing::ParseTyped;
 
-const PackDensePredicate kAlways = [](const ir::TensorTypeNode&, const ir::TensorTypeNode&) {
+const PackDensePredicate kAlways = [](const ir::TensorTypeNode&, const ir::TensorTypeNode&, bool) {
   return true;
 };
 
@@ -109,12 +109,13 @@ def @main(%x: Tensor[(1, ?, 5), float32]) {
   const ir::IRModule module = ParseTyped(program, &params);
   std::vector<std::string> asked;
   const ir::IRModule refused = BatchMatMulToDense(
-      module, [&](const ir::TensorTypeNode& data, const ir::TensorTypeNode& weight) {
+      module, [&](const ir::TensorTypeNode& data, const ir::TensorTypeNode& weight, bool repeated) {
         asked.push_back(ir::TypeToString(ir::RefOf(&data)) + " " +
-                        ir::TypeToString(ir::RefOf(&weight)));
+                        ir::TypeToString(ir::RefOf(&weight)) + (repeated ? " repeated" : " once"));
         return false;
       });
-  EXPECT_THAT(asked, ::testing::ElementsAre("Tensor[(1, ?, 5), float32] Tensor[(16, 5), float32]"));
+  EXPECT_THAT(asked,
+              ::testing::ElementsAre("Tensor[(1, ?, 5), float32] Tensor[(16, 5), float32] once"));
   ExpectProgram(refused, program, &params);
 }
 

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,7 +39,7 @@ Tensor PackedByHand(const Tensor& weight) {
   return packed;
 }
 
-const PackDensePredicate kAlways = [](const ir::TensorTypeNode&, const ir::TensorTypeNode&) {
+const PackDensePredicate kAlways = [](const ir::TensorTypeNode&, const ir::TensorTypeNode&, bool) {
   return true;
 };
 
@@ -196,13 +197,48 @@ def @main(%x: Tensor[(?, 5), float32], %w: Tensor[(16, 5), float32],
   // The predicate sees the call's types and may refuse.
   std::vector<std::string> asked;
   const ir::IRModule refused = PackDenseWeights(
-      module, [&](const ir::TensorTypeNode& data, const ir::TensorTypeNode& weight) {
+      module, [&](const ir::TensorTypeNode& data, const ir::TensorTypeNode& weight, bool repeated) {
         asked.push_back(ir::TypeToString(ir::RefOf(&data)) + " " +
-                        ir::TypeToString(ir::RefOf(&weight)));
+                        ir::TypeToString(ir::RefOf(&weight)) + (repeated ? " repeated" : " once"));
         return false;
       });
-  EXPECT_THAT(asked, ::testing::ElementsAre("Tensor[(?, 5), float32] Tensor[(16, 5), float32]"));
+  EXPECT_THAT(asked,
+              ::testing::ElementsAre("Tensor[(?, 5), float32] Tensor[(16, 5), float32] once"));
   ExpectProgram(refused, program, &params);
+}
+
+// The predicate is told whether the call may run more than once per run:
+// in a recursion and what it calls, and in a function literal, yes; in
+// @main's own body, no. (Each place has a weight of its own width.)
+TEST(PackDenseWeights, TellsThePredicateWhetherTheCallRepeats) {
+  const text::ParamMap params{{"w16", ExactValues({16, 5}, 1)},
+                              {"w32", ExactValues({32, 5}, 2)},
+                              {"w48", ExactValues({48, 5}, 3)}};
+  const ir::IRModule module = ParseTyped(R"(
+def @project(%x: Tensor[(?, 5), float32]) -> Tensor[(?, 16), float32] {
+  nn.dense(%x, meta[relay.Constant][w16])
+}
+
+def @loop(%x: Tensor[(?, 5), float32], %n: int32) -> Tensor[(?, 16), float32] {
+  if (less(%n, 1)) {
+    @project(%x)
+  } else {
+    @loop(%x, subtract(%n, 1))
+  }
+}
+
+def @main(%x: Tensor[(?, 5), float32]) {
+  let %f = fn (%y: Tensor[(?, 5), float32]) { nn.dense(%y, meta[relay.Constant][w48]) };
+  (nn.dense(%x, meta[relay.Constant][w32]), @loop(%x, 2), %f(%x))
+})",
+                                         &params);
+  std::map<int64_t, bool> repeated_by_units;
+  PackDenseWeights(module,
+                   [&](const ir::TensorTypeNode&, const ir::TensorTypeNode& weight, bool repeated) {
+                     repeated_by_units[weight.shape[0].value()] = repeated;
+                     return false;
+                   });
+  EXPECT_EQ(repeated_by_units, (std::map<int64_t, bool>{{16, true}, {32, false}, {48, true}}));
 }
 
 // The packed program compiled and run on the VM (the runtime's packed
