@@ -242,13 +242,13 @@ class KillInserter {
       // the statement after the whole construct: in tail position that is
       // the only kill there is (a recursive function's argument then dies
       // before the recursion, not after it returns).
-      if (used && IsBranching(value) &&
-          (is_tail(at) || KillableInBranches(value, NamesOf(var, owner)))) {
-        handed_on[at].owners.push_back(var);
-        for (const auto& [name, name_owner] : owner) {
-          if (name_owner == var) handed_on[at].names[name] = var;
+      if (used && IsBranching(value)) {
+        const std::set<const ir::VarNode*> names = NamesOf(var, owner);
+        if (is_tail(at) || KillableInBranches(value, names)) {
+          handed_on[at].owners.push_back(var);
+          for (const ir::VarNode* name : names) handed_on[at].names[name] = var;
+          continue;
         }
-        continue;
       }
       if (at == n || is_tail(at) || !worth_killing(var, at)) continue;
       kills_after[at].push_back(var);
