@@ -21,6 +21,7 @@
 #include "nimble/compiler/transform/manifest_alloc.h"
 #include "nimble/compiler/transform/pack_dense_weights.h"
 #include "nimble/compiler/transform/plan_devices.h"
+#include "nimble/compiler/transform/share_shapes.h"
 #include "nimble/compiler/transform/slice_splits.h"
 #include "nimble/compiler/transform/to_anf.h"
 #include "nimble/vm/error.h"
@@ -93,6 +94,10 @@ const std::vector<PassInfo>& Passes() {
        }},
       Plain("manifest-alloc", transform::ManifestAlloc),
       Plain("forward-tuple-fields", transform::ForwardTupleFields),
+      {"share-shapes",
+       [](const ir::IRModule& module, const CompileOptions& options) {
+         return transform::ShareShapes(module, options.entry_functions);
+       }},
       {"plan-devices",
        [](const ir::IRModule& module, const CompileOptions& options) {
          return transform::PlanDevices(module, TargetDevice(options.target));

@@ -16,7 +16,7 @@ namespace {
 using ir::ExprKind;
 
 // Kinds of key, the first element of each.
-enum KeyKind : int64_t { kStatic, kShapeOfValue, kShapeFunction };
+enum KeyKind : int64_t { kStatic, kShapeOfValue, kShapeFunction, kShapeFunctionCall };
 
 const ir::VarNode* AsVar(const ir::Expr& expr) {
   return expr->kind == ExprKind::kVar ? static_cast<const ir::VarNode*>(expr.get()) : nullptr;
@@ -43,6 +43,11 @@ ShapeNumbering::ShapeNumbering(const ir::FunctionNode& function) {
 int ShapeNumbering::OfRegister(const ir::VarNode* var) const {
   const auto found = registers_.find(var);
   return found == registers_.end() ? -1 : found->second;
+}
+
+ShapeCall ShapeNumbering::OfCall(const ir::CallNode* call) const {
+  const auto found = calls_.find(call);
+  return found == calls_.end() ? ShapeCall{} : found->second;
 }
 
 void ShapeNumbering::Scope(const ir::Expr& expr) {
@@ -96,7 +101,14 @@ void ShapeNumbering::Bind(const ir::VarNode* var, const ir::Expr& value) {
   if (!op) return;
   const auto& call = static_cast<const ir::CallNode&>(*value);
   if (op->name == "shape_of") {
-    if (const ir::VarNode* tensor = AsVar(call.args[0])) registers_[var] = ShapeOfTensor(tensor);
+    // An int32 shape_of is data, not a shape register.
+    if (call.attrs.GetDType("dtype") != DataType::Int64()) return;
+    if (const ir::VarNode* tensor = AsVar(call.args[0])) {
+      registers_[var] = ShapeOfTensor(tensor);
+    } else if (call.args[0]->kind == ExprKind::kConstant) {
+      const int number = StaticShape(call.args[0]->checked_type);
+      if (number >= 0) registers_[var] = number;
+    }
   } else if (op->name == "memory.alloc_tensor" || op->name == "memory.reshape_tensor") {
     const size_t shape_arg = op->name == "memory.alloc_tensor" ? 2 : 1;
     if (call.args.size() > shape_arg) {
@@ -121,18 +133,23 @@ void ShapeNumbering::NumberShapeFunction(const ir::CallNode& call) {
     inputs.push_back(number);
   }
   const std::vector<const ir::VarNode*> outputs = TupleVars(call.args[2]);
+  const int64_t id = PrimitiveId(call.args[0]);
+  std::vector<int64_t> call_key = {kShapeFunctionCall, id};
+  call_key.insert(call_key.end(), inputs.begin(), inputs.end());
+  ShapeCall& numbered = calls_[&call];
+  numbered.number = Number(call_key);
   // A single op applied to the primitive's parameters in order: its shape
   // rule may name the output's shape directly.
   if (op && outputs.size() == 1 && !inputs.empty()) {
     const bool all_equal = std::all_of(inputs.begin(), inputs.end(),
                                        [&](int64_t number) { return number == inputs[0]; });
-    if (op->def->shape_rule == op::ShapeRule::kSameAsFirstInput ||
-        (op->def->shape_rule == op::ShapeRule::kBroadcast && all_equal)) {
+    const bool broadcast_of_equals = op->def->shape_rule == op::ShapeRule::kBroadcast && all_equal;
+    if (op->def->shape_rule == op::ShapeRule::kSameAsFirstInput || broadcast_of_equals) {
       registers_[outputs[0]] = static_cast<int>(inputs[0]);
+      numbered.copies_input = inputs.size() == 1 || broadcast_of_equals;
       return;
     }
   }
-  const int64_t id = PrimitiveId(call.args[0]);
   for (size_t i = 0; i < outputs.size(); ++i) {
     std::vector<int64_t> key = {kShapeFunction, id, static_cast<int64_t>(i)};
     key.insert(key.end(), inputs.begin(), inputs.end());
@@ -143,16 +160,17 @@ void ShapeNumbering::NumberShapeFunction(const ir::CallNode& call) {
 int ShapeNumbering::ShapeOfTensor(const ir::VarNode* tensor) {
   const auto known = tensor_shapes_.find(tensor);
   if (known != tensor_shapes_.end()) return known->second;
-  const ir::Type& type = tensor->checked_type;
-  if (type && type->kind == ir::TypeKind::kTensor) {
-    const auto& tensor_type = static_cast<const ir::TensorTypeNode&>(*type);
-    if (tensor_type.is_static()) {
-      std::vector<int64_t> key = {kStatic};
-      for (const ir::Dim& dim : tensor_type.shape) key.push_back(dim.value());
-      return Number(key);
-    }
-  }
-  return Number({kShapeOfValue, reinterpret_cast<int64_t>(tensor)});
+  const int number = StaticShape(tensor->checked_type);
+  return number >= 0 ? number : Number({kShapeOfValue, reinterpret_cast<int64_t>(tensor)});
+}
+
+int ShapeNumbering::StaticShape(const ir::Type& type) {
+  if (!type || type->kind != ir::TypeKind::kTensor) return -1;
+  const auto& tensor_type = static_cast<const ir::TensorTypeNode&>(*type);
+  if (!tensor_type.is_static()) return -1;
+  std::vector<int64_t> key = {kStatic};
+  for (const ir::Dim& dim : tensor_type.shape) key.push_back(dim.value());
+  return Number(key);
 }
 
 int ShapeNumbering::Number(const std::vector<int64_t>& key) {

@@ -971,7 +971,7 @@ def @main(%x: Tensor[(?, 2), float32], %y: Tensor[(?, 2), float32]) {
   // Shape function and kernel of multiply, then of add.
   EXPECT_EQ(kernel_positions, (std::vector<std::string>{"3:12", "3:12", "4:3", "4:3"}));
   EXPECT_THAT(vm::ExecutableToString(executable, false),
-              HasSubstr("invoke_packed kernel[3](in: $8, $1; out: $14)  ; 4:3\n"));
+              HasSubstr("invoke_packed kernel[3](in: $8, $1; out: $13)  ; 4:3\n"));
 
   const std::string error = ErrorOf([&] {
     RunVm(executable, "main", {F32({3, 2}, std::vector<float>(6)), F32({2, 2}, {1, 2, 3, 4})});

@@ -618,7 +618,7 @@ TEST(MemoryPlanningTest, StorageReuseProgram) {
   const AllocationStats after = CountAllocations(planned);
   EXPECT_EQ(before.allocations, 35);
   EXPECT_EQ(before.dynamic_allocations, 16);
-  EXPECT_EQ(after.allocations, 17);
+  EXPECT_EQ(after.allocations, 16);  // share-shapes drops a repeated shape function's output
   EXPECT_EQ(after.dynamic_allocations, 14);
   EXPECT_LT(after.static_bytes, before.static_bytes);
   EXPECT_GT(CountKills(planned), 20);
