@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "nimble/compiler/backend/kernel_tuning.h"
+#include "nimble/compiler/backend/primitive_kernels.h"
 #include "nimble/compiler/ir/constant_bytes.h"
 #include "nimble/compiler/op/compute.h"
 #include "nimble/compiler/transform/batch_matmul_to_dense.h"
@@ -96,7 +97,7 @@ const std::vector<PassInfo>& Passes() {
       Plain("forward-tuple-fields", transform::ForwardTupleFields),
       {"share-shapes",
        [](const ir::IRModule& module, const CompileOptions& options) {
-         return transform::ShareShapes(module, options.entry_functions);
+         return transform::ShareShapes(module, options.entry_functions, OutputDimFormsOf);
        }},
       {"plan-devices",
        [](const ir::IRModule& module, const CompileOptions& options) {

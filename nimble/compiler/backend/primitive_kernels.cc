@@ -1,12 +1,14 @@
 #include "nimble/compiler/backend/primitive_kernels.h"
 
 #include <optional>
+#include <unordered_map>
 #include <utility>
 
 #include "nimble/compiler/ir/functor.h"
 #include "nimble/compiler/ir/structural_equal.h"
 #include "nimble/compiler/ir/structural_hash.h"
 #include "nimble/compiler/op/compute.h"
+#include "nimble/compiler/op/op.h"
 #include "nimble/compiler/te/lower.h"
 #include "nimble/compiler/tir/simplify.h"
 #include "nimble/compiler/transform/pass_util.h"
@@ -233,7 +235,77 @@ class PrimitiveCollector : public ir::ExprVisitor {
   std::vector<const ir::FunctionNode*> primitives;
 };
 
+// Whether an op of `primitive` has a shape function that reads its inputs'
+// values (dyn.strided_slice) or gives a bound (argwhere): the composition's
+// shapes are not those.
+class ReadsValuesForShapes : public ir::ExprVisitor {
+ public:
+  void VisitCall(const ir::CallNode* call) override {
+    const ir::OpNode* op = transform::CalledOp(*call);
+    if (op && op->def && op->def->shape_mode != op::ShapeFuncMode::kDataIndependent) found = true;
+    ExprVisitor::VisitCall(call);
+  }
+  bool found = false;
+};
+
+using InputDims = std::unordered_map<const tir::ExprNode*, transform::DimSource>;
+
+// Adds the values `expr` may take to `form`: a constant, an input dimension,
+// or either arm of a select of such (a broadcast's); false for anything else.
+bool AddCandidates(const te::Expr& expr, const InputDims& input_dims, transform::DimForm& form) {
+  if (expr->kind == tir::ExprKind::kIntImm) {
+    form.push_back({.constant = true, .value = static_cast<const tir::IntImmNode&>(*expr).value});
+    return true;
+  }
+  if (expr->kind == tir::ExprKind::kSelect) {
+    const auto& select = static_cast<const tir::SelectNode&>(*expr);
+    return AddCandidates(select.true_value, input_dims, form) &&
+           AddCandidates(select.false_value, input_dims, form);
+  }
+  const auto input = input_dims.find(expr.get());
+  if (input == input_dims.end()) return false;
+  form.push_back(input->second);
+  return true;
+}
+
 }  // namespace
+
+std::optional<std::vector<std::vector<transform::DimForm>>> OutputDimFormsOf(
+    const ir::FunctionNode& primitive) {
+  ReadsValuesForShapes reads;
+  reads.VisitExpr(primitive.body);
+  if (reads.found) return std::nullopt;
+  // Each `?` dimension a variable of its own, to be recognised in the
+  // composed output shapes.
+  InputDims input_dims;
+  std::vector<Tensors> params;
+  size_t first_input = 0;
+  for (size_t i = 0; i < primitive.params.size(); ++i) {
+    const std::string param = "p" + std::to_string(i);
+    const ir::Type type = ParamType(primitive.params[i]);
+    params.push_back(
+        op::PlaceholdersFor(param, type, [&](size_t tensor, size_t dim, int64_t size) -> te::Expr {
+          if (size >= 0) return tir::IntImm(size);
+          tir::Var var =
+              tir::MakeVar(param + "." + std::to_string(tensor) + ".d" + std::to_string(dim));
+          input_dims[var.get()] = {.input = first_input + tensor, .axis = dim};
+          return var;
+        }));
+    first_input += op::FlattenTensorTypes(type).size();
+  }
+  te::ComputeContext context(false);
+  const std::optional<Tensors> outputs = Composer(context).Compose(primitive, params);
+  if (!outputs) return std::nullopt;
+  std::vector<std::vector<transform::DimForm>> forms;
+  for (const te::Tensor& output : *outputs) {
+    std::vector<transform::DimForm>& dims = forms.emplace_back();
+    for (const te::Expr& dim : output->shape) {
+      transform::DimForm& form = dims.emplace_back();
+      if (!AddCandidates(tir::Simplify(dim), input_dims, form)) form.clear();
+    }
+  }
+  return forms;
+}
 
 const GeneratedKernel* PrimitiveKernels::Find(const ir::FunctionNode* primitive) const {
   const auto found = kernel_of_.find(primitive);

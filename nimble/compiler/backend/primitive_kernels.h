@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "nimble/compiler/ir/module.h"
 #include "nimble/compiler/te/matmul_schedule.h"
 #include "nimble/compiler/tir/stmt.h"
+#include "nimble/compiler/transform/shape_numbering.h"
 
 namespace nimble::backend {
 
@@ -61,5 +63,13 @@ PrimitiveKernels GenerateKernels(const ir::IRModule& module,
                                  const std::function<bool(const ir::FunctionNode&)>& wanted,
                                  const MatMulKnobsOf& matmul,
                                  const std::function<bool(const ir::FunctionNode&)>& on_gpu = {});
+
+// How the shape function of `primitive` computes each output dimension
+// (transform::OutputDimForms): the composition the generated shape function
+// is built from, on a variable per `?` input dimension, read after
+// simplification. Nullopt when an op has no compute definition or its shape
+// function reads values (a data-dependent or upper-bound op).
+std::optional<std::vector<std::vector<transform::DimForm>>> OutputDimFormsOf(
+    const ir::FunctionNode& primitive);
 
 }  // namespace nimble::backend

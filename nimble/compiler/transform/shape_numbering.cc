@@ -16,7 +16,15 @@ namespace {
 using ir::ExprKind;
 
 // Kinds of key, the first element of each.
-enum KeyKind : int64_t { kStatic, kShapeOfValue, kShapeFunction, kShapeFunctionCall };
+enum KeyKind : int64_t {
+  kDims,               // a shape by its dimensions' numbers
+  kStaticDim,          // a dimension by its value
+  kDimOfValue,         // a `?` dimension by the tensor and axis
+  kShapeFunctionDim,   // a dimension a shape function computes, by the call's number and where
+  kShapeOfValue,       // a shape by the tensor, where its type says nothing
+  kShapeFunction,      // a shape function's output by the call's number and which
+  kShapeFunctionCall,  // a shape function call by the primitive and its inputs' numbers
+};
 
 const ir::VarNode* AsVar(const ir::Expr& expr) {
   return expr->kind == ExprKind::kVar ? static_cast<const ir::VarNode*>(expr.get()) : nullptr;
@@ -36,7 +44,8 @@ std::vector<const ir::VarNode*> TupleVars(const ir::Expr& expr) {
 
 }  // namespace
 
-ShapeNumbering::ShapeNumbering(const ir::FunctionNode& function) {
+ShapeNumbering::ShapeNumbering(const ir::FunctionNode& function, OutputDimForms forms)
+    : forms_(std::move(forms)) {
   Scope(function.body);
 }
 
@@ -106,7 +115,7 @@ void ShapeNumbering::Bind(const ir::VarNode* var, const ir::Expr& value) {
     if (const ir::VarNode* tensor = AsVar(call.args[0])) {
       registers_[var] = ShapeOfTensor(tensor);
     } else if (call.args[0]->kind == ExprKind::kConstant) {
-      const int number = StaticShape(call.args[0]->checked_type);
+      const int number = ShapeOfType(call.args[0]->checked_type, nullptr);
       if (number >= 0) registers_[var] = number;
     }
   } else if (op->name == "memory.alloc_tensor" || op->name == "memory.reshape_tensor") {
@@ -149,28 +158,92 @@ void ShapeNumbering::NumberShapeFunction(const ir::CallNode& call) {
       numbered.copies_input = inputs.size() == 1 || broadcast_of_equals;
       return;
     }
+    const auto input_dims = dims_.find(static_cast<int>(inputs[0]));
+    const ir::Type& output_type = primitive.body->checked_type;
+    if (op->def->shape_rule == op::ShapeRule::kReplacesLastDim && input_dims != dims_.end() &&
+        !input_dims->second.empty() && output_type && output_type->kind == ir::TypeKind::kTensor) {
+      const std::vector<ir::Dim>& shape =
+          static_cast<const ir::TensorTypeNode&>(*output_type).shape;
+      if (shape.size() == input_dims->second.size() && shape.back().is_static()) {
+        std::vector<int> dims = input_dims->second;
+        dims.back() = Number({kStaticDim, shape.back().value()});
+        registers_[outputs[0]] = ShapeOfDims(dims);
+        return;
+      }
+    }
+  }
+  const std::vector<std::vector<DimForm>>* forms = FormsOf(id);
+  if (forms && forms->size() == outputs.size()) {
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      std::vector<int> dims;
+      for (size_t axis = 0; axis < (*forms)[j].size(); ++axis) {
+        int dim = -1;
+        for (const DimSource& source : (*forms)[j][axis]) {
+          const int number = DimNumber(source, inputs);
+          dim = (dim == -1 || dim == number) && number >= 0 ? number : -2;
+        }
+        if (dim < 0) {
+          dim = Number({kShapeFunctionDim, numbered.number, static_cast<int64_t>(j),
+                        static_cast<int64_t>(axis)});
+        }
+        dims.push_back(dim);
+      }
+      registers_[outputs[j]] = ShapeOfDims(dims);
+    }
+    return;
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
-    std::vector<int64_t> key = {kShapeFunction, id, static_cast<int64_t>(i)};
-    key.insert(key.end(), inputs.begin(), inputs.end());
-    registers_[outputs[i]] = Number(key);
+    registers_[outputs[i]] = Number({kShapeFunction, numbered.number, static_cast<int64_t>(i)});
   }
+}
+
+int ShapeNumbering::DimNumber(const DimSource& source, const std::vector<int64_t>& inputs) {
+  if (source.constant) return Number({kStaticDim, source.value});
+  if (source.input >= inputs.size()) return -1;
+  const auto dims = dims_.find(static_cast<int>(inputs[source.input]));
+  return dims != dims_.end() && source.axis < dims->second.size() ? dims->second[source.axis] : -1;
 }
 
 int ShapeNumbering::ShapeOfTensor(const ir::VarNode* tensor) {
   const auto known = tensor_shapes_.find(tensor);
   if (known != tensor_shapes_.end()) return known->second;
-  const int number = StaticShape(tensor->checked_type);
+  const int number = ShapeOfType(tensor->checked_type, tensor);
   return number >= 0 ? number : Number({kShapeOfValue, reinterpret_cast<int64_t>(tensor)});
 }
 
-int ShapeNumbering::StaticShape(const ir::Type& type) {
+int ShapeNumbering::ShapeOfType(const ir::Type& type, const ir::VarNode* tensor) {
   if (!type || type->kind != ir::TypeKind::kTensor) return -1;
-  const auto& tensor_type = static_cast<const ir::TensorTypeNode&>(*type);
-  if (!tensor_type.is_static()) return -1;
-  std::vector<int64_t> key = {kStatic};
-  for (const ir::Dim& dim : tensor_type.shape) key.push_back(dim.value());
-  return Number(key);
+  std::vector<int> dims;
+  const std::vector<ir::Dim>& shape = static_cast<const ir::TensorTypeNode&>(*type).shape;
+  for (size_t axis = 0; axis < shape.size(); ++axis) {
+    if (shape[axis].is_static()) {
+      dims.push_back(Number({kStaticDim, shape[axis].value()}));
+    } else if (tensor) {
+      dims.push_back(
+          Number({kDimOfValue, reinterpret_cast<int64_t>(tensor), static_cast<int64_t>(axis)}));
+    } else {
+      return -1;
+    }
+  }
+  return ShapeOfDims(dims);
+}
+
+int ShapeNumbering::ShapeOfDims(const std::vector<int>& dims) {
+  std::vector<int64_t> key = {kDims};
+  key.insert(key.end(), dims.begin(), dims.end());
+  const int number = Number(key);
+  dims_.try_emplace(number, dims);
+  return number;
+}
+
+const std::vector<std::vector<DimForm>>* ShapeNumbering::FormsOf(int64_t primitive_id) {
+  if (!forms_) return nullptr;
+  while (forms_by_primitive_.size() < primitives_.size()) {
+    const ir::Expr& primitive = primitives_[forms_by_primitive_.size()];
+    forms_by_primitive_.push_back(forms_(static_cast<const ir::FunctionNode&>(*primitive)));
+  }
+  const auto& forms = forms_by_primitive_[static_cast<size_t>(primitive_id)];
+  return forms ? &*forms : nullptr;
 }
 
 int ShapeNumbering::Number(const std::vector<int64_t>& key) {

@@ -30,7 +30,8 @@ std::vector<const ir::VarNode*> OutputsOf(const ir::CallNode& call) {
 
 class ShapeSharer : public ir::ExprMutator {
  public:
-  explicit ShapeSharer(const ir::FunctionNode& function) : numbering_(function) {}
+  ShapeSharer(const ir::FunctionNode& function, const OutputDimForms& forms)
+      : numbering_(function, forms) {}
 
   ir::Expr VisitVar(const ir::VarNode* var) override {
     const auto found = replaced_.find(var);
@@ -141,11 +142,12 @@ class ShapeSharer : public ir::ExprMutator {
 
 }  // namespace
 
-ir::IRModule ShareShapes(const ir::IRModule& module, const std::vector<std::string>& roots) {
+ir::IRModule ShareShapes(const ir::IRModule& module, const std::vector<std::string>& roots,
+                         const OutputDimForms& forms) {
   return RunWithDeepStack([&] {
     const ir::IRModule shared =
         MapFunctions(module, [&](const ir::IRModuleNode::Definition& definition) {
-          ShapeSharer sharer(*definition.function);
+          ShapeSharer sharer(*definition.function, forms);
           return ir::RefOf(
               static_cast<const ir::FunctionNode*>(sharer.VisitExpr(definition.function).get()));
         });

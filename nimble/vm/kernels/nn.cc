@@ -489,8 +489,12 @@ void LayerNormKernel(TensorArgs inputs, TensorArgs outputs, const Attrs& attrs) 
 
 void RegisterNnOpKernels(OpKernelRegistry& registry) {
   // The matrix products' kernels are dense.cc's, registered under the op names.
-  registry.Register("nn.dense").shape_func = DenseShapeFunc;
-  registry.Register("nn.contrib_dense_pack").shape_func = PackedDenseShapeFunc;
+  OpKernelDef& dense = registry.Register("nn.dense");
+  dense.shape_func = DenseShapeFunc;
+  dense.shape_rule = ShapeRule::kReplacesLastDim;
+  OpKernelDef& packed_dense = registry.Register("nn.contrib_dense_pack");
+  packed_dense.shape_func = PackedDenseShapeFunc;
+  packed_dense.shape_rule = ShapeRule::kReplacesLastDim;
   registry.Register("nn.batch_matmul").shape_func = BatchMatMulShapeFunc;
 
   // Their outputs have their data's shape.

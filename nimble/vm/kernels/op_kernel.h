@@ -76,6 +76,7 @@ enum class ShapeRule : uint8_t {
   kOpaque,            // nothing
   kSameAsFirstInput,  // the first input's shape (unary ops, bias_add, softmax, ...)
   kBroadcast,         // the inputs' broadcast: their shape when all are equal
+  kReplacesLastDim,   // the first input's, its last dimension a static one (dense's units)
 };
 
 struct OpKernelDef {

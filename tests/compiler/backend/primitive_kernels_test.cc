@@ -168,5 +168,90 @@ def @main(%x: Tensor[(2, 4), float32], %w: Tensor[(3, 4), float32]) -> Tensor[(2
   EXPECT_THAT(ErrorOf([] { CompileText(kProgram, "fast"); }), HasSubstr("unknown kernel choice"));
 }
 
+// The primitive function @main calls.
+ir::Function PrimitiveOf(const std::string& text) {
+  ir::IRModule module = text::ParseModule(text, "test.relay");
+  typing::InferTypes(module);
+  const ir::Expr& body = module->Lookup("main")->body;
+  EXPECT_EQ(body->kind, ir::ExprKind::kCall);
+  const ir::Expr& callee = static_cast<const ir::CallNode&>(*body).callee;
+  EXPECT_EQ(callee->kind, ir::ExprKind::kFunction);
+  return callee.as<ir::FunctionNode>();
+}
+
+// A form as text: "8" for a constant, "in2.0" for input 2's dimension 0,
+// candidates joined by '|', "?" for none.
+std::vector<std::string> FormsText(const ir::FunctionNode& primitive) {
+  const auto forms = OutputDimFormsOf(primitive);
+  if (!forms) return {"none"};
+  std::vector<std::string> outputs;
+  for (const std::vector<transform::DimForm>& output : *forms) {
+    std::string text;
+    for (const transform::DimForm& form : output) {
+      std::string dim;
+      for (const transform::DimSource& source : form) {
+        dim += (dim.empty() ? "" : "|") + (source.constant ? std::to_string(source.value)
+                                                           : "in" + std::to_string(source.input) +
+                                                                 "." + std::to_string(source.axis));
+      }
+      text += (text.empty() ? "" : ", ") + (dim.empty() ? "?" : dim);
+    }
+    outputs.push_back("(" + text + ")");
+  }
+  return outputs;
+}
+
+// Where each output dimension comes from: what share-shapes numbers a shape
+// function's outputs by.
+TEST(OutputDimFormsTest, ConstantsInputDimensionsAndBroadcasts) {
+  // A reshape's -1 is the element count over the other sizes: simplified, the
+  // input's dimension itself.
+  EXPECT_EQ(FormsText(*PrimitiveOf(R"(
+def @main(%x: Tensor[(?, 8), float32]) {
+  %0 = fn (%p0: Tensor[(?, 8), float32], Primitive=1) {
+    transpose(reshape(%p0, newshape=[-1, 2, 4]), axes=[2, 0, 1])
+  };
+  %0(%x)
+})")),
+            std::vector<std::string>{"(4, in0.0, 2)"});
+  // Broadcasting takes either operand's dimension.
+  EXPECT_EQ(FormsText(*PrimitiveOf(R"(
+def @main(%x: Tensor[(?, 8), float32], %y: Tensor[(?, 8), float32]) {
+  %0 = fn (%p0: Tensor[(?, 8), float32], %p1: Tensor[(?, 8), float32], Primitive=1) {
+    add(%p0, %p1)
+  };
+  %0(%x, %y)
+})")),
+            std::vector<std::string>{"(in1.0|in0.0, 8)"});
+  // A sum of dimensions is neither; inputs count a tuple's tensors each.
+  EXPECT_EQ(FormsText(*PrimitiveOf(R"(
+def @main(%x: Tensor[(?, 8), float32], %y: Tensor[(?, 8), float32], %z: Tensor[(?, 4), float32]) {
+  %0 = fn (%p0: (Tensor[(?, 8), float32], Tensor[(?, 8), float32]), %p1: Tensor[(?, 4), float32], Primitive=1) {
+    (concatenate(%p0), transpose(%p1))
+  };
+  %0((%x, %y), %z)
+})")),
+            (std::vector<std::string>{"(?, 8)", "(4, in2.0)"}));
+}
+
+// No composition (nn.contrib_dense_pack runs the runtime's kernel), or a
+// shape function that reads values (argwhere's bound): nothing is known.
+TEST(OutputDimFormsTest, UnknownWithoutAComputeDefinitionOrForValueShapes) {
+  EXPECT_EQ(FormsText(*PrimitiveOf(R"(
+def @main(%x: Tensor[(?, 8), float32], %w: Tensor[(1, 8, 16), float32]) {
+  %0 = fn (%p0: Tensor[(?, 8), float32], %p1: Tensor[(1, 8, 16), float32], Primitive=1) {
+    nn.contrib_dense_pack(%p0, %p1)
+  };
+  %0(%x, %w)
+})")),
+            std::vector<std::string>{"none"});
+  EXPECT_EQ(FormsText(*PrimitiveOf(R"(
+def @main(%c: Tensor[(?,), bool]) {
+  %0 = fn (%p0: Tensor[(?,), bool], Primitive=1) { argwhere(%p0) };
+  %0(%c)
+})")),
+            std::vector<std::string>{"none"});
+}
+
 }  // namespace
 }  // namespace nimble::backend

@@ -618,8 +618,10 @@ TEST(MemoryPlanningTest, StorageReuseProgram) {
   const AllocationStats after = CountAllocations(planned);
   EXPECT_EQ(before.allocations, 35);
   EXPECT_EQ(before.dynamic_allocations, 16);
-  EXPECT_EQ(after.allocations, 16);  // share-shapes drops a repeated shape function's output
-  EXPECT_EQ(after.dynamic_allocations, 14);
+  // share-shapes leaves a repeated shape function out, and its shared shape
+  // registers show more buffers to be of equal size.
+  EXPECT_EQ(after.allocations, 13);
+  EXPECT_EQ(after.dynamic_allocations, 11);
   EXPECT_LT(after.static_bytes, before.static_bytes);
   EXPECT_GT(CountKills(planned), 20);
 }

@@ -94,6 +94,27 @@ def @main(%x: Tensor[(?, 8), float32], %y: Tensor[(?, 8), float32]) {
   ExpectRunsLikeTheEvaluator(module, {Iota({3, 8}), Iota({3, 8})});
 }
 
+// Shapes are compared by their dimensions: a dense keeps its input's rows
+// (its shape rule), a transpose moves a dimension (its composition says
+// which), so two transposes give back their input's shape and the second
+// dense repeats the first's call; the add of equal shapes copies it.
+TEST(ShareShapesTest, ShapesAreComparedByTheirDimensions) {
+  const ir::IRModule module = Typed(R"(
+def @main(%x: Tensor[(?, 8), float32], %w: Tensor[(8, 8), float32]) {
+  let %y = nn.dense(%x, %w);
+  let %z = transpose(transpose(%y));
+  let %v = nn.dense(%z, %w);
+  add(%v, %x)
+})");
+  const std::string after = Shared(module);
+  // The first dense and both transposes.
+  EXPECT_EQ(Count(after, "memory.shape_func("), 3) << after;
+  EXPECT_EQ(Count(after, "nn.dense(%p"), 2) << after;  // both kernels still run
+  for (const int64_t rows : {0, 2, 7}) {
+    ExpectRunsLikeTheEvaluator(module, {Iota({rows, 8}), Iota({8, 8})});
+  }
+}
+
 // layer_norm's shape function checks the scale's length against the last
 // dimension, which is only known at run time: the call stays and still
 // fails, though its output reads as the input's shape.
