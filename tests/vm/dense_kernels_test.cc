@@ -1,9 +1,11 @@
 #include "nimble/vm/kernels/dense.h"
 
+#include <dlfcn.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -552,6 +554,32 @@ TEST(DenseKernelsRegistryTest, RegistersAllImplementations) {
         "nn.batch_matmul", "nn.batch_matmul.dnnl", "nn.batch_matmul.openblas"}) {
     EXPECT_TRUE(KernelRegistry::Global().Contains(name)) << name;
   }
+}
+
+// OpenBLAS is opened by its first call, and then makes no threads of its
+// own (linked, its start-up spun a thread per core in every process). Run in
+// a fresh process (the threadsafe death-test style re-executes the binary for
+// this test alone), as the tests before it may have called it already.
+TEST(OpenBlasLibraryTest, OpenedByItsFirstCallWithoutThreadsOfItsOwn) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        const bool unset = std::getenv("OPENBLAS_NUM_THREADS") == nullptr;
+        const bool loaded_before = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD) != nullptr;
+        const Tensor a = RandomTensor({3, 8}, 1);
+        const Tensor b = RandomTensor({5, 8}, 2);
+        RunKernel("nn.dense.openblas", {}, a, b, {3, 5});
+        void* library = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD);
+        using ThreadCount = int (*)();
+        const auto threads =
+            library ? reinterpret_cast<ThreadCount>(dlsym(library, "openblas_get_num_threads"))
+                    : nullptr;
+        const char* setting = std::getenv("OPENBLAS_NUM_THREADS");
+        const bool single =
+            threads && threads() == 1 && (!unset || (setting && std::string(setting) == "1"));
+        std::exit(!loaded_before && single ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

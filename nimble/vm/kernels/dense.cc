@@ -1,11 +1,13 @@
 #include "nimble/vm/kernels/dense.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <limits>
@@ -938,7 +940,42 @@ void DnnlMatMul(const MatMulProblem& p, const float* a, const float* b, float* c
 }
 #endif
 
-// OpenBLAS: one cblas call per matrix of the slice.
+// OpenBLAS: one cblas call per matrix of the slice. The library is opened
+// at its first use rather than linked: linked, its start-up made a thread per
+// core that spun on sched_yield for the first tenth of a second of every
+// process, whether it ever called OpenBLAS or not (a 0.4 s `nimble run` of the
+// LSTM took 1.18x as long on 2 cores). The runtime calls it single-threaded on
+// its own pool, so those threads never had work: unless the environment says
+// otherwise, OPENBLAS_NUM_THREADS=1 keeps it from making them.
+
+constexpr const char* kOpenBlasLibrary = "libopenblas.so.0";
+
+struct OpenBlasLibrary {
+  decltype(&cblas_sgemm) sgemm;
+  decltype(&cblas_sgemv) sgemv;
+};
+
+const OpenBlasLibrary& OpenBlas() {
+  static const OpenBlasLibrary library = [] {
+    // glibc's setenv leaves the strings that other threads may be reading.
+    setenv("OPENBLAS_NUM_THREADS", "1", /*overwrite=*/0);
+    void* handle = dlopen(kOpenBlasLibrary, RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      throw Error(std::string("OpenBLAS: cannot load ") + kOpenBlasLibrary + ": " + dlerror());
+    }
+    const auto symbol = [&]<typename Fn>(Fn*, const char* name) {
+      void* address = dlsym(handle, name);
+      if (address == nullptr) {
+        throw Error(std::string("OpenBLAS: ") + kOpenBlasLibrary + " has no " + name);
+      }
+      return reinterpret_cast<Fn*>(address);
+    };
+    symbol(&openblas_set_num_threads, "openblas_set_num_threads")(1);
+    return OpenBlasLibrary{symbol(&cblas_sgemm, "cblas_sgemm"),
+                           symbol(&cblas_sgemv, "cblas_sgemv")};
+  }();
+  return library;
+}
 
 blasint BlasIndex(int64_t value) {
   if (value > std::numeric_limits<blasint>::max()) {
@@ -955,6 +992,7 @@ void OpenBlasMatMulSlice(const MatMulSlice& s) {
   const blasint lda = BlasIndex(s.lda);
   const blasint ldb = BlasIndex(s.ldb);
   const blasint ldc = BlasIndex(s.ldc);
+  const OpenBlasLibrary& blas = OpenBlas();
   for (int64_t batch = 0; batch < p.batch(); ++batch) {
     const float* a_i = s.a + (p.batch_a == 1 ? 0 : batch) * s.batch_stride_a;
     const float* b_i = s.b + (p.batch_b == 1 ? 0 : batch) * s.batch_stride_b;
@@ -963,21 +1001,19 @@ void OpenBlasMatMulSlice(const MatMulSlice& s) {
       // A single row of a: k values, a column of the stored [k, m] when transposed.
       const blasint step_a = p.transpose_a ? lda : 1;
       if (p.transpose_b) {
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, b_i, ldb, a_i, step_a, 0.0f, c_i, 1);
+        blas.sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, b_i, ldb, a_i, step_a, 0.0f, c_i, 1);
       } else {
-        cblas_sgemv(CblasRowMajor, CblasTrans, k, n, 1.0f, b_i, ldb, a_i, step_a, 0.0f, c_i, 1);
+        blas.sgemv(CblasRowMajor, CblasTrans, k, n, 1.0f, b_i, ldb, a_i, step_a, 0.0f, c_i, 1);
       }
     } else {
-      cblas_sgemm(CblasRowMajor, p.transpose_a ? CblasTrans : CblasNoTrans,
-                  p.transpose_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a_i, lda, b_i, ldb,
-                  0.0f, c_i, ldc);
+      blas.sgemm(CblasRowMajor, p.transpose_a ? CblasTrans : CblasNoTrans,
+                 p.transpose_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a_i, lda, b_i, ldb, 0.0f,
+                 c_i, ldc);
     }
   }
 }
 
 void OpenBlasMatMul(const MatMulProblem& p, const float* a, const float* b, float* c) {
-  static const bool single_threaded = (openblas_set_num_threads(1), true);
-  (void)single_threaded;
   RunSlicedOnPool(OpenBlasMatMulSlice, p, a, b, c);
 }
 
