@@ -1,5 +1,6 @@
 #include "nimble/compiler/backend/primitive_kernels.h"
 
+#include <functional>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -145,22 +146,37 @@ bool HasDynamicOutput(const ir::FunctionNode& primitive) {
   return false;
 }
 
+// Placeholders for `primitive`'s parameters: a static dimension is its size,
+// a `?` one a variable of its own, which `on_variable` sees with the input
+// tensor (counted over the flattened parameters) and axis it stands for.
+std::vector<Tensors> PlaceholdersWithDimVariables(
+    const ir::FunctionNode& primitive,
+    const std::function<void(const tir::Var&, size_t input, size_t axis)>& on_variable = {}) {
+  std::vector<Tensors> params;
+  size_t first_input = 0;
+  for (size_t i = 0; i < primitive.params.size(); ++i) {
+    const std::string param = "p" + std::to_string(i);
+    const ir::Type type = ParamType(primitive.params[i]);
+    params.push_back(
+        op::PlaceholdersFor(param, type, [&](size_t tensor, size_t dim, int64_t size) -> te::Expr {
+          if (size >= 0) return tir::IntImm(size);
+          tir::Var var =
+              tir::MakeVar(param + "." + std::to_string(tensor) + ".d" + std::to_string(dim));
+          if (on_variable) on_variable(var, first_input + tensor, dim);
+          return var;
+        }));
+    first_input += params.back().size();
+  }
+  return params;
+}
+
 // The kernel: placeholders with a shape variable per `?` dimension.
 std::optional<std::pair<tir::PrimFunc, std::vector<std::string>>> BuildKernel(
     const ir::FunctionNode& primitive, const std::string& name, const te::MatMulKnobs& matmul,
     tir::PrimFunc::Device device) {
-  std::vector<Tensors> params;
+  const std::vector<Tensors> params = PlaceholdersWithDimVariables(primitive);
   Tensors inputs;
-  for (size_t i = 0; i < primitive.params.size(); ++i) {
-    const std::string param = "p" + std::to_string(i);
-    params.push_back(op::PlaceholdersFor(
-        param, ParamType(primitive.params[i]),
-        [&](size_t tensor, size_t dim, int64_t size) -> te::Expr {
-          if (size >= 0) return tir::IntImm(size);
-          return tir::MakeVar(param + "." + std::to_string(tensor) + ".d" + std::to_string(dim));
-        }));
-    inputs.insert(inputs.end(), params.back().begin(), params.back().end());
-  }
+  for (const Tensors& param : params) inputs.insert(inputs.end(), param.begin(), param.end());
   te::ComputeContext context(device == tir::PrimFunc::Device::kGpu);
   Composer composer(context);
   std::optional<Tensors> outputs = composer.Compose(primitive, params);
@@ -278,21 +294,10 @@ std::optional<std::vector<std::vector<transform::DimForm>>> OutputDimFormsOf(
   // Each `?` dimension a variable of its own, to be recognised in the
   // composed output shapes.
   InputDims input_dims;
-  std::vector<Tensors> params;
-  size_t first_input = 0;
-  for (size_t i = 0; i < primitive.params.size(); ++i) {
-    const std::string param = "p" + std::to_string(i);
-    const ir::Type type = ParamType(primitive.params[i]);
-    params.push_back(
-        op::PlaceholdersFor(param, type, [&](size_t tensor, size_t dim, int64_t size) -> te::Expr {
-          if (size >= 0) return tir::IntImm(size);
-          tir::Var var =
-              tir::MakeVar(param + "." + std::to_string(tensor) + ".d" + std::to_string(dim));
-          input_dims[var.get()] = {.input = first_input + tensor, .axis = dim};
-          return var;
-        }));
-    first_input += op::FlattenTensorTypes(type).size();
-  }
+  const std::vector<Tensors> params =
+      PlaceholdersWithDimVariables(primitive, [&](const tir::Var& var, size_t input, size_t axis) {
+        input_dims[var.get()] = {.input = input, .axis = axis};
+      });
   te::ComputeContext context(false);
   const std::optional<Tensors> outputs = Composer(context).Compose(primitive, params);
   if (!outputs) return std::nullopt;
