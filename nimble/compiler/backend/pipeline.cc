@@ -23,6 +23,7 @@
 #include "nimble/compiler/transform/pack_dense_weights.h"
 #include "nimble/compiler/transform/plan_devices.h"
 #include "nimble/compiler/transform/share_shapes.h"
+#include "nimble/compiler/transform/sink_slices.h"
 #include "nimble/compiler/transform/slice_splits.h"
 #include "nimble/compiler/transform/to_anf.h"
 #include "nimble/vm/error.h"
@@ -79,6 +80,7 @@ const std::vector<PassInfo>& Passes() {
       Plain("eta-expand", transform::EtaExpandConstructors),
       Plain("anf", transform::ToANormalForm),
       Plain("lambda-lift", transform::LambdaLift),
+      Plain("sink-slices", transform::SinkSlices),
       {"slice-splits",
        [](const ir::IRModule& module, const CompileOptions& options) {
          // A split's pieces as slices pay only when they fuse into their readers.

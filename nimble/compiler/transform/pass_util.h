@@ -5,8 +5,10 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "nimble/compiler/ir/module.h"
+#include "nimble/compiler/op/op.h"
 
 namespace nimble::transform {
 
@@ -41,6 +43,15 @@ inline std::string_view CalledOpName(const ir::ExprNode& expr) {
 inline bool IsPrimitiveFunction(const ir::Expr& expr) {
   return expr->kind == ir::ExprKind::kFunction &&
          HasFlag(static_cast<const ir::FunctionNode*>(expr.get()), kPrimitiveAttr);
+}
+
+// `strided_slice` of `data`'s range [begin, end) along `axis`.
+inline ir::Expr SliceAlong(ir::Expr data, int64_t axis, int64_t begin, int64_t end) {
+  ir::Attrs attrs;
+  attrs.Set("begin", std::vector<int64_t>{begin});
+  attrs.Set("end", std::vector<int64_t>{end});
+  attrs.Set("axes", std::vector<int64_t>{axis});
+  return op::MakeOpCall("strided_slice", {std::move(data)}, std::move(attrs));
 }
 
 // A new module with the ADTs of `module` and `rewrite(definition)` for each of

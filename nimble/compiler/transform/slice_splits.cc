@@ -8,7 +8,6 @@
 
 #include "nimble/compiler/ir/free_vars.h"
 #include "nimble/compiler/ir/functor.h"
-#include "nimble/compiler/op/op.h"
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/let_chain.h"
 #include "nimble/compiler/transform/pass_util.h"
@@ -51,13 +50,8 @@ std::optional<SlicedSplit> PiecesOf(const ir::Expr& value) {
 
 // `strided_slice` of piece `index` of `split`, typed as the piece.
 ir::Expr SliceOf(const SlicedSplit& split, int64_t index, const ir::Type& piece_type) {
-  const op::OpDef& def = *op::OpRegistry::Global().Find("strided_slice");
-  Attrs attrs;
-  attrs.Set("begin", std::vector<int64_t>{split.pieces[index].first});
-  attrs.Set("end", std::vector<int64_t>{split.pieces[index].second});
-  attrs.Set("axes", std::vector<int64_t>{split.axis});
-  ir::Expr slice = Make<ir::CallNode>(op::GetOp(def.name), std::vector<ir::Expr>{split.data},
-                                      op::NormalizeAttrs(def, attrs));
+  ir::Expr slice =
+      SliceAlong(split.data, split.axis, split.pieces[index].first, split.pieces[index].second);
   slice->checked_type = piece_type;
   return slice;
 }

@@ -158,6 +158,20 @@ void PlanAxis(int64_t begin, int64_t end, int64_t stride, bool size_mode, int64_
       distance <= 0 ? 0 : 1 + (stride > 0 ? (distance - 1) / stride : -((distance - 1) / stride));
 }
 
+std::optional<int64_t> SliceBound(std::optional<int64_t> extent_bound, int64_t begin, int64_t end,
+                                  int64_t stride, bool size_mode) {
+  // An unbounded extent stays so: a bound is also what storage is planned
+  // for, and "to the end" is often written as a huge end.
+  if (!extent_bound) return std::nullopt;
+  std::optional<int64_t> length;
+  if (size_mode && end >= 0) {
+    length = end;
+  } else if (!size_mode && stride > 0 && begin >= 0 && end >= 0) {
+    length = end <= begin ? 0 : 1 + (end - begin - 1) / stride;
+  }
+  return length ? std::min(*extent_bound, *length) : *extent_bound;
+}
+
 std::vector<size_t> SlicedAxes(const SliceSpec& spec, size_t rank, const std::string& in_text,
                                const std::string& op) {
   std::vector<size_t> axes;

@@ -533,6 +533,12 @@ void PlanAxis(int64_t begin, int64_t end, int64_t stride, bool size_mode, int64_
 std::vector<size_t> SlicedAxes(const SliceSpec& spec, size_t rank, const std::string& in_text,
                                const std::string& op);
 
+// The most elements a slice of a run-time extent of at most `extent_bound`
+// can have: a range from a non-negative begin to a non-negative end holds at
+// most its length, whatever the extent. None when the extent is unbounded.
+std::optional<int64_t> SliceBound(std::optional<int64_t> extent_bound, int64_t begin, int64_t end,
+                                  int64_t stride, bool size_mode);
+
 template <typename D>
 SlicePlan<D> PlanSlice(const DimsOf<D>& in, const SliceSpec& spec, const std::string& op) {
   const std::vector<size_t> axes = SlicedAxes(spec, in.size(), DimsToString(in), op);
@@ -541,7 +547,11 @@ SlicePlan<D> PlanSlice(const DimsOf<D>& in, const SliceSpec& spec, const std::st
     const size_t axis = axes[k];
     const auto [begin, end, stride] = SliceEntryAt(spec, k);
     if (stride == 0) throw Error(op + ": stride 0 on axis " + std::to_string(axis));
-    if (in[axis].is_any()) continue;  // the output dim stays Any
+    if (in[axis].is_any()) {
+      plan.out[axis] =
+          AnyAtMost<D>(SliceBound(UpperBound(in[axis]), begin, end, stride, spec.size_mode));
+      continue;
+    }
     int64_t size = 0;
     PlanAxis(begin, end, stride, spec.size_mode, in[axis].value(), &plan.begin[axis], &size);
     plan.out[axis] = D(size);

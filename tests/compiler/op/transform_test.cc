@@ -711,6 +711,33 @@ TEST(StridedSlice, TypesAndErrors) {
               HasSubstr("slice_mode must be"));
 }
 
+// A bounded run-time extent sliced from a non-negative begin to a
+// non-negative end holds at most the range's elements (BERT's first token
+// of `?<=512` is `?<=1`); a negative index counts from an end not known
+// yet, and an unbounded extent stays unbounded (storage is planned for a
+// bound, and "to the end" is often written as a huge end).
+TEST(StridedSlice, TypeBoundsARunTimeExtentByTheRange) {
+  const auto type = [](ir::Dim dim, Ints begin, Ints end, Ints strides = {},
+                       std::string mode = "end") {
+    return TypeOf("strided_slice", {TensorOf({dim, 8})},
+                  MakeAttrs({{"begin", begin},
+                             {"end", end},
+                             {"strides", strides},
+                             {"axes", Ints{0}},
+                             {"slice_mode", mode}}));
+  };
+  const ir::Dim bounded = ir::Dim::Any(512);
+  EXPECT_EQ(type(bounded, {0}, {1}), "Tensor[(?<=1, 8), float32]");
+  EXPECT_EQ(type(bounded, {3}, {10}, {2}), "Tensor[(?<=4, 8), float32]");
+  EXPECT_EQ(type(ir::Dim::Any(2), {0}, {10}), "Tensor[(?<=2, 8), float32]");
+  EXPECT_EQ(type(bounded, {4}, {2}), "Tensor[(?<=0, 8), float32]");
+  EXPECT_EQ(type(bounded, {-1}, {1000}), "Tensor[(?<=512, 8), float32]");
+  EXPECT_EQ(type(bounded, {5}, {-1}), "Tensor[(?<=512, 8), float32]");
+  EXPECT_EQ(type(bounded, {-3}, {2}, {}, "size"), "Tensor[(?<=2, 8), float32]");
+  EXPECT_EQ(type(bounded, {0}, {-1}, {}, "size"), "Tensor[(?<=512, 8), float32]");
+  EXPECT_EQ(type(kAny, {0}, {1}), "Tensor[(?, 8), float32]");
+}
+
 // The sliced axes (as many as the longest index tensor) become `?`, at most
 // as long as they were; the others keep their dims.
 TEST(DynStridedSlice, TypeBoundsEachSlicedAxisByItsLength) {
