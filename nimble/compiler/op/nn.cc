@@ -559,8 +559,8 @@ std::vector<te::Tensor> BiasAddCompute(te::ComputeContext& context,
   })};
 }
 
-// Three stages: the maximum and the sum of exp(x - max) along the axis, then
-// each element's exp(x - max) / sum.
+// Four stages: the maximum along the axis, each element's exp(x - max), their
+// sum along the axis, then each exp / sum.
 std::vector<te::Tensor> SoftmaxCompute(te::ComputeContext&, std::span<const te::Tensor> inputs,
                                        const ir::Attrs& attrs,
                                        std::span<const DataType> output_dtypes) {
@@ -569,13 +569,17 @@ std::vector<te::Tensor> SoftmaxCompute(te::ComputeContext&, std::span<const te::
   const size_t axis = static_cast<size_t>(AxisAttr(attrs, data->shape.size(), "nn.softmax"));
   const auto read = [&](const std::vector<Expr>& indices) { return te::Read(data, indices); };
   const te::Tensor max = ReduceAlongAxis("nn.softmax.max", data, axis, ReduceKind::kMax, read);
-  const auto exp = [&](const std::vector<Expr>& indices) {
-    return tir::Call(tir::Intrinsic::kExp,
-                     {tir::Sub(read(indices), te::Read(max, WithoutAxis(indices, axis)))});
-  };
-  const te::Tensor sum = ReduceAlongAxis("nn.softmax.sum", data, axis, ReduceKind::kSum, exp);
+  // A tensor of its own, read by the sum and the quotient: lowering stores it
+  // rather than computing each exp twice.
+  const te::Tensor exp =
+      te::Compute("nn.softmax.exp", data->shape, [&](const std::vector<Expr>& indices) {
+        return tir::Call(tir::Intrinsic::kExp,
+                         {tir::Sub(read(indices), te::Read(max, WithoutAxis(indices, axis)))});
+      });
+  const auto read_exp = [&](const std::vector<Expr>& indices) { return te::Read(exp, indices); };
+  const te::Tensor sum = ReduceAlongAxis("nn.softmax.sum", exp, axis, ReduceKind::kSum, read_exp);
   return {te::Compute("nn.softmax", data->shape, [&](const std::vector<Expr>& indices) {
-    return tir::Div(exp(indices), te::Read(sum, WithoutAxis(indices, axis)));
+    return tir::Div(read_exp(indices), te::Read(sum, WithoutAxis(indices, axis)));
   })};
 }
 

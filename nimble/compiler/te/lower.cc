@@ -106,6 +106,26 @@ class Lowerer {
 
   static constexpr size_t kDuplicableSize = 16;
 
+  // One node of the loop IR, but a polynomial of a dozen or more
+  // instructions once generated: an expression calling one is computed once
+  // and stored (softmax's exp(x - max), which its sum and its quotient both
+  // read, took 2 of the 3 passes' time computed twice).
+  static bool IsTranscendental(const Expr& expr) {
+    if (expr->kind != tir::ExprKind::kCall) return false;
+    switch (static_cast<const tir::CallNode&>(*expr).intrinsic) {
+      case tir::Intrinsic::kExp:
+      case tir::Intrinsic::kLog:
+      case tir::Intrinsic::kTanh:
+      case tir::Intrinsic::kSigmoid:
+      case tir::Intrinsic::kErf:
+      case tir::Intrinsic::kErfc:
+      case tir::Intrinsic::kPow:
+        return true;
+      default:
+        return false;
+    }
+  }
+
   // The nodes of `tensor`'s body once the tensors it inlines are substituted
   // (a stage's read is one load), counted up to just past kDuplicableSize.
   size_t InlinedSize(const TensorNode& tensor) {
@@ -118,7 +138,8 @@ class Lowerer {
   }
 
   void AddInlinedSize(const Expr& expr, size_t* size) {
-    if (++*size > kDuplicableSize) return;
+    *size += IsTranscendental(expr) ? kDuplicableSize : 1;
+    if (*size > kDuplicableSize) return;
     if (expr->kind == tir::ExprKind::kTensorRead) {
       const auto& read = static_cast<const TensorReadNode&>(*expr);
       for (const Expr& index : read.indices) AddInlinedSize(index, size);
@@ -126,6 +147,26 @@ class Lowerer {
       return;
     }
     tir::ForEachOperand(expr, [&](const Expr& operand) { AddInlinedSize(operand, size); });
+  }
+
+  // The work of one transcendental call, in stored elements: what the
+  // parallel grain counts. Without it a softmax's 35K exps (BERT's
+  // attention, 54 tokens) made one chunk, run on one thread.
+  static constexpr size_t kTranscendentalWork = 8;
+
+  // The transcendental calls in `expr` once the tensors it inlines are
+  // substituted.
+  size_t Transcendentals(const Expr& expr) {
+    if (expr->kind == tir::ExprKind::kTensorRead) {
+      const auto& read = static_cast<const TensorReadNode&>(*expr);
+      size_t count = 0;
+      for (const Expr& index : read.indices) count += Transcendentals(index);
+      if (!IsStage(*read.tensor)) count += Transcendentals(read.tensor->body);
+      return count;
+    }
+    size_t count = IsTranscendental(expr) ? 1 : 0;
+    tir::ForEachOperand(expr, [&](const Expr& operand) { count += Transcendentals(operand); });
+    return count;
   }
 
   // Orders the stages `tensor` depends on before it (post-order), once each.
@@ -202,7 +243,8 @@ class Lowerer {
     const size_t rank = tensor.shape.size();
     const ReduceNode* reduce =
         IsReduction(tensor) ? static_cast<const ReduceNode*>(tensor.body.get()) : nullptr;
-    Expr work = tir::IntImm(1);
+    Expr work = tir::IntImm(static_cast<int64_t>(
+        1 + kTranscendentalWork * Transcendentals(reduce ? reduce->source : tensor.body)));
     if (reduce) {
       for (const ReduceAxis& axis : reduce->axes) work = tir::Mul(work, axis.extent);
     }

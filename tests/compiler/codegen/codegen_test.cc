@@ -783,6 +783,31 @@ TEST(CodegenTest, VectorisedLoopUsesTheHostsVectorsWithoutAliasChecks) {
   EXPECT_THAT(ir, ::testing::Not(HasSubstr("@expf")));            // exp is inline
 }
 
+// A vectorised loop of run-time extent runs its tail as masked vector
+// iterations where every vector instruction takes a mask (AVX-512), and
+// keeps a scalar remainder on AVX2.
+TEST(CodegenTest, VectorTailsAreMaskedOnAvx512Only) {
+  const Var n = MakeVar("n");
+  const Var i = MakeVar("i");
+  const Buffer a = MakeBuffer("a", DataType::Float32(), {n});
+  const Buffer out = MakeBuffer("out", DataType::Float32(), {n});
+  const std::vector<PrimFunc> kernels = {
+      {"exp",
+       {a, out},
+       1,
+       For(i, n, ForKind::kVectorized, Store(out, i, Call(Intrinsic::kExp, {Load(a, i)})))}};
+  CodegenTarget target = CodegenTargetFor("intel");
+  target.triple = "x86_64-unknown-linux-gnu";
+  target.cpu = "x86-64-v4";
+  target.features = "+avx2,+fma,+avx512f";
+  EXPECT_THAT(EmitLLVMText(kernels, target), HasSubstr("@llvm.masked.load"));
+  target.cpu = "x86-64-v3";
+  target.features = "+avx2,+fma,-avx512f";
+  const std::string avx2 = EmitLLVMText(kernels, target);
+  EXPECT_THAT(avx2, ::testing::ContainsRegex("<8 x float>"));
+  EXPECT_THAT(avx2, ::testing::Not(HasSubstr("@llvm.masked.load")));
+}
+
 // Reads `symbol`'s definition from the dynamic symbol table of an ELF64
 // shared object.
 bool ExportsSymbol(const std::vector<std::byte>& elf, const std::string& symbol) {

@@ -574,6 +574,27 @@ TEST(NnComputeTest, Softmax) {
                 Relative(1e-5));
 }
 
+// exp(x - max) is one stage, read by the sum and the quotient, so each
+// element's exp is computed once; its loop counts each exp as 8 elements'
+// work (1 + 8 an element) when it splits the rows into chunks.
+TEST(NnComputeTest, SoftmaxComputesEachExpOnce) {
+  const Expr n = tir::MakeVar("n");
+  const te::Tensor x = te::Placeholder("x", kF32, {n, tir::IntImm(54)});
+  te::ComputeContext context;
+  const std::vector<te::Tensor> out =
+      Def("nn.softmax")
+          .compute(context, std::vector{x}, MakeAttrs({{"axis", int64_t{-1}}}), std::vector{kF32});
+  const std::string text = tir::ToString(te::Lower("nn.softmax", {x}, out, context.requirements()));
+  EXPECT_NE(text.find("allocate nn.softmax.exp: float32[n, 54]"), std::string::npos) << text;
+  size_t exps = 0;
+  for (size_t at = text.find("exp(("); at != std::string::npos; at = text.find("exp((", at + 1)) {
+    ++exps;
+  }
+  EXPECT_EQ(exps, 1u) << text;
+  EXPECT_NE(text.find("for nn.softmax.exp.i in [0, n) parallel chunk 67 {"), std::string::npos)
+      << text;
+}
+
 TEST(NnComputeTest, LayerNorm) {
   for (int64_t axis : {-1, 1}) {
     for (bool center : {true, false}) {
