@@ -352,22 +352,10 @@ class SliceSinker : public ir::ExprMutator {
  public:
   // The whole chain from `head` on, looped over: chains run 10,000 deep.
   ir::Expr VisitLet(const ir::LetNode* head) override {
-    LetChain chain;
-    ir::Expr expr = ir::RefOf(head);
-    for (; expr->kind == ir::ExprKind::kLet;) {
-      const auto* let = static_cast<const ir::LetNode*>(expr.get());
-      chain.bindings.push_back({let->var, VisitExpr(let->value)});
-      expr = let->body;
-    }
-    chain.result = VisitExpr(expr);
-    std::vector<Binding> bindings = ChainNarrowing(chain).Run();
-    ir::Expr body = std::move(chain.result);
-    for (size_t i = bindings.size(); i-- > 0;) {
-      const ir::Span span = bindings[i].value->span;
-      body = Make<ir::LetNode>(bindings[i].var, std::move(bindings[i].value), std::move(body));
-      body->span = span;
-    }
-    return body;
+    LetChain chain = FlattenLets(ir::RefOf(head));
+    for (Binding& binding : chain.bindings) binding.value = VisitExpr(binding.value);
+    chain.result = VisitExpr(chain.result);
+    return WrapLets(ChainNarrowing(chain).Run(), chain.result);
   }
 };
 
