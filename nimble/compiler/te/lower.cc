@@ -107,9 +107,10 @@ class Lowerer {
   static constexpr size_t kDuplicableSize = 16;
 
   // One node of the loop IR, but a polynomial of a dozen or more
-  // instructions once generated: an expression calling one is computed once
-  // and stored (softmax's exp(x - max), which its sum and its quotient both
-  // read: 45 -> 34 us a call at BERT's 54 tokens).
+  // instructions once generated: on the CPU an expression calling one is
+  // computed once and stored (softmax's exp(x - max), which its sum and its
+  // quotient both read: 45 -> 34 us a call at BERT's 54 tokens). A GPU
+  // thread recomputes it rather than pay a device temporary and a launch.
   static bool IsTranscendental(const Expr& expr) {
     if (expr->kind != tir::ExprKind::kCall) return false;
     switch (static_cast<const tir::CallNode&>(*expr).intrinsic) {
@@ -138,7 +139,7 @@ class Lowerer {
   }
 
   void AddInlinedSize(const Expr& expr, size_t* size) {
-    *size += IsTranscendental(expr) ? kDuplicableSize : 1;
+    *size += !gpu_ && IsTranscendental(expr) ? kDuplicableSize : 1;
     if (*size > kDuplicableSize) return;
     if (expr->kind == tir::ExprKind::kTensorRead) {
       const auto& read = static_cast<const TensorReadNode&>(*expr);

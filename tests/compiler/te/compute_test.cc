@@ -574,25 +574,38 @@ TEST(NnComputeTest, Softmax) {
                 Relative(1e-5));
 }
 
-// exp(x - max) is one stage, read by the sum and the quotient, so each
-// element's exp is computed once; its loop counts each exp as 8 elements'
-// work (1 + 8 an element) when it splits the rows into chunks.
-TEST(NnComputeTest, SoftmaxComputesEachExpOnce) {
+// On the CPU exp(x - max) is one stage, read by the sum and the quotient,
+// so each element's exp is computed once; its loop counts each exp as 8
+// elements' work (1 + 8 an element) when it splits the rows into chunks. A
+// GPU thread recomputes it instead of storing it in a device temporary.
+TEST(NnComputeTest, SoftmaxComputesEachExpOnceOnTheCpu) {
   const Expr n = tir::MakeVar("n");
   const te::Tensor x = te::Placeholder("x", kF32, {n, tir::IntImm(54)});
-  te::ComputeContext context;
-  const std::vector<te::Tensor> out =
-      Def("nn.softmax")
-          .compute(context, std::vector{x}, MakeAttrs({{"axis", int64_t{-1}}}), std::vector{kF32});
-  const std::string text = tir::ToString(te::Lower("nn.softmax", {x}, out, context.requirements()));
-  EXPECT_NE(text.find("allocate nn.softmax.exp: float32[n, 54]"), std::string::npos) << text;
-  size_t exps = 0;
-  for (size_t at = text.find("exp(("); at != std::string::npos; at = text.find("exp((", at + 1)) {
-    ++exps;
-  }
-  EXPECT_EQ(exps, 1u) << text;
-  EXPECT_NE(text.find("for nn.softmax.exp.i in [0, n) parallel chunk 67 {"), std::string::npos)
-      << text;
+  const auto lower = [&](bool gpu) {
+    te::ComputeContext context(gpu);
+    const std::vector<te::Tensor> out =
+        Def("nn.softmax")
+            .compute(context, std::vector{x}, MakeAttrs({{"axis", int64_t{-1}}}),
+                     std::vector{kF32});
+    return tir::ToString(
+        te::Lower("nn.softmax", {x}, out, context.requirements(), {},
+                  gpu ? tir::PrimFunc::Device::kGpu : tir::PrimFunc::Device::kCpu));
+  };
+  const auto count_exps = [](const std::string& text) {
+    size_t exps = 0;
+    for (size_t at = text.find("exp(("); at != std::string::npos; at = text.find("exp((", at + 1)) {
+      ++exps;
+    }
+    return exps;
+  };
+  const std::string cpu = lower(false);
+  EXPECT_NE(cpu.find("allocate nn.softmax.exp: float32[n, 54]"), std::string::npos) << cpu;
+  EXPECT_EQ(count_exps(cpu), 1u) << cpu;
+  EXPECT_NE(cpu.find("for nn.softmax.exp.i in [0, n) parallel chunk 67 {"), std::string::npos)
+      << cpu;
+  const std::string gpu = lower(true);
+  EXPECT_EQ(gpu.find("nn.softmax.exp"), std::string::npos) << gpu;
+  EXPECT_EQ(count_exps(gpu), 2u) << gpu;
 }
 
 TEST(NnComputeTest, LayerNorm) {
