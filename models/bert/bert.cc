@@ -4,23 +4,26 @@
 // The hidden state stays (1, L, H) from the embeddings to the pooler, so
 // nn.dense, nn.layer_norm and the residual adds take it as it is. In
 // attention nn.batch_matmul multiplies the hidden state (batch 1, broadcast)
-// by the per-head views of the weights, and which operand comes first decides
-// the layout of the product:
+// by the per-head views of the weights:
 //
 //   q  = x · Wq_hᵀ        (heads, L, dh)   x (1, L, H), Wq as (heads, dh, H)
 //   k  = x · Wk_hᵀ        (heads, L, dh)
-//   vᵀ = Wv_h · xᵀ        (heads, dh, L)
+//   v  = x · Wv_hᵀ        (heads, L, dh)
 //   p  = softmax(q · kᵀ)  (heads, L, L)
-//   cᵀ = vᵀ · pᵀ          (heads, dh, L)
-//   c  = cᵀ transposed to (L, heads, dh), as (1, L, H)
+//   c  = p · v            (heads, L, dh)   transpose_b=False
+//   c  transposed to (L, heads, dh), as (1, L, H)
 //   out = c · Woᵀ         nn.dense
 //
-// The context's transpose is the one copy attention makes (a kernel with its
-// reshape, about 0.1 ms at L = 128 on a 2-core Zen3). It pays for itself: the
-// output projection becomes an nn.dense on a constant weight, which the
-// compiler packs (transform/pack_dense_weights.h), where multiplying cᵀ
-// directly (batch_matmul with transpose_a) took 1.5 ms a layer against 0.7
-// (`nimble run --profile`, BERT-base at L = 128).
+// q, k and v share one layout, whose per-head transposes copy whole rows of
+// dh, and p · v reads v as [k, n], which the generated kernel takes as an
+// outer product per token. Computing cᵀ = vᵀ · pᵀ instead (vᵀ from Wv_h · xᵀ)
+// cost two transposes that gather a column at a time and a product of dot
+// products over only L terms each: 1.7 against 0.9 ms of those kernels a
+// 53-token sentence (`nimble run --profile`, BERT-base, 2-core Zen 4).
+// The context's transpose leaves the output projection an nn.dense on a
+// constant weight, which the compiler packs (transform/pack_dense_weights.h),
+// where multiplying cᵀ directly (batch_matmul with transpose_a) took 1.5 ms
+// a layer against 0.7 (`nimble run --profile`, BERT-base at L = 128).
 // The per-head views, 1/sqrt(dh) folded into Wq and bq, are reshapes and
 // multiplies of constants, which constant folding computes at compile time,
 // so the weights stay the peer's state_dict tensors. One layer is 21 kernel
@@ -98,18 +101,18 @@ void EncoderLayer(const BertOptions& options, int layer, std::ostringstream& tex
   Let(text, "wk" + n, view("attn.key.weight", per_head));
   Let(text, "bk" + n, view("attn.key.bias", heads + ", 1, " + dh));
   Let(text, "wv" + n, view("attn.value.weight", per_head));
-  Let(text, "bv" + n, view("attn.value.bias", heads + ", " + dh + ", 1"));
+  Let(text, "bv" + n, view("attn.value.bias", heads + ", 1, " + dh));
   Let(text, "q" + n, "add(nn.batch_matmul(" + x + ", %wq" + n + "), %bq" + n + ")",
       "(" + heads + ", L, " + dh + ")");
   Let(text, "k" + n, "add(nn.batch_matmul(" + x + ", %wk" + n + "), %bk" + n + ")",
       "(" + heads + ", L, " + dh + ")");
-  Let(text, "v_t" + n, "add(nn.batch_matmul(%wv" + n + ", " + x + "), %bv" + n + ")",
-      "(" + heads + ", " + dh + ", L)");
+  Let(text, "v" + n, "add(nn.batch_matmul(" + x + ", %wv" + n + "), %bv" + n + ")",
+      "(" + heads + ", L, " + dh + ")");
   Let(text, "probs" + n, "nn.softmax(nn.batch_matmul(%q" + n + ", %k" + n + "), axis=-1)",
       "(" + heads + ", L, L)");
   Let(text, "context" + n,
-      "reshape(transpose(nn.batch_matmul(%v_t" + n + ", %probs" + n +
-          "), axes=[2, 0, 1]), newshape=[1, -1, " + hidden + "])",
+      "reshape(transpose(nn.batch_matmul(%probs" + n + ", %v" + n +
+          ", transpose_b=False), axes=[1, 0, 2]), newshape=[1, -1, " + hidden + "])",
       "(1, L, " + hidden + ")");
   Let(text, "attention" + n, "nn.dense(%context" + n + ", " + weight("attn_out.weight") + ")",
       "(1, L, " + hidden + ")");

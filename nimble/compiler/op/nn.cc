@@ -525,8 +525,11 @@ std::vector<te::Tensor> BatchMatMulCompute(te::ComputeContext& context,
       BroadcastShape(context, "nn.batch_matmul", {{x->shape[0]}, {y->shape[0]}});
   const std::vector<Expr> shape = {batch[0], transpose_a ? x->shape[2] : x->shape[1],
                                    transpose_b ? y->shape[1] : y->shape[2]};
-  // The matrix-product template streams both operands along k.
-  const bool contiguous_k = !transpose_a && transpose_b;
+  // The matrix-product template streams both operands along k, or, with y
+  // read as [k, n], y along n (an outer product per k).
+  const te::ScheduleHint hint = !transpose_b   ? te::ScheduleHint::kOuterProduct
+                                : !transpose_a ? te::ScheduleHint::kMatMul
+                                               : te::ScheduleHint::kDefault;
   return {te::Compute(
       "nn.batch_matmul", shape,
       [&](const std::vector<Expr>& indices) {
@@ -542,7 +545,7 @@ std::vector<te::Tensor> BatchMatMulCompute(te::ComputeContext& context,
             te::Read(y, transpose_b ? std::vector{by, j, k_index} : std::vector{by, k_index, j});
         return te::Reduce(ReduceKind::kSum, tir::Mul(tir::Cast(out, a), tir::Cast(out, b)), {l});
       },
-      contiguous_k ? te::ScheduleHint::kMatMul : te::ScheduleHint::kDefault)};
+      hint)};
 }
 
 std::vector<te::Tensor> BiasAddCompute(te::ComputeContext& context,

@@ -251,7 +251,7 @@ class Lowerer {
     }
     if (gpu_) return LowerGpuStage(tensor, buffer, reduce);
     if (rank == 0) return StoreElement(tensor, buffer, reduce, {});
-    if (reduce && tensor.hint == ScheduleHint::kMatMul && rank >= 2 && reduce->axes.size() == 1) {
+    if (reduce && tensor.hint != ScheduleHint::kDefault && rank >= 2 && reduce->axes.size() == 1) {
       return LowerMatMul(tensor, buffer, *reduce);
     }
 
@@ -334,6 +334,8 @@ class Lowerer {
               }
               return LowerExpr(reduce.source, substitution);
             },
+        .form = tensor.hint == ScheduleHint::kOuterProduct ? MatMulForm::kOuterProduct
+                                                           : MatMulForm::kDotProduct,
     };
     return ScheduleMatMul(stage, matmul_knobs_);
   }

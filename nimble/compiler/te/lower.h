@@ -5,7 +5,7 @@
 // tensor is inlined into its readers, so an elementwise chain or an epilogue
 // costs no memory traffic of its own [paper 4.5; TVM's injective inlining].
 //
-// A matrix product (ScheduleHint::kMatMul) takes the template of
+// A matrix product (ScheduleHint::kMatMul or kOuterProduct) takes the template of
 // matmul_schedule.h with `matmul_knobs`. Any other stage: its spatial loops
 // but the innermost are fused into one outer loop, run in parallel on the
 // process's thread pool in chunks of about 32K elements of work; the

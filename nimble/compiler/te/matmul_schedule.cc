@@ -35,10 +35,22 @@ MatMulKnobs WidenedForFewRows(const MatMulStage& stage, MatMulKnobs knobs) {
   return knobs;
 }
 
+// The columns a tile computes: `count` of them from `begin`, at most
+// `capacity` (a dot-product tile's count is its capacity, a constant).
+struct Columns {
+  Expr begin;
+  Expr count;
+  int capacity;
+};
+
 class MatMulScheduler {
  public:
   MatMulScheduler(const MatMulStage& stage, const MatMulKnobs& knobs)
-      : stage_(stage), knobs_(WidenedForFewRows(stage, knobs)), rank_(stage.shape.size()) {}
+      : stage_(stage),
+        knobs_(WidenedForFewRows(stage, knobs)),
+        rank_(stage.shape.size()),
+        outer_(stage.form == MatMulForm::kOuterProduct),
+        tile_width_(outer_ ? knobs_.tile_cols * kOuterProductColumns : knobs_.tile_cols) {}
 
   tir::Stmt Run() {
     const Expr& rows = stage_.shape[rank_ - 2];
@@ -64,61 +76,63 @@ class MatMulScheduler {
   // The whole product with `rows` as the row count.
   tir::Stmt Body(const Expr& rows, RowResidue known) {
     const Expr& cols = stage_.shape[rank_ - 1];
-    const Expr tile_cols = tir::IntImm(knobs_.tile_cols);
-    const Expr col_tiles = tir::FloorDiv(cols, tile_cols);
+    const Expr width = tir::IntImm(tile_width_);
+    const Expr col_tiles = tir::FloorDiv(cols, width);
     const Expr batch = BatchExtent();
     const Expr work_per_row = tir::Mul(tir::Max(stage_.depth, tir::IntImm(1)), rows);
 
     // Whole column tiles, with the batch, in parallel.
     const tir::Var tile = tir::MakeVar(stage_.name + ".tile");
     const Expr batch_index = tir::FloorDiv(tile, col_tiles);
-    const Expr col_begin = tir::Mul(tir::FloorMod(tile, col_tiles), tile_cols);
-    std::vector<tir::Stmt> parts = {
-        tir::For(tile, tir::Mul(batch, col_tiles), tir::ForKind::kParallel,
-                 Rows(BatchIndices(batch_index), col_begin, knobs_.tile_cols, rows, known),
-                 ChunkFor(tir::Mul(work_per_row, tile_cols)))};
+    const Columns whole{tir::Mul(tir::FloorMod(tile, col_tiles), width), width, tile_width_};
+    std::vector<tir::Stmt> parts = {tir::For(tile, tir::Mul(batch, col_tiles),
+                                             tir::ForKind::kParallel,
+                                             Rows(BatchIndices(batch_index), whole, rows, known),
+                                             ChunkFor(tir::Mul(work_per_row, width)))};
 
-    // The columns after them: a constant number in one narrower tile, or one
-    // column at a time.
-    const Expr tail_cols = tir::Simplify(tir::FloorMod(cols, tile_cols));
-    const Expr tail_begin = tir::Mul(col_tiles, tile_cols);
+    // The columns after them: a constant number, or any number in an
+    // outer-product tile, in one narrower tile; else one column at a time.
+    const Expr tail_cols = tir::Simplify(tir::FloorMod(cols, width));
+    const Expr tail_begin = tir::Mul(col_tiles, width);
     const tir::Var b = tir::MakeVar(stage_.name + ".b");
+    const auto per_batch = [&](tir::Stmt body) {
+      return tir::For(b, batch, tir::ForKind::kParallel, std::move(body),
+                      ChunkFor(tir::Mul(work_per_row, tail_cols)));
+    };
     int64_t static_tail;
     if (tir::AsInt(tail_cols, &static_tail)) {
       if (static_tail > 0) {
+        const int count = static_cast<int>(static_tail);
         parts.push_back(
-            tir::For(b, batch, tir::ForKind::kParallel,
-                     Rows(BatchIndices(b), tail_begin, static_cast<int>(static_tail), rows, known),
-                     ChunkFor(tir::Mul(work_per_row, tail_cols))));
+            per_batch(Rows(BatchIndices(b), {tail_begin, tir::IntImm(count), count}, rows, known)));
       }
+    } else if (outer_) {
+      parts.push_back(
+          per_batch(Rows(BatchIndices(b), {tail_begin, tail_cols, tile_width_}, rows, known)));
     } else {
       const tir::Var col = tir::MakeVar(stage_.name + ".col");
-      parts.push_back(
-          tir::For(b, batch, tir::ForKind::kParallel,
-                   tir::For(col, tail_cols, tir::ForKind::kSerial,
-                            Rows(BatchIndices(b), tir::Add(tail_begin, col), 1, rows, known)),
-                   ChunkFor(tir::Mul(work_per_row, tail_cols))));
+      parts.push_back(per_batch(tir::For(
+          col, tail_cols, tir::ForKind::kSerial,
+          Rows(BatchIndices(b), {tir::Add(tail_begin, col), tir::IntImm(1), 1}, rows, known))));
     }
     return tir::Seq(std::move(parts));
   }
 
-  // Every row of `cols` columns from `col_begin`: whole row tiles, then the
-  // boundary.
-  tir::Stmt Rows(const std::vector<Expr>& batch, const Expr& col_begin, int cols, const Expr& rows,
+  // Every row of `cols`: whole row tiles, then the boundary.
+  tir::Stmt Rows(const std::vector<Expr>& batch, const Columns& cols, const Expr& rows,
                  RowResidue known) {
     const int tile_rows = knobs_.tile_rows;
     const Expr row_tiles = tir::FloorDiv(rows, tir::IntImm(tile_rows));
     const tir::Var row_tile = tir::MakeVar(stage_.name + ".row_tile");
-    std::vector<tir::Stmt> parts = {tir::For(
-        row_tile, row_tiles, tir::ForKind::kSerial,
-        Tile(batch, tir::Mul(row_tile, tir::IntImm(tile_rows)), col_begin, tile_rows, cols))};
+    std::vector<tir::Stmt> parts = {
+        tir::For(row_tile, row_tiles, tir::ForKind::kSerial,
+                 Tile(batch, tir::Mul(row_tile, tir::IntImm(tile_rows)), cols, tile_rows))};
     const Expr boundary_begin = tir::Mul(row_tiles, tir::IntImm(tile_rows));
     const Expr boundary = tir::Simplify(tir::FloorMod(rows, tir::IntImm(tile_rows)));
     int64_t static_boundary;
     if (tir::AsInt(boundary, &static_boundary)) {
       if (static_boundary > 0) {
-        parts.push_back(
-            Tile(batch, boundary_begin, col_begin, static_cast<int>(static_boundary), cols));
+        parts.push_back(Tile(batch, boundary_begin, cols, static_cast<int>(static_boundary)));
       }
       return tir::Seq(std::move(parts));
     }
@@ -130,42 +144,70 @@ class MatMulScheduler {
     const tir::Var block = tir::MakeVar(stage_.name + ".block");
     parts.push_back(
         tir::For(block, blocks, tir::ForKind::kSerial,
-                 Tile(batch, tir::Add(boundary_begin, tir::Mul(block, tir::IntImm(step))),
-                      col_begin, static_cast<int>(step), cols)));
+                 Tile(batch, tir::Add(boundary_begin, tir::Mul(block, tir::IntImm(step))), cols,
+                      static_cast<int>(step))));
     if (rest > 0) {
       parts.push_back(Tile(batch, tir::Add(boundary_begin, tir::Mul(blocks, tir::IntImm(step))),
-                           col_begin, static_cast<int>(rest), cols));
+                           cols, static_cast<int>(rest)));
     }
     return tir::Seq(std::move(parts));
   }
 
   // One register tile: rows x cols sums, written out after the reduction.
-  tir::Stmt Tile(const std::vector<Expr>& batch, const Expr& row_begin, const Expr& col_begin,
-                 int rows, int cols) {
+  tir::Stmt Tile(const std::vector<Expr>& batch, const Expr& row_begin, const Columns& cols,
+                 int rows) {
     const tir::Buffer sums = std::make_shared<tir::BufferNode>(
-        stage_.name + ".sums", stage_.dtype, std::vector<Expr>{tir::IntImm(rows * cols)});
+        stage_.name + ".sums", stage_.dtype, std::vector<Expr>{tir::IntImm(rows * cols.capacity)});
     const tir::Var k = tir::MakeVar(stage_.name + ".k");
-    std::vector<tir::Stmt> init, update, store;
-    for (int row = 0; row < rows; ++row) {
-      for (int col = 0; col < cols; ++col) {
-        const Expr slot = tir::IntImm(row * cols + col);
-        std::vector<Expr> indices = batch;
-        indices.push_back(tir::Add(row_begin, tir::IntImm(row)));
-        indices.push_back(tir::Add(col_begin, tir::IntImm(col)));
-        init.push_back(tir::Store(sums, slot, ReduceIdentity(stage_.reduce_kind, stage_.dtype)));
-        update.push_back(tir::Store(
-            sums, slot,
-            ReduceCombine(stage_.reduce_kind, tir::Load(sums, slot), stage_.element(indices, k)),
-            /*reassociate=*/true));
-        store.push_back(tir::Store(stage_.out, tir::FlatIndex(stage_.out->shape, indices),
-                                   tir::Load(sums, slot)));
+    const auto indices = [&](int row, const Expr& col) {
+      std::vector<Expr> at = batch;
+      at.push_back(tir::Add(row_begin, tir::IntImm(row)));
+      at.push_back(tir::Add(cols.begin, col));
+      return at;
+    };
+    const auto slot = [&](int row, const Expr& col) {
+      return tir::Add(tir::IntImm(row * cols.capacity), col);
+    };
+    // `statement(row, col)` for every sum: each a statement of its own in a
+    // dot-product tile; in an outer-product tile, one vectorised loop over
+    // the columns doing every row, so that a row of the second operand is
+    // loaded once for all of them.
+    const auto each_sum = [&](const std::function<tir::Stmt(int, const Expr&)>& statement) {
+      std::vector<tir::Stmt> statements;
+      if (outer_) {
+        const tir::Var col = tir::MakeVar(stage_.name + ".col");
+        for (int row = 0; row < rows; ++row) statements.push_back(statement(row, col));
+        return tir::For(col, cols.count, tir::ForKind::kVectorized,
+                        tir::Seq(std::move(statements)));
       }
-    }
+      for (int row = 0; row < rows; ++row) {
+        for (int col = 0; col < cols.capacity; ++col) {
+          statements.push_back(statement(row, tir::IntImm(col)));
+        }
+      }
+      return tir::Seq(std::move(statements));
+    };
+    const tir::Stmt init = each_sum([&](int row, const Expr& col) {
+      return tir::Store(sums, slot(row, col), ReduceIdentity(stage_.reduce_kind, stage_.dtype));
+    });
+    // A dot-product tile vectorises k, which reorders each sum; an
+    // outer-product tile adds in k's order.
+    const tir::Stmt update = each_sum([&](int row, const Expr& col) {
+      return tir::Store(sums, slot(row, col),
+                        ReduceCombine(stage_.reduce_kind, tir::Load(sums, slot(row, col)),
+                                      stage_.element(indices(row, col), k)),
+                        /*reassociate=*/!outer_);
+    });
+    const tir::Stmt store = each_sum([&](int row, const Expr& col) {
+      return tir::Store(stage_.out, tir::FlatIndex(stage_.out->shape, indices(row, col)),
+                        tir::Load(sums, slot(row, col)));
+    });
     return tir::Allocate(
         sums,
-        tir::Seq({tir::Seq(std::move(init)),
-                  tir::For(k, stage_.depth, tir::ForKind::kVectorized, tir::Seq(std::move(update))),
-                  tir::Seq(std::move(store))}));
+        tir::Seq({init,
+                  tir::For(k, stage_.depth,
+                           outer_ ? tir::ForKind::kSerial : tir::ForKind::kVectorized, update),
+                  store}));
   }
 
   Expr BatchExtent() const {
@@ -188,6 +230,8 @@ class MatMulScheduler {
   const MatMulStage& stage_;
   const MatMulKnobs knobs_;
   const size_t rank_;
+  const bool outer_;
+  const int tile_width_;  // columns
 };
 
 }  // namespace

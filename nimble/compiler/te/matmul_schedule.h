@@ -9,6 +9,16 @@
 // tiles of one column tile run in order, so that tile's weight rows stay in
 // cache for all of them.
 //
+// A product whose second operand is read along the output's columns (nn.
+// batch_matmul without transpose_b: y is [k, n]) takes the outer-product form
+// instead: its tiles are tile_cols lines of kOuterProductColumns columns, the
+// reduction loop runs serially outside a vectorised loop over the tile's
+// columns, and each step adds a column of the first operand times a row of
+// the second to every sum, so the sums need no horizontal additions at the
+// end, whatever the depth (BERT's probabilities times values, depth = tokens).
+// Its columns after the last whole tile are one narrower tile, of a symbolic
+// width if need be.
+//
 // Rows left over after the last whole row tile (rows mod tile_rows of them)
 // are the boundary. With static rows their count is a constant and they are
 // one smaller tile. With symbolic rows the kernel is split `dispatch` ways on
@@ -44,6 +54,14 @@ void CheckMatMulKnobs(const MatMulKnobs& knobs);
 // "tile 4x3 dispatch/4": the knobs as tuning records and dumps name them.
 std::string MatMulKnobsText(const MatMulKnobs& knobs);
 
+// Which loop of a tile is vectorised: the reduction (each sum a dot product
+// of two rows read along k) or the tile's columns (an outer product per k).
+enum class MatMulForm { kDotProduct, kOuterProduct };
+
+// The columns of an outer-product tile per tile_cols: a 64-byte line of
+// float32, one AVX-512 vector (two AVX2 ones, four NEON ones).
+inline constexpr int kOuterProductColumns = 16;
+
 // One matrix-product stage: out[indices] = the `reduce_kind` combination
 // over k in [0, depth) of element(indices, k).
 struct MatMulStage {
@@ -54,6 +72,7 @@ struct MatMulStage {
   ReduceKind reduce_kind;
   tir::Buffer out;
   std::function<Expr(const std::vector<Expr>& indices, const Expr& k)> element;
+  MatMulForm form = MatMulForm::kDotProduct;
 };
 
 // The loops computing `stage` into its buffer.

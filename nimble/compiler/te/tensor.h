@@ -28,8 +28,9 @@ using Tensor = std::shared_ptr<const TensorNode>;
 
 // Which schedule lowering gives a compute tensor: the default one by its
 // shape, or the matrix-product template (matmul_schedule.h) for a reduction
-// whose operands are read along the reduction axis.
-enum class ScheduleHint { kDefault, kMatMul };
+// whose operands are read along the reduction axis (kMatMul) or whose second
+// operand is read along the output's last axis (kOuterProduct).
+enum class ScheduleHint { kDefault, kMatMul, kOuterProduct };
 
 struct TensorNode {
   TensorNode(std::string name, DataType dtype, std::vector<Expr> shape, std::vector<Var> axes,

@@ -3,7 +3,9 @@
 // the product for row counts covering every residue, static and symbolic,
 // batched, with symbolic columns and empty sizes; full dispatch leaves no
 // boundary loop; a matrix-vector product widens its tile; bad knobs are
-// refused. The expected values come from a plain triple loop here.
+// refused; the outer-product form (b read as [k, n]) gives the same products
+// with its reduction outside a vectorised column loop. The expected values
+// come from a plain triple loop here.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -20,13 +22,15 @@ namespace {
 
 constexpr DataType kF32 = DataType::Float32();
 
-// c[batch, row, col] = sum over k of a[batch, row, k] * b[col, k], or
-// without the batch dimension when `batched` is off.
+// c[batch, row, col] = sum over k of a[batch, row, k] * b[col, k] (or
+// b[k, col] with `outer`, the outer-product form), without the batch
+// dimension when `batched` is off.
 struct ProductShape {
   bool batched = false;
   int64_t batch = 1, rows = 0, cols = 0, depth = 0;
   bool symbolic_rows = false;
   bool symbolic_cols = false;
+  bool outer = false;
 };
 
 Expr Dim(int64_t value, bool symbolic, const std::string& name) {
@@ -44,17 +48,19 @@ tir::PrimFunc LowerProduct(const ProductShape& shape, const MatMulKnobs& knobs) 
     c_shape.insert(c_shape.begin(), tir::IntImm(shape.batch));
   }
   const Tensor a = Placeholder("a", kF32, a_shape);
-  const Tensor b = Placeholder("b", kF32, {cols, depth});
+  const Tensor b =
+      Placeholder("b", kF32, shape.outer ? std::vector{depth, cols} : std::vector{cols, depth});
   const Tensor c = Compute(
       "c", c_shape,
       [&](const std::vector<Expr>& indices) {
         const ReduceAxis k = MakeReduceAxis("k", depth);
         std::vector<Expr> a_indices(indices.begin(), indices.end() - 1);
         a_indices.push_back(k.var);
-        return Reduce(ReduceKind::kSum,
-                      tir::Mul(Read(a, a_indices), Read(b, {indices.back(), k.var})), {k});
+        const Expr b_element =
+            shape.outer ? Read(b, {k.var, indices.back()}) : Read(b, {indices.back(), k.var});
+        return Reduce(ReduceKind::kSum, tir::Mul(Read(a, a_indices), b_element), {k});
       },
-      ScheduleHint::kMatMul);
+      shape.outer ? ScheduleHint::kOuterProduct : ScheduleHint::kMatMul);
   return Lower("product", {a, b}, {c}, {}, knobs);
 }
 
@@ -78,7 +84,8 @@ void ExpectProduct(const ProductShape& shape, const MatMulKnobs& knobs) {
     c_shape.insert(c_shape.begin(), shape.batch);
   }
   const nimble::Tensor a = RandomInts(a_shape, rng);
-  const nimble::Tensor b = RandomInts({shape.cols, shape.depth}, rng);
+  const nimble::Tensor b = RandomInts(
+      shape.outer ? Shape{shape.depth, shape.cols} : Shape{shape.cols, shape.depth}, rng);
   nimble::Tensor c = nimble::TensorNode::Empty(c_shape, kF32);
   std::fill_n(c->data<float>(), c->numel(), 1e9f);
   tir::testing::Interpret(func, std::vector{a, b, c});
@@ -88,7 +95,7 @@ void ExpectProduct(const ProductShape& shape, const MatMulKnobs& knobs) {
         float expected = 0;
         for (int64_t k = 0; k < shape.depth; ++k) {
           expected += a->data<float>()[(n * shape.rows + i) * shape.depth + k] *
-                      b->data<float>()[j * shape.depth + k];
+                      b->data<float>()[shape.outer ? k * shape.cols + j : j * shape.depth + k];
         }
         ASSERT_EQ(c->data<float>()[(n * shape.rows + i) * shape.cols + j], expected)
             << "batch " << n << " row " << i << " col " << j << " of " << shape.rows << "x"
@@ -179,6 +186,52 @@ TEST(MatMulScheduleTest, AMatrixVectorProductSpendsTheTileOnColumns) {
   const std::string printed = tir::ToString(LowerProduct({.rows = 1, .cols = 24, .depth = 16}, {}));
   EXPECT_EQ(Count(printed, "allocate c.sums: float32[12]"), 1u) << printed;
   EXPECT_EQ(Count(printed, "for c.tile in [0, 2) parallel"), 1u) << printed;
+}
+
+TEST(MatMulScheduleTest, OuterProductTilesGiveTheProductOnEveryShape) {
+  for (const auto& [tile_rows, tile_cols] :
+       std::vector<std::pair<int, int>>{{4, 3}, {1, 1}, {3, 2}}) {
+    for (int dispatch : {1, 4}) {
+      const MatMulKnobs knobs{.tile_rows = tile_rows, .tile_cols = tile_cols, .dispatch = dispatch};
+      for (int64_t rows : {0, 1, 5, 9}) {
+        for (int64_t cols : {0, 1, 15, 16, 33, 50}) {
+          for (bool symbolic_cols : {false, true}) {
+            ExpectProduct({.batched = true,
+                           .batch = 2,
+                           .rows = rows,
+                           .cols = cols,
+                           .depth = 5,
+                           .symbolic_rows = true,
+                           .symbolic_cols = symbolic_cols,
+                           .outer = true},
+                          knobs);
+          }
+        }
+      }
+    }
+  }
+  for (int64_t depth : {0, 1, 13}) {
+    ExpectProduct({.rows = 6, .cols = 20, .depth = depth, .outer = true}, MatMulKnobs{});
+  }
+}
+
+TEST(MatMulScheduleTest, AnOuterProductTileVectorisesItsColumns) {
+  // 4 x 3 knobs: tiles of 4 rows by 48 columns. 100 columns are two whole
+  // tiles and one of 4; any number of columns is whole tiles and one tile
+  // of the rest, never a column at a time.
+  const std::string fixed =
+      tir::ToString(LowerProduct({.rows = 8, .cols = 100, .depth = 16, .outer = true}, {}));
+  EXPECT_EQ(Count(fixed, "allocate c.sums: float32[192]"), 1u) << fixed;
+  EXPECT_EQ(Count(fixed, "allocate c.sums: float32[16]"), 1u) << fixed;
+  EXPECT_EQ(Count(fixed, "for c.tile in [0, 2) parallel"), 1u) << fixed;
+  EXPECT_EQ(Count(fixed, "for c.k in [0, 16) {"), 2u) << fixed;
+  EXPECT_EQ(Count(fixed, "for c.col in [0, 48) vectorized"), 3u) << fixed;
+  EXPECT_EQ(Count(fixed, "for c.col in [0, 4) vectorized"), 3u) << fixed;
+
+  const std::string symbolic = tir::ToString(
+      LowerProduct({.rows = 8, .cols = 0, .depth = 16, .symbolic_cols = true, .outer = true}, {}));
+  EXPECT_EQ(Count(symbolic, "allocate c.sums: float32[192]"), 2u) << symbolic;
+  EXPECT_EQ(Count(symbolic, "for c.col in [0, floormod(n, 48)) vectorized"), 3u) << symbolic;
 }
 
 TEST(MatMulScheduleTest, KnobsOutOfRangeAreRefused) {
