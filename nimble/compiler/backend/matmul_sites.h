@@ -96,8 +96,10 @@ std::string AttrsText(const Attrs& attrs);
 // when a kernel's speed changes (a runtime product kernel rewritten, code
 // generation that changes generated kernels): the databases key their
 // records by it (HostKey), so a new revision measures again instead of
-// choosing by times that an older build recorded.
-inline constexpr int kKernelsRevision = 1;
+// choosing by times that an older build recorded. r2: the outer-product
+// form of generated products read as [k, n] (te/matmul_schedule.h), which
+// r1's times put behind the built-in kernel.
+inline constexpr int kKernelsRevision = 2;
 
 // The host as the tuning databases know it: architecture, CPU model and
 // the kernels' revision, e.g. "x86_64 Intel(R) Xeon(R) Processor, kernels r1".
