@@ -90,8 +90,10 @@ std::vector<PeerResult> ParseResults(const std::string& out) {
     if (line.empty()) continue;
     try {
       const nlohmann::json json = nlohmann::json::parse(line);
-      PeerResult result{
-          json.at("variant").get<std::string>(), json.at("version").get<std::string>(), {}};
+      PeerResult result{json.at("variant").get<std::string>(),
+                        json.at("version").get<std::string>(),
+                        json.value("omp_wait_policy", std::string()),
+                        {}};
       for (const auto& [name, value] : json.at("figures").items()) {
         const bool count = name == "sentences" || name == "tokens";
         result.measurements.push_back({name, value.get<double>(),

@@ -62,6 +62,7 @@ Then `warmup` untimed single-sample runs cycling over the samples, then
 
 Output: one line per variant on stdout, nothing else:
   {"framework": ..., "variant": ..., "version": the framework's __version__,
+   "omp_wait_policy": OMP_WAIT_POLICY as the run had it,
    "figures": {"us_per_token": the median pass's time / total tokens (µs),
                "latency_mean", "latency_p50", "latency_p90", "latency_p99":
                    over samples of each sample's median over passes (µs,
@@ -748,6 +749,7 @@ def measure(spec, version, variants, expected, tokens):
         figures = time_variant(forward, tokens, spec["warmup"], spec["repeat"])
         figures["max_abs_error"] = error
         print(json.dumps({"framework": framework, "variant": name, "version": version,
+                          "omp_wait_policy": os.environ["OMP_WAIT_POLICY"],
                           "figures": figures}), flush=True)
 
 

@@ -496,6 +496,11 @@ int RunBaseline(RunCommand command, const BaselineCommand& baseline) {
     nlohmann::ordered_json configuration = nlohmann::ordered_json::parse(info.configuration);
     configuration["variant"] = result.variant;
     configuration["version"] = result.version;
+    // PyTorch's OpenMP pool waits as the policy says, which moves its
+    // figures several times over (ONNX Runtime has its own pool).
+    if (baseline.framework == "pytorch" && !result.omp_wait_policy.empty()) {
+      configuration["omp_wait_policy"] = result.omp_wait_policy;
+    }
     // Nimble's compile options do not apply to a peer.
     configuration.erase("kernels");
     configuration.erase("fusion");

@@ -153,7 +153,12 @@ std::string PaperSystem(const bench::RunInfo& info) {
 
 std::string SystemLabel(const bench::RunInfo& info) {
   const Json c = Configuration(info);
-  if (info.framework == "pytorch") return "PyTorch (" + Text(c, "variant") + ")";
+  if (info.framework == "pytorch") {
+    // PASSIVE is how peer_bench.py runs a peer unless told otherwise.
+    const std::string policy = Text(c, "omp_wait_policy");
+    return "PyTorch (" + Text(c, "variant") +
+           (policy.empty() || policy == "PASSIVE" ? "" : ", OMP_WAIT_POLICY=" + policy) + ")";
+  }
   if (info.framework == "onnxruntime") return "ONNX Runtime";
   std::string label = kNimble;
   std::string options;

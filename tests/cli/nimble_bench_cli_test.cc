@@ -370,6 +370,43 @@ TEST_F(NimbleBenchCli, ADispatchMicrobenchmarkIsRecordedAndReported) {
   EXPECT_THAT(Query("SELECT count(*) FROM runs"), ::testing::ElementsAre("1"));
 }
 
+// What a peer reports of its OpenMP waiting goes into its run's
+// configuration and the report's label: one PyTorch variant's figures move
+// several times over between policies. The interpreter here stands in for
+// one with torch: it prints the line peer_bench.py prints, with the policy
+// its environment gives (peer_bench.py's default, PASSIVE, when none).
+TEST_F(NimbleBenchCli, APyTorchRunRecordsItsOpenMpWaitPolicy) {
+  const fs::path python = dir_ / "python";
+  {
+    std::ofstream script(python);
+    script << "#!/bin/sh\n"
+              "echo '{\"framework\": \"pytorch\", \"variant\": \"mv_script\", \"version\": "
+              "\"stand-in\", \"omp_wait_policy\": \"'\"${OMP_WAIT_POLICY:-PASSIVE}\"'\", "
+              "\"figures\": {\"us_per_token\": 50.0, \"sentences\": 4, \"tokens\": 40, "
+              "\"max_abs_error\": 0.0}}'\n";
+  }
+  fs::permissions(python, fs::perms::owner_all);
+  const std::vector<std::string> baseline = {
+      "baseline",      "--framework", "pytorch", "--python", python.string(), "--model", "lstm",
+      "--hidden-size", "16",          "--db",    Db()};
+  unsetenv("OMP_WAIT_POLICY");
+  ASSERT_EQ(Bench(With(baseline, kQuick)).status, 0);
+  setenv("OMP_WAIT_POLICY", "ACTIVE", 1);
+  const Outcome active = Bench(With(baseline, kQuick));
+  unsetenv("OMP_WAIT_POLICY");
+  ASSERT_EQ(active.status, 0) << active.out;
+  EXPECT_THAT(
+      Query("SELECT json_extract(configuration, '$.omp_wait_policy') FROM runs ORDER BY id"),
+      ::testing::ElementsAre("PASSIVE", "ACTIVE"));
+
+  const fs::path out = dir_ / "report";
+  ASSERT_EQ(Bench({"report", "--db", Db(), "--out", out.string()}).status, 0);
+  std::ifstream file(out / "report.md");
+  const std::string markdown((std::istreambuf_iterator<char>(file)), {});
+  EXPECT_THAT(markdown, HasSubstr("| PyTorch (mv_script) |"));
+  EXPECT_THAT(markdown, HasSubstr("| PyTorch (mv_script, OMP_WAIT_POLICY=ACTIVE) |"));
+}
+
 bool PythonImports(const std::string& python, const std::string& module) {
   return Shell(python + " -c 'import " + module + "'").status == 0;
 }
