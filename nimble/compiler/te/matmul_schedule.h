@@ -17,7 +17,11 @@
 // the second to every sum, so the sums need no horizontal additions at the
 // end, whatever the depth (BERT's probabilities times values, depth = tokens).
 // Its columns after the last whole tile are one narrower tile, of a symbolic
-// width if need be.
+// width if need be. The default 4 x 3 lines are 12 AVX-512 registers of sums
+// but 24 AVX2 and 48 NEON ones, more than those register files hold: there
+// `nimble-bench tune` (or --matmul-tile) is what picks a narrower tile.
+// (On AVX-512, 4 x 1 to 3 x 4 lines all took 20-23 us at BERT's 12 x 54 x 54
+// times 12 x 54 x 64.)
 //
 // Rows left over after the last whole row tile (rows mod tile_rows of them)
 // are the boundary. With static rows their count is a constant and they are
