@@ -96,7 +96,10 @@ std::string AttrsText(const Attrs& attrs);
 // when a kernel's speed changes (a runtime product kernel rewritten, code
 // generation that changes generated kernels): the databases key their
 // records by it (HostKey), so a new revision measures again instead of
-// choosing by times that an older build recorded. r2: the outer-product
+// choosing by times that an older build recorded. KernelsRevisionTest
+// (tests/compiler/backend/kernel_tuning_test.cc) holds the generated
+// products' loop IR of this revision, hashed, and fails when it changes.
+// r2: the outer-product
 // form of generated products read as [k, n] (te/matmul_schedule.h), which
 // r1's times put behind the built-in kernel.
 inline constexpr int kKernelsRevision = 2;

@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <iomanip>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -18,8 +19,10 @@
 #include <vector>
 
 #include "nimble/compiler/backend/pipeline.h"
+#include "nimble/compiler/backend/primitive_kernels.h"
 #include "nimble/compiler/ir/constant_bytes.h"
 #include "nimble/compiler/text/parser.h"
+#include "nimble/compiler/tir/printer.h"
 #include "nimble/compiler/typing/type_infer.h"
 #include "nimble/vm/vm.h"
 #include "tests/error_of.h"
@@ -516,6 +519,45 @@ TEST(MatMulSiteTest, TheWeightIsTheOperandWithoutASymbolicDimension) {
   EXPECT_EQ(
       site("nn.batch_matmul", {{12, kSymbolicDim, 64}, {12, kSymbolicDim, 64}}).weight_input(), -1);
   EXPECT_EQ(site("nn.batch_matmul", {{1, 128, 768}, {12, 64, 768}}).weight_input(), -1);
+}
+
+// The loop IR of the generated products (dense, and batch_matmul read both
+// ways) that kKernelsRevision's times were measured with, hashed (FNV-1a).
+// Times from before a change to them (a schedule, the lowering, the
+// simplifier) can rank the kernels wrongly, as revision 1's did for the
+// outer-product form, so a change bumps the revision with the hash.
+constexpr int kRevisionOfTheProducts = 2;
+constexpr const char* kProductsHash = "25eee3aa3a86a459";
+
+TEST(KernelsRevisionTest, TheGeneratedProductsAreThoseTheRevisionMeasured) {
+  ir::IRModule module = text::ParseModule(R"(#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 32), float32], %w: Tensor[(24, 32), float32],
+          %a: Tensor[(3, ?, 16), float32], %p: Tensor[(3, ?, ?), float32]) {
+  (nn.dense(%x, %w), nn.batch_matmul(%a, %a), nn.batch_matmul(%p, %a, transpose_b=False))
+}
+)",
+                                          "products.relay");
+  typing::InferTypes(module);
+  CompileOptions options;
+  options.kernels = "generated";
+  options.tuning_database = "";
+  const PrimitiveKernels kernels = GenerateKernels(
+      RunPasses(module, options), [](const ir::FunctionNode&) { return true; },
+      [](const ir::FunctionNode&) { return te::MatMulKnobs{}; });
+  ASSERT_EQ(kernels.kernels().size(), 3u);
+  uint64_t hash = 0xcbf29ce484222325;
+  for (const tir::PrimFunc& func : kernels.funcs()) {
+    for (const char c : tir::ToString(func)) {
+      hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3;
+    }
+  }
+  std::ostringstream hex;
+  hex << std::hex << std::setw(16) << std::setfill('0') << hash;
+  EXPECT_EQ(hex.str(), kProductsHash)
+      << "the generated products changed: bump kKernelsRevision (backend/matmul_sites.h) and set "
+         "kRevisionOfTheProducts to it and kProductsHash to "
+      << hex.str();
+  EXPECT_EQ(kKernelsRevision, kRevisionOfTheProducts);
 }
 
 }  // namespace
