@@ -99,13 +99,12 @@ std::string AttrsText(const Attrs& attrs);
 // choosing by times that an older build recorded. KernelsRevisionTest
 // (tests/compiler/backend/kernel_tuning_test.cc) holds the generated
 // products' loop IR of this revision, hashed, and fails when it changes.
-// r2: the outer-product
-// form of generated products read as [k, n] (te/matmul_schedule.h), which
-// r1's times put behind the built-in kernel.
+// r2: the outer-product form of generated products read as [k, n]
+// (te/matmul_schedule.h), which r1's times put behind the built-in kernel.
 inline constexpr int kKernelsRevision = 2;
 
 // The host as the tuning databases know it: architecture, CPU model and
-// the kernels' revision, e.g. "x86_64 Intel(R) Xeon(R) Processor, kernels r1".
+// the kernels' revision, e.g. "x86_64 Intel(R) Xeon(R) Processor, kernels r2".
 std::string HostKey();
 
 // Whether `target` ("intel", "arm") is the CPU this process runs on.

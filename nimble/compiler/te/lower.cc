@@ -334,8 +334,7 @@ class Lowerer {
               }
               return LowerExpr(reduce.source, substitution);
             },
-        .form = tensor.hint == ScheduleHint::kOuterProduct ? MatMulForm::kOuterProduct
-                                                           : MatMulForm::kDotProduct,
+        .form = tensor.hint,
     };
     return ScheduleMatMul(stage, matmul_knobs_);
   }

@@ -49,7 +49,7 @@ class MatMulScheduler {
       : stage_(stage),
         knobs_(WidenedForFewRows(stage, knobs)),
         rank_(stage.shape.size()),
-        outer_(stage.form == MatMulForm::kOuterProduct),
+        outer_(stage.form == ScheduleHint::kOuterProduct),
         tile_width_(outer_ ? knobs_.tile_cols * kOuterProductColumns : knobs_.tile_cols) {}
 
   tir::Stmt Run() {

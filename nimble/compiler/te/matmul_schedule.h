@@ -58,10 +58,6 @@ void CheckMatMulKnobs(const MatMulKnobs& knobs);
 // "tile 4x3 dispatch/4": the knobs as tuning records and dumps name them.
 std::string MatMulKnobsText(const MatMulKnobs& knobs);
 
-// Which loop of a tile is vectorised: the reduction (each sum a dot product
-// of two rows read along k) or the tile's columns (an outer product per k).
-enum class MatMulForm { kDotProduct, kOuterProduct };
-
 // The columns of an outer-product tile per tile_cols: a 64-byte line of
 // float32, one AVX-512 vector (two AVX2 ones, four NEON ones).
 inline constexpr int kOuterProductColumns = 16;
@@ -76,7 +72,10 @@ struct MatMulStage {
   ReduceKind reduce_kind;
   tir::Buffer out;
   std::function<Expr(const std::vector<Expr>& indices, const Expr& k)> element;
-  MatMulForm form = MatMulForm::kDotProduct;
+  // Which loop of a tile is vectorised: the reduction (kMatMul: each sum a
+  // dot product of two rows read along k) or the tile's columns
+  // (kOuterProduct: an outer product per k).
+  ScheduleHint form = ScheduleHint::kMatMul;
 };
 
 // The loops computing `stage` into its buffer.
