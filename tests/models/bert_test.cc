@@ -190,17 +190,21 @@ TEST(BertTest, VmMatchesEvaluatorOnSeveralLengths) {
   }
 }
 
+// Products on cuBLAS, then from the GPU's matrix-product template.
 TEST(BertTest, GpuMatchesEvaluator) {
   const ir::IRModule module = TinySharpened().Module();
   std::string missing;
-  std::optional<vm::Executable> executable = CompileForGpu(module, "main", &missing);
-  if (!executable) GTEST_SKIP() << missing;
-  CompiledModel compiled(std::move(*executable), "main");
-  for (const int64_t length : {1, 5, 13}) {
-    const std::vector<Ref<Object>> args = SentencePair(length, 50);
-    ExpectAllClose(compiled.Run(args), Evaluate(module, args), kVmVsEvaluatorTolerance,
-                   "length " + std::to_string(length));
+  for (const char* kernels : {"auto", "generated"}) {
+    std::optional<vm::Executable> executable = CompileForGpu(module, "main", &missing, kernels);
+    if (!executable) continue;
+    CompiledModel compiled(std::move(*executable), "main");
+    for (const int64_t length : {1, 5, 13, 31}) {
+      const std::vector<Ref<Object>> args = SentencePair(length, 50);
+      ExpectAllClose(compiled.Run(args), Evaluate(module, args), kVmVsEvaluatorTolerance,
+                     std::string(kernels) + " kernels, length " + std::to_string(length));
+    }
   }
+  if (!missing.empty()) GTEST_SKIP() << missing;
 }
 
 TEST(BertTest, StaticProgramMatchesDynamic) {

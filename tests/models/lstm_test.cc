@@ -203,17 +203,21 @@ TEST(Lstm, VmMatchesEvaluator) {
   }
 }
 
+// Products on cuBLAS, then generated.
 TEST(Lstm, GpuMatchesEvaluator) {
   std::string missing;
-  for (int layers : {1, 2}) {
-    const ir::IRModule module = BuildLstm(Small(layers)).Module();
-    std::optional<vm::Executable> executable = CompileForGpu(module, "main", &missing);
-    if (!executable) continue;
-    CompiledModel compiled(std::move(*executable), "main");
-    for (int64_t tokens : {0, 1, 7}) {
-      const std::vector<Ref<Object>> args{Sequence(tokens, 8, tokens + 10)};
-      ExpectAllClose(compiled.Run(args), Evaluate(module, args), kVmVsEvaluatorTolerance,
-                     std::to_string(layers) + " layers, " + std::to_string(tokens) + " tokens");
+  for (const char* kernels : {"auto", "generated"}) {
+    for (int layers : {1, 2}) {
+      const ir::IRModule module = BuildLstm(Small(layers)).Module();
+      std::optional<vm::Executable> executable = CompileForGpu(module, "main", &missing, kernels);
+      if (!executable) continue;
+      CompiledModel compiled(std::move(*executable), "main");
+      for (int64_t tokens : {0, 1, 7}) {
+        const std::vector<Ref<Object>> args{Sequence(tokens, 8, tokens + 10)};
+        ExpectAllClose(compiled.Run(args), Evaluate(module, args), kVmVsEvaluatorTolerance,
+                       std::string(kernels) + " kernels, " + std::to_string(layers) + " layers, " +
+                           std::to_string(tokens) + " tokens");
+      }
     }
   }
   if (!missing.empty()) GTEST_SKIP() << missing;

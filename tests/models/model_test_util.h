@@ -116,14 +116,16 @@ class CompiledModel {
   vm::VirtualMachine machine_;
 };
 
-// `module` compiled for --target nvidia. Its PTX must assemble for sm_80 and
-// sm_90 (checked where the CUDA toolkit is installed); where no GPU runs it,
-// the VM must refuse it with "no CUDA device", and the result is nullopt with
-// the reason in `missing`.
+// `module` compiled for --target nvidia with `kernels` (auto: products on
+// cuBLAS; generated: products too from the GPU's templates). Its PTX must
+// assemble for sm_80 and sm_90 (checked where the CUDA toolkit is installed);
+// where no GPU runs it, the VM must refuse it with "no CUDA device", and the
+// result is nullopt with the reason in `missing`.
 inline std::optional<vm::Executable> CompileForGpu(const ir::IRModule& module,
-                                                   const std::string& entry, std::string* missing) {
-  vm::Executable executable =
-      backend::Compile(module, {.target = "nvidia", .entry_functions = {entry}});
+                                                   const std::string& entry, std::string* missing,
+                                                   const std::string& kernels = "auto") {
+  vm::Executable executable = backend::Compile(
+      module, {.target = "nvidia", .entry_functions = {entry}, .kernels = kernels});
   EXPECT_FALSE(executable.device_code.empty());
   if (!testing::Ptxas().empty()) {
     for (const char* arch : {"sm_80", "sm_90"}) {

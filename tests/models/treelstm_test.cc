@@ -131,17 +131,22 @@ TEST(TreeLstm, VmMatchesEvaluator) {
   }
 }
 
+// Products on cuBLAS, then generated.
 TEST(TreeLstm, GpuMatchesEvaluator) {
   const ir::IRModule module = BuildTreeLstm(Small()).Module();
   std::string missing;
-  std::optional<vm::Executable> executable = CompileForGpu(module, "main", &missing);
-  if (!executable) GTEST_SKIP() << missing;
-  CompiledModel compiled(std::move(*executable), "main");
-  for (const NamedTree& tree : Trees()) {
-    const std::vector<Ref<Object>> args =
-        TreeArguments(module, tree.tree, LeafVectors(tree.tree, 8, tree.tree.left.size()));
-    ExpectAllClose(compiled.Run(args), Evaluate(module, args), kVmVsEvaluatorTolerance, tree.name);
+  for (const char* kernels : {"auto", "generated"}) {
+    std::optional<vm::Executable> executable = CompileForGpu(module, "main", &missing, kernels);
+    if (!executable) continue;
+    CompiledModel compiled(std::move(*executable), "main");
+    for (const NamedTree& tree : Trees()) {
+      const std::vector<Ref<Object>> args =
+          TreeArguments(module, tree.tree, LeafVectors(tree.tree, 8, tree.tree.left.size()));
+      ExpectAllClose(compiled.Run(args), Evaluate(module, args), kVmVsEvaluatorTolerance,
+                     std::string(kernels) + " kernels, " + tree.name);
+    }
   }
+  if (!missing.empty()) GTEST_SKIP() << missing;
 }
 
 // @main_arrays's form of a tree: (left, right) per node, (-1, j) for leaf j.

@@ -209,6 +209,8 @@ class UseCollector {
         Visit(op.body);
         return;
       }
+      case tir::StmtKind::kBarrier:
+        return;
     }
   }
 
@@ -573,9 +575,14 @@ struct KernelState {
 enum class Place { kCpu, kCpuParallelChunk, kGpuHost, kGpuThread, kGpuBlock };
 
 // The threads of a block: for a kGpuThreads launch, enough to keep an SM's
-// warps busy; for a kGpuBlocks launch, also the width of its block
-// reductions, whose halving tree needs a power of two.
-constexpr int kGpuBlockThreads = 256;
+// warps busy; for a kGpuBlocks launch without a kGpuBlockThreads loop (which
+// sets its own), also the width of its block reductions, whose halving tree
+// needs a power of two.
+constexpr int kDefaultBlockThreads = 256;
+// What CUDA allows a block: threads, and statically allocated shared memory.
+constexpr int64_t kMaxBlockThreads = 1024;
+constexpr int64_t kMaxSharedBytes = 48 * 1024;
+constexpr unsigned kSharedAddressSpace = 3;
 
 // Emits the statements and expressions of one LLVM function: a kernel's
 // body, the body of one of its parallel or GPU loops, or its argument checks.
@@ -956,6 +963,18 @@ class FunctionEmitter {
           }
           return EmitGpuLaunch(op);
         }
+        if (op.for_kind == tir::ForKind::kGpuBlockThreads) {
+          // EmitGpuLaunch checked where it sits and made its extent the block's size.
+          if (place_ != Place::kGpuBlock || block_stride_depth_ > 0 || in_block_threads_) {
+            Unsupported("gpu_block_threads loop " + op.var->name +
+                        " outside the code that every thread of a gpu_blocks loop runs");
+          }
+          in_block_threads_ = true;
+          WithVar(op.var.get(), b_.CreateZExt(ThreadInBlock(), ValueType(op.var->dtype)),
+                  [&] { Emit(op.body); });
+          in_block_threads_ = false;
+          return;
+        }
         if (op.for_kind == tir::ForKind::kGpuBlockStride) {
           if (place_ != Place::kGpuBlock || block_stride_depth_ > 0) {
             Unsupported("gpu_block_stride loop " + op.var->name +
@@ -1022,6 +1041,10 @@ class FunctionEmitter {
         FailUnless(Emit(op.condition), op.message);
         return Emit(op.body);
       }
+      case tir::StmtKind::kBarrier:
+        if (!in_block_threads_) Unsupported("a barrier outside a gpu_block_threads loop");
+        b_.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
+        return;
     }
   }
 
@@ -1129,9 +1152,12 @@ class FunctionEmitter {
     const auto bytes = static_cast<int64_t>(buffer.dtype.bytes());
     ++allocate_depth_;
     int64_t constant_count;
-    const bool small = tir::AsInt(count, &constant_count) && constant_count >= 0 &&
-                       constant_count <= kMaxStackBytes / bytes;
-    if (small && place_ != Place::kGpuHost) {
+    const bool constant = tir::AsInt(count, &constant_count) && constant_count >= 0;
+    const bool small = constant && constant_count <= kMaxStackBytes / bytes;
+    if (buffer.scope == tir::MemoryScope::kGpuShared) {
+      BindBuffer(&buffer, SharedArray(buffer, type, constant ? constant_count : -1));
+      Emit(op.body);
+    } else if (small && place_ != Place::kGpuHost) {
       BindBuffer(&buffer, EntryAlloca(llvm::ArrayType::get(type, constant_count)));
       Emit(op.body);
     } else if (OnDevice()) {
@@ -1251,13 +1277,35 @@ class FunctionEmitter {
     return b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x, {}, {});
   }
 
-  // Thread t of the block runs iterations t, t + kGpuBlockThreads, ...
+  // A kGpuShared buffer of `count` elements: an array of the GPU module, one
+  // per block. Its place in the kernel is checked here, as the interpreter of
+  // the tests checks it: a thread's own code cannot allocate for the block.
+  Value* SharedArray(const tir::BufferNode& buffer, llvm::Type* type, int64_t count) {
+    if (place_ != Place::kGpuBlock || in_block_threads_ || block_stride_depth_ > 0) {
+      Unsupported("shared buffer " + buffer.name +
+                  " outside the code that every thread of a gpu_blocks loop runs");
+    }
+    shared_bytes_ += count * static_cast<int64_t>(buffer.dtype.bytes());
+    if (count < 0 || shared_bytes_ > kMaxSharedBytes) {
+      Unsupported("shared buffer " + buffer.name + " is not of a constant size within " +
+                  std::to_string(kMaxSharedBytes) + " bytes a block");
+    }
+    auto* array_type = llvm::ArrayType::get(type, static_cast<uint64_t>(count));
+    auto* shared = new llvm::GlobalVariable(
+        m_.module, array_type, /*isConstant=*/false, llvm::GlobalValue::InternalLinkage,
+        llvm::UndefValue::get(array_type), k_.name + "_" + buffer.name, nullptr,
+        llvm::GlobalValue::NotThreadLocal, kSharedAddressSpace);
+    shared->setAlignment(llvm::Align(16));
+    return shared;
+  }
+
+  // Thread t of the block runs iterations t, t + block threads, ...
   void EmitBlockStrideLoop(const tir::ForNode& loop) {
     llvm::Type* type = ValueType(loop.var->dtype);
     ++block_stride_depth_;
     EmitLoop(*loop.var, b_.CreateZExt(ThreadInBlock(), type),
              b_.CreateIntCast(EmitIndex(loop.extent), type, true), loop.body, loop.for_kind,
-             kGpuBlockThreads);
+             block_threads_);
     --block_stride_depth_;
   }
 
@@ -1271,9 +1319,12 @@ class FunctionEmitter {
       Unsupported(name + " outside the code that every thread of a gpu_blocks loop runs");
     }
     if (dtype.is_bool()) Unsupported(name + " of bool is not supported");
+    if ((block_threads_ & (block_threads_ - 1)) != 0) {
+      Unsupported(name + " in a block of " + std::to_string(block_threads_) +
+                  " threads, not a power of two");
+    }
     llvm::Type* type = ValueType(dtype);
-    auto* array_type = llvm::ArrayType::get(type, kGpuBlockThreads);
-    constexpr unsigned kSharedAddressSpace = 3;
+    auto* array_type = llvm::ArrayType::get(type, static_cast<uint64_t>(block_threads_));
     auto* shared = new llvm::GlobalVariable(
         m_.module, array_type, /*isConstant=*/false, llvm::GlobalValue::InternalLinkage,
         llvm::UndefValue::get(array_type), k_.name + "_" + name, nullptr,
@@ -1290,12 +1341,13 @@ class FunctionEmitter {
     const tir::Var left = tir::MakeVar("left", dtype);
     const tir::Var right = tir::MakeVar("right", dtype);
     const tir::Expr combine = BlockCombineExpr(intrinsic, left, right);
-    for (int half = kGpuBlockThreads / 2; half > 0; half /= 2) {
+    for (int64_t half = block_threads_ / 2; half > 0; half /= 2) {
       llvm::BasicBlock* pair = llvm::BasicBlock::Create(m_.ctx, "combine", function_);
       llvm::BasicBlock* wait = llvm::BasicBlock::Create(m_.ctx, "wait", function_);
-      b_.CreateCondBr(b_.CreateICmpULT(thread, b_.getInt32(half)), pair, wait);
+      b_.CreateCondBr(b_.CreateICmpULT(thread, b_.getInt32(static_cast<uint32_t>(half))), pair,
+                      wait);
       b_.SetInsertPoint(pair);
-      Value* partner = slot(b_.CreateAdd(thread, b_.getInt32(half)));
+      Value* partner = slot(b_.CreateAdd(thread, b_.getInt32(static_cast<uint32_t>(half))));
       WithVar(left.get(), b_.CreateAlignedLoad(type, slot(thread), align), [&] {
         WithVar(right.get(), b_.CreateAlignedLoad(type, partner, align),
                 [&] { b_.CreateAlignedStore(Emit(combine), slot(thread), align); });
@@ -1327,14 +1379,40 @@ class FunctionEmitter {
     }
   }
 
+  // The threads of a block of `loop` (a kGpuBlocks loop): the extent of its
+  // kGpuBlockThreads loop, which must sit on the chain of sequences, lets and
+  // allocations that every thread runs once; else the default.
+  int64_t BlockThreads(const tir::ForNode& loop) {
+    int64_t threads = 0;
+    tir::VisitInOrder(
+        loop.body,
+        [&](const tir::Stmt& stmt, bool top) {
+          if (stmt->kind != tir::StmtKind::kFor) return;
+          const auto& inner = static_cast<const tir::ForNode&>(*stmt);
+          if (inner.for_kind != tir::ForKind::kGpuBlockThreads) return;
+          if (!top || threads != 0) {
+            Unsupported("gpu_block_threads loop " + inner.var->name +
+                        " inside a loop or branch of its block, or after another");
+          }
+          if (!tir::AsInt(inner.extent, &threads) || threads < 1 || threads > kMaxBlockThreads) {
+            Unsupported("gpu_block_threads loop " + inner.var->name + " of extent " +
+                        tir::ToString(inner.extent) + ", not a constant from 1 to " +
+                        std::to_string(kMaxBlockThreads));
+          }
+        },
+        [](const tir::Expr&) {});
+    return threads != 0 ? threads : kDefaultBlockThreads;
+  }
+
   // The loop's body becomes the GPU kernel NAME_gpuK(captures..., int64
   // extent) of the GPU module; here, the runtime's launch hook queues it with
   // pointers to the captured values, as cuLaunchKernel takes them. A
   // kGpuThreads loop runs iteration i on thread i of blocks of
-  // kGpuBlockThreads (threads past the extent do nothing); a kGpuBlocks loop
-  // runs iteration i on block i.
+  // kDefaultBlockThreads (threads past the extent do nothing); a kGpuBlocks
+  // loop runs iteration i on block i, of BlockThreads threads.
   void EmitGpuLaunch(const tir::ForNode& loop) {
     const bool per_block = loop.for_kind == tir::ForKind::kGpuBlocks;
+    const int64_t block_threads = per_block ? BlockThreads(loop) : kDefaultBlockThreads;
     const Captures captures = Capture(loop);
     std::vector<llvm::Type*> params;
     for (Value* value : captures.values) params.push_back(value->getType());
@@ -1348,6 +1426,7 @@ class FunctionEmitter {
     kernel->setCallingConv(llvm::CallingConv::PTX_Kernel);
     {
       FunctionEmitter device(gpu, k_, kernel, per_block ? Place::kGpuBlock : Place::kGpuThread);
+      device.block_threads_ = block_threads;
       device.BindCaptures(captures, kernel, 0);
       llvm::IRBuilder<>& b = device.b_;
       auto special = [&](llvm::Intrinsic::ID id) {
@@ -1355,7 +1434,7 @@ class FunctionEmitter {
       };
       Value* block = special(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x);
       Value* index = per_block ? block
-                               : b.CreateAdd(b.CreateMul(block, b.getInt64(kGpuBlockThreads)),
+                               : b.CreateAdd(b.CreateMul(block, b.getInt64(block_threads)),
                                              special(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x));
       llvm::BasicBlock* body = llvm::BasicBlock::Create(gpu.ctx, "iteration", kernel);
       llvm::BasicBlock* done = llvm::BasicBlock::Create(gpu.ctx, "done", kernel);
@@ -1378,12 +1457,12 @@ class FunctionEmitter {
       b_.CreateStore(values[i], slot);
       b_.CreateStore(slot, b_.CreateConstInBoundsGEP1_64(m_.ptr, pointers, i));
     }
-    Value* blocks = per_block
-                        ? extent
-                        : b_.CreateSDiv(b_.CreateAdd(extent, b_.getInt64(kGpuBlockThreads - 1)),
-                                        b_.getInt64(kGpuBlockThreads));
+    Value* blocks = per_block ? extent
+                              : b_.CreateSDiv(b_.CreateAdd(extent, b_.getInt64(block_threads - 1)),
+                                              b_.getInt64(block_threads));
     Value* status = b_.CreateCall(
-        m_.launch, {m_.String(name), blocks, b_.getInt32(kGpuBlockThreads), pointers});
+        m_.launch,
+        {m_.String(name), blocks, b_.getInt32(static_cast<uint32_t>(block_threads)), pointers});
     FailUnless(b_.CreateIsNull(status), nullptr);
   }
 
@@ -1394,6 +1473,11 @@ class FunctionEmitter {
   const Place place_;
   int allocate_depth_ = 0;
   int block_stride_depth_ = 0;
+  // In a GPU block's kernel: its threads, whether the code emitted now is a
+  // kGpuBlockThreads loop's (one thread's), and its shared memory so far.
+  int64_t block_threads_ = kDefaultBlockThreads;
+  bool in_block_threads_ = false;
+  int64_t shared_bytes_ = 0;
   std::unordered_map<const tir::VarNode*, Value*> vars_;
   std::unordered_map<const tir::BufferNode*, Value*> buffers_;
   std::vector<Value*> heap_;  // live heap buffers, freed on failure

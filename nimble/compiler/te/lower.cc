@@ -4,6 +4,7 @@
 #include <set>
 #include <utility>
 
+#include "nimble/compiler/te/gpu_matmul_schedule.h"
 #include "nimble/compiler/te/matmul_schedule.h"
 #include "nimble/compiler/te/parallel_chunk.h"
 #include "nimble/compiler/tir/merge_gpu_loops.h"
@@ -249,11 +250,17 @@ class Lowerer {
     if (reduce) {
       for (const ReduceAxis& axis : reduce->axes) work = tir::Mul(work, axis.extent);
     }
-    if (gpu_) return LowerGpuStage(tensor, buffer, reduce);
-    if (rank == 0) return StoreElement(tensor, buffer, reduce, {});
-    if (reduce && tensor.hint != ScheduleHint::kDefault && rank >= 2 && reduce->axes.size() == 1) {
-      return LowerMatMul(tensor, buffer, *reduce);
+    const bool product =
+        reduce && tensor.hint != ScheduleHint::kDefault && rank >= 2 && reduce->axes.size() == 1;
+    if (gpu_) {
+      if (product && !FewRows(tensor)) {
+        std::optional<tir::Stmt> tiled = ScheduleGpuMatMul(MatMulStageOf(tensor, buffer, *reduce));
+        if (tiled) return *tiled;
+      }
+      return LowerGpuStage(tensor, buffer, reduce);
     }
+    if (rank == 0) return StoreElement(tensor, buffer, reduce, {});
+    if (product) return ScheduleMatMul(MatMulStageOf(tensor, buffer, *reduce), matmul_knobs_);
 
     // Spatial loops but the innermost, fused into one.
     const tir::Var inner = tir::MakeVar(buffer->name + ".j");
@@ -316,10 +323,20 @@ class Lowerer {
 
   static constexpr int64_t kWarpThreads = 32;
 
-  tir::Stmt LowerMatMul(const TensorNode& tensor, const tir::Buffer& buffer,
-                        const ReduceNode& reduce) {
+  // A product of a few rows, known statically (a matrix-vector product: an
+  // LSTM's), has too few row tiles to fill a GPU with the template's blocks:
+  // a block per output element, its threads sharing k, runs it instead.
+  static bool FewRows(const TensorNode& tensor) {
+    int64_t rows;
+    return tir::AsInt(tensor.shape[tensor.shape.size() - 2], &rows) && rows < kFewRows;
+  }
+
+  static constexpr int64_t kFewRows = 16;
+
+  MatMulStage MatMulStageOf(const TensorNode& tensor, const tir::Buffer& buffer,
+                            const ReduceNode& reduce) {
     const ReduceAxis& axis = reduce.axes[0];
-    MatMulStage stage{
+    return MatMulStage{
         .name = tensor.name,
         .dtype = tensor.dtype,
         .shape = buffer->shape,
@@ -327,16 +344,16 @@ class Lowerer {
         .reduce_kind = reduce.reduce_kind,
         .out = buffer,
         .element =
-            [&](const std::vector<Expr>& indices, const Expr& k) {
-              Substitution substitution{{axis.var.get(), k}};
+            [this, tensor = &tensor, reduce = &reduce](const std::vector<Expr>& indices,
+                                                       const Expr& k) {
+              Substitution substitution{{reduce->axes[0].var.get(), k}};
               for (size_t i = 0; i < indices.size(); ++i) {
-                substitution[tensor.axes[i].get()] = indices[i];
+                substitution[tensor->axes[i].get()] = indices[i];
               }
-              return LowerExpr(reduce.source, substitution);
+              return LowerExpr(reduce->source, substitution);
             },
         .form = tensor.hint,
     };
-    return ScheduleMatMul(stage, matmul_knobs_);
   }
 
   // Stores one element of `tensor`. A reduction accumulates in a one-element

@@ -140,15 +140,24 @@ struct CallNode : ExprNode {
   const std::vector<Expr> args;
 };
 
+// Where a temporary lives. kDefault: where the code allocating it runs (the
+// CPU's stack or heap; a GPU thread's own registers or local memory; device
+// memory for the host side of a GPU kernel). kGpuShared: one copy per block
+// of a kGpuBlocks loop, which all its threads read and write (stmt.h's
+// kGpuBlockThreads and barrier say when a thread sees another's stores).
+enum class MemoryScope { kDefault, kGpuShared };
+
 // A flat, row-major buffer: a kernel parameter or a temporary. Its shape is
 // in index expressions (int64), whose variables a kernel binds on entry from
 // its arguments' DLTensor shapes.
 struct BufferNode {
-  BufferNode(std::string name, DataType dtype, std::vector<Expr> shape)
-      : name(std::move(name)), dtype(dtype), shape(std::move(shape)) {}
+  BufferNode(std::string name, DataType dtype, std::vector<Expr> shape,
+             MemoryScope scope = MemoryScope::kDefault)
+      : name(std::move(name)), dtype(dtype), shape(std::move(shape)), scope(scope) {}
   const std::string name;
   const DataType dtype;
   const std::vector<Expr> shape;
+  const MemoryScope scope;
 };
 using Buffer = std::shared_ptr<const BufferNode>;
 

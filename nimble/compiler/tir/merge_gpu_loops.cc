@@ -133,11 +133,25 @@ bool MayFollow(bool blocks, const std::map<const BufferNode*, BufferUse>& merged
   return true;
 }
 
+bool HoldsBlockThreads(const Stmt& body) {
+  bool found = false;
+  VisitInOrder(
+      body,
+      [&](const Stmt& stmt, bool) {
+        found = found || (stmt->kind == StmtKind::kFor &&
+                          static_cast<const ForNode&>(*stmt).for_kind == ForKind::kGpuBlockThreads);
+      },
+      [](const Expr&) {});
+  return found;
+}
+
+// A launch that may merge with its neighbours: not one whose block size and
+// threads its own kGpuBlockThreads loop fixes (a tiled kernel).
 const ForNode* AsGpuLoop(const Stmt& stmt) {
   if (stmt->kind != StmtKind::kFor) return nullptr;
   const auto* loop = static_cast<const ForNode*>(stmt.get());
   const bool gpu = loop->for_kind == ForKind::kGpuThreads || loop->for_kind == ForKind::kGpuBlocks;
-  return gpu ? loop : nullptr;
+  return gpu && !HoldsBlockThreads(loop->body) ? loop : nullptr;
 }
 
 // The divisor C where `index` is floordiv(var, C), else null.

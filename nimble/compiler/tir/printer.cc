@@ -119,14 +119,17 @@ std::string ToString(const Stmt& stmt, int indent) {
       for (const Expr& extent : node.buffer->shape) {
         shape += (shape.empty() ? "" : ", ") + ToString(extent);
       }
-      return pad + "allocate " + node.buffer->name + ": " + node.buffer->dtype.name() + "[" +
-             shape + "]\n" + ToString(node.body, indent);
+      const bool shared = node.buffer->scope == MemoryScope::kGpuShared;
+      return pad + "allocate " + (shared ? "shared " : "") + node.buffer->name + ": " +
+             node.buffer->dtype.name() + "[" + shape + "]\n" + ToString(node.body, indent);
     }
     case StmtKind::kAssert: {
       const auto& node = static_cast<const AssertNode&>(*stmt);
       return pad + "assert " + ToString(node.condition) + ", \"" + node.message + "\"\n" +
              ToString(node.body, indent);
     }
+    case StmtKind::kBarrier:
+      return pad + "barrier\n";
   }
   return pad + "?\n";
 }

@@ -195,7 +195,9 @@ class AccessCollector {
         return;
       case StmtKind::kAllocate: {
         const auto& allocate = static_cast<const AllocateNode&>(*stmt);
-        allocated.insert(allocate.buffer.get());
+        // A block's shared buffer is never one thread's value.
+        if (allocate.buffer->scope == MemoryScope::kDefault)
+          allocated.insert(allocate.buffer.get());
         return Visit(allocate.body, loop);
       }
       case StmtKind::kAssert: {
@@ -203,6 +205,8 @@ class AccessCollector {
         Visit(assertion.condition, loop);
         return Visit(assertion.body, loop);
       }
+      case StmtKind::kBarrier:
+        return;
     }
   }
 
@@ -257,6 +261,7 @@ class KernelRewriter {
         return Assert(assertion.condition, assertion.message, Rewrite(assertion.body));
       }
       case StmtKind::kStore:
+      case StmtKind::kBarrier:
         return stmt;
     }
     return stmt;

@@ -248,6 +248,8 @@ class Simplifier {
         if (AsInt(condition, &known) && known) return Visit(check.body);
         return Assert(condition, check.message, Visit(check.body));
       }
+      case StmtKind::kBarrier:
+        return stmt;
     }
     return stmt;
   }
@@ -277,9 +279,9 @@ class Simplifier {
       shape.push_back(Simplify(dim));
       changed = changed || shape.back() != dim;
     }
-    Buffer mapped =
-        changed ? std::make_shared<BufferNode>(buffer->name, buffer->dtype, std::move(shape))
-                : buffer;
+    Buffer mapped = changed ? std::make_shared<BufferNode>(buffer->name, buffer->dtype,
+                                                           std::move(shape), buffer->scope)
+                            : buffer;
     buffers_.emplace(buffer.get(), mapped);
     return mapped;
   }

@@ -52,6 +52,10 @@ Stmt Assert(Expr condition, std::string message, Stmt body) {
   return std::make_shared<AssertNode>(std::move(condition), std::move(message), std::move(body));
 }
 
+Stmt Barrier() {
+  return std::make_shared<BarrierNode>();
+}
+
 Stmt MapExprs(const Stmt& stmt, const std::function<Expr(const Expr&)>& fn) {
   switch (stmt->kind) {
     case StmtKind::kFor: {
@@ -87,6 +91,8 @@ Stmt MapExprs(const Stmt& stmt, const std::function<Expr(const Expr&)>& fn) {
       const auto& assertion = static_cast<const AssertNode&>(*stmt);
       return Assert(fn(assertion.condition), assertion.message, MapExprs(assertion.body, fn));
     }
+    case StmtKind::kBarrier:
+      return stmt;
   }
   return stmt;
 }
@@ -139,6 +145,8 @@ void VisitInOrder(const Stmt& stmt, bool top,
       on_stmt(stmt, top);
       return VisitInOrder(assertion.body, false, on_stmt, on_expr);
     }
+    case StmtKind::kBarrier:
+      return on_stmt(stmt, top);
   }
 }
 
@@ -165,6 +173,8 @@ std::string ForKindName(ForKind kind) {
       return "gpu_blocks";
     case ForKind::kGpuBlockStride:
       return "gpu_block_stride";
+    case ForKind::kGpuBlockThreads:
+      return "gpu_block_threads";
   }
   return "?";
 }

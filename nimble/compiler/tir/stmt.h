@@ -11,7 +11,7 @@
 
 namespace nimble::tir {
 
-enum class StmtKind { kFor, kStore, kLet, kIf, kSeq, kAllocate, kAssert };
+enum class StmtKind { kFor, kStore, kLet, kIf, kSeq, kAllocate, kAssert, kBarrier };
 
 // How a loop runs. kParallel splits its range over the process's thread pool
 // in chunks of at least `min_chunk` iterations; kVectorized asks for SIMD
@@ -24,6 +24,13 @@ enum class StmtKind { kFor, kStore, kLet, kIf, kSeq, kAllocate, kAssert };
 // out to the block's threads (thread t runs t, t + threads, ...), and a block
 // intrinsic (expr.h) combines a value over the block's threads. The block's
 // size is the code generator's; a block of one thread runs the same program.
+// Unless the body holds a kGpuBlockThreads loop (at most one, not inside
+// another GPU loop or a branch): its extent, a constant of at most 1024, is
+// the block's size, and iteration t is thread t, so what the iteration
+// keeps (its allocations, its lets) is that thread's own across the barriers
+// (Barrier below) in it. Tiled kernels that stage data in kGpuShared buffers
+// (expr.h) take that form: a thread's sums stay in its registers while the
+// block loads tile after tile.
 enum class ForKind {
   kSerial,
   kParallel,
@@ -31,7 +38,8 @@ enum class ForKind {
   kUnrolled,
   kGpuThreads,
   kGpuBlocks,
-  kGpuBlockStride
+  kGpuBlockStride,
+  kGpuBlockThreads
 };
 
 struct StmtNode {
@@ -121,6 +129,15 @@ struct AssertNode : StmtNode {
   const Stmt body;
 };
 
+// Every thread of the block waits here until all of them have arrived; what
+// any of them stored to kGpuShared buffers before it, all of them read after
+// it. Only in a kGpuBlockThreads loop, where every thread must reach it the
+// same number of times (outside branches on the thread; loops around it run
+// alike on every thread).
+struct BarrierNode : StmtNode {
+  BarrierNode() : StmtNode(StmtKind::kBarrier) {}
+};
+
 Stmt For(Var var, Expr extent, ForKind kind, Stmt body, Expr min_chunk = nullptr);
 Stmt Store(Buffer buffer, Expr index, Expr value, bool reassociate = false);
 Stmt Let(Var var, Expr value, Stmt body);
@@ -129,6 +146,7 @@ Stmt If(Expr condition, Stmt then_case, Stmt else_case = nullptr);
 Stmt Seq(std::vector<Stmt> stmts);
 Stmt Allocate(Buffer buffer, Stmt body);
 Stmt Assert(Expr condition, std::string message, Stmt body);
+Stmt Barrier();
 
 // `stmt` with `fn` applied to each whole expression in it (extents, indices,
 // stored values, let values, conditions), nested statements included.

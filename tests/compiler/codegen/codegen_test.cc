@@ -19,6 +19,7 @@
 #include "nimble/compiler/codegen/link.h"
 #include "nimble/compiler/codegen/llvm_codegen.h"
 #include "nimble/compiler/codegen/target.h"
+#include "nimble/compiler/te/lower.h"
 #include "nimble/compiler/tir/stmt.h"
 #include "nimble/vm/dlpack.h"
 #include "nimble/vm/kernel.h"
@@ -946,6 +947,79 @@ TEST(CodegenGpuTest, RejectsBlockCodeThatNotEveryThreadOfABlockRuns) {
                    For(j, IntImm(4), ForKind::kGpuBlockStride,
                        For(i, IntImm(4), ForKind::kGpuBlockStride, Store(f, i, FloatImm(0)))))),
       "kernel k: gpu_block_stride loop i outside a gpu_blocks loop or inside another");
+}
+
+// c = a * bᵀ for the GPU as te::Lower schedules it: the tiled template
+// (te/gpu_matmul_schedule.h) of 256 threads, its operands staged in shared
+// memory.
+PrimFunc TiledProductOnTheGpu() {
+  const Var rows = MakeVar("m");
+  const Expr depth = IntImm(300), cols = IntImm(200);
+  const te::Tensor a = te::Placeholder("a", DataType::Float32(), {rows, depth});
+  const te::Tensor b = te::Placeholder("b", DataType::Float32(), {cols, depth});
+  const te::Tensor c = te::Compute(
+      "c", {rows, cols},
+      [&](const std::vector<Expr>& indices) {
+        const te::ReduceAxis k = te::MakeReduceAxis("k", depth);
+        return te::Reduce(te::ReduceKind::kSum,
+                          Mul(te::Read(a, {indices[0], k.var}), te::Read(b, {indices[1], k.var})),
+                          {k});
+      },
+      te::ScheduleHint::kMatMul);
+  return te::Lower("product", {a, b}, {c}, {}, {}, PrimFunc::Device::kGpu);
+}
+
+TEST(CodegenGpuTest, ATiledProductStagesItsOperandsInSharedMemory) {
+  std::string ptx;
+  EmitObject(std::vector<PrimFunc>{TiledProductOnTheGpu()}, CodegenTargetFor("nvidia"), &ptx);
+  // Two slices of 16 x 65 floats (PTX spells "." in names "_$_"); each
+  // thread's 16 sums in registers, none
+  // in local memory.
+  EXPECT_THAT(ptx, HasSubstr(".shared .align 16 .b8 product_c_$_first[4160]"));
+  EXPECT_THAT(ptx, HasSubstr(".shared .align 16 .b8 product_c_$_second[4160]"));
+  EXPECT_THAT(ptx, HasSubstr("bar.sync"));
+  EXPECT_THAT(ptx, ::testing::Not(HasSubstr(".local")));
+  if (testing::Ptxas().empty()) GTEST_SKIP() << "no ptxas here";
+  const auto* bytes = reinterpret_cast<const std::byte*>(ptx.data());
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    EXPECT_EQ(testing::PtxasRejects({bytes, ptx.size()}, arch), "");
+  }
+}
+
+TEST(CodegenGpuTest, RejectsBlockThreadsAndSharedMemoryOutOfPlace) {
+  const Var i = MakeVar("i"), t = MakeVar("t"), n = MakeVar("n");
+  const Buffer f = MakeBuffer("f", DataType::Float32(), {IntImm(4)});
+  const Buffer shared = std::make_shared<BufferNode>(
+      "s", DataType::Float32(), std::vector<Expr>{IntImm(4)}, MemoryScope::kGpuShared);
+  auto error_of = [&](Stmt body) {
+    const PrimFunc kernel{"k", {f}, 1, std::move(body), PrimFunc::Device::kGpu};
+    std::string ptx;
+    return ErrorOf(
+        [&] { EmitObject(std::vector<PrimFunc>{kernel}, CodegenTargetFor("nvidia"), &ptx); });
+  };
+  const Stmt store = Store(f, t, FloatImm(0));
+  EXPECT_EQ(error_of(For(i, IntImm(4), ForKind::kGpuBlocks, Seq({Barrier(), store}))),
+            "kernel k: a barrier outside a gpu_block_threads loop");
+  EXPECT_EQ(
+      error_of(For(i, IntImm(4), ForKind::kGpuBlocks, For(t, n, ForKind::kGpuBlockThreads, store))),
+      "kernel k: gpu_block_threads loop t of extent n, not a constant from 1 to 1024");
+  EXPECT_EQ(error_of(For(i, IntImm(4), ForKind::kGpuBlocks,
+                         For(t, IntImm(2048), ForKind::kGpuBlockThreads, store))),
+            "kernel k: gpu_block_threads loop t of extent 2048, not a constant from 1 to 1024");
+  EXPECT_EQ(
+      error_of(For(i, IntImm(4), ForKind::kGpuBlocks,
+                   For(n, IntImm(2), ForKind::kSerial,
+                       For(t, IntImm(4), ForKind::kGpuBlockThreads, store)))),
+      "kernel k: gpu_block_threads loop t inside a loop or branch of its block, or after another");
+  EXPECT_EQ(error_of(For(i, IntImm(4), ForKind::kGpuBlocks,
+                         For(t, IntImm(4), ForKind::kGpuBlockThreads,
+                             Allocate(shared, Store(shared, t, FloatImm(0)))))),
+            "kernel k: shared buffer s outside the code that every thread of a gpu_blocks loop "
+            "runs");
+  EXPECT_EQ(error_of(For(i, IntImm(4), ForKind::kGpuThreads,
+                         Allocate(shared, Store(shared, IntImm(0), FloatImm(0))))),
+            "kernel k: shared buffer s outside the code that every thread of a gpu_blocks loop "
+            "runs");
 }
 
 }  // namespace

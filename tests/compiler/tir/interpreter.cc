@@ -1,10 +1,14 @@
 #include "tests/compiler/tir/interpreter.h"
 
+#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -171,6 +175,7 @@ class Interpreter {
     switch (stmt->kind) {
       case StmtKind::kFor: {
         const auto& node = static_cast<const ForNode&>(*stmt);
+        if (node.for_kind == ForKind::kGpuBlockThreads) return RunBlockThreads(node);
         const int64_t extent = Eval(node.extent).i;
         if (node.for_kind == ForKind::kParallel && Eval(node.min_chunk).i < 1) {
           Fail("parallel loop " + node.var->name + " has a chunk below 1");
@@ -215,6 +220,9 @@ class Interpreter {
         return;
       case StmtKind::kAllocate: {
         const auto& node = static_cast<const AllocateNode&>(*stmt);
+        if (node.buffer->scope == MemoryScope::kGpuShared && barrier_) {
+          Fail("shared buffer " + node.buffer->name + " is allocated by one thread of its block");
+        }
         int64_t size = 1;
         for (const Expr& extent : node.buffer->shape) size *= Eval(extent).i;
         if (size < 0) Fail("buffer " + node.buffer->name + " has a negative size");
@@ -232,8 +240,41 @@ class Interpreter {
         Exec(node.body);
         return;
       }
+      case StmtKind::kBarrier:
+        if (!barrier_) Fail("a barrier outside a gpu_block_threads loop");
+        barrier_->arrive_and_wait();
+        return;
     }
     Fail("unknown statement");
+  }
+
+  // Each iteration on a thread of its own, as the GPU runs them: the
+  // iterations share this block's buffers, each keeps its own variables and
+  // allocations, and they meet at each barrier. One that fails leaves the
+  // barrier's count, so that the others run on; its error is thrown here.
+  void RunBlockThreads(const ForNode& node) {
+    if (barrier_) Fail("gpu_block_threads loop " + node.var->name + " inside another");
+    const int64_t extent = Eval(node.extent).i;
+    std::barrier<> barrier(extent);
+    std::mutex failure_mutex;
+    std::exception_ptr failure;
+    std::vector<std::thread> threads;
+    for (int64_t t = 0; t < extent; ++t) {
+      threads.emplace_back([&, t, thread = *this]() mutable {
+        try {
+          thread.barrier_ = &barrier;
+          thread.Bind(node.var, Int(t));
+          thread.Exec(node.body);
+          barrier.arrive_and_drop();
+        } catch (...) {
+          barrier.arrive_and_drop();
+          const std::lock_guard lock(failure_mutex);
+          if (!failure) failure = std::current_exception();
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    if (failure) std::rethrow_exception(failure);
   }
 
   Value Eval(const Expr& expr) {
@@ -378,6 +419,8 @@ class Interpreter {
 
   std::map<const VarNode*, Value> vars_;
   std::map<const BufferNode*, BufferData> buffers_;
+  // In a gpu_block_threads iteration: its block's barrier.
+  std::barrier<>* barrier_ = nullptr;
 };
 
 }  // namespace

@@ -12,11 +12,13 @@
 // message; so does anything a compiled kernel must never do: a load or store
 // out of bounds, an unbound variable, an integer division by zero.
 //
-// Both sides of a select are evaluated, as vectorised code does, so a load
-// that is out of bounds on the side not taken still fails. Parallel loops run
+// Only the side of a select that is taken is evaluated, as code generation
+// evaluates a load there. Parallel loops run
 // their iterations in reverse, so that a dependence between them shows. A
 // gpu_blocks iteration runs as a block of one thread: its gpu_block_stride
-// loops run every iteration, and a block intrinsic returns its argument.
+// loops run every iteration, and a block intrinsic returns its argument; but
+// its gpu_block_threads loop runs each iteration on an OS thread of its own,
+// with a barrier for theirs, so a missing barrier races as on the GPU.
 #pragma once
 
 #include <span>
