@@ -20,8 +20,12 @@
 // combine their sums); else a kGpuThreads loop, a thread per element, which
 // accumulates a short reduction serially. Consecutive kGpuThreads loops
 // that can share their threads are then merged (tir/merge_gpu_loops.h), so
-// an elementwise chain's stages are one launch. Matrix products get no
-// template (cuBLAS runs the unfused ones).
+// an elementwise chain's stages are one launch. A matrix product of 16 rows
+// or more (or symbolic rows) whose element multiplies a value of each operand
+// takes the GPU's template (gpu_matmul_schedule.h: a block per output tile,
+// its operands staged in shared memory); one of fewer rows (a matrix-vector
+// product) keeps a block per element. (Under --kernels auto cuBLAS runs the
+// unfused products instead.)
 #pragma once
 
 #include <string>
