@@ -169,8 +169,7 @@ class GpuMatMulScheduler {
     const tir::Stmt store =
         SumsLoop(i, j,
                  tir::If(tir::And(Less(row, rows), Less(col, cols)),
-                         tir::Store(stage_.out, tir::FlatIndex(stage_.shape, indices),
-                                    tir::Load(sums, sum_index))));
+                         StoreSum(stage_, indices, tir::Load(sums, sum_index))));
     return tir::Allocate(
         sums,
         tir::Seq({zero,

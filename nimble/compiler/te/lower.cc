@@ -49,12 +49,22 @@ class Lowerer {
     // Temporaries are allocated around everything after their own stage.
     std::vector<tir::Stmt> body;
     std::vector<tir::Buffer> temporaries;
-    for (const Tensor& stage : stages_) {
+    const auto buffer_of = [&](const Tensor& stage) {
       if (!outputs_.count(stage.get())) {
         buffers_[stage.get()] = MakeBuffer(*stage);
         temporaries.push_back(buffers_[stage.get()]);
       }
-      body.push_back(LowerStage(*stage, buffers_.at(stage.get())));
+      return buffers_.at(stage.get());
+    };
+    for (size_t s = 0; s < stages_.size(); ++s) {
+      const Tensor& stage = stages_[s];
+      if (s + 1 < stages_.size() && IsEpilogue(*stage, *stages_[s + 1])) {
+        const Tensor& epilogue = stages_[s + 1];
+        body.push_back(LowerWithEpilogue(*stage, *epilogue, buffer_of(epilogue)));
+        ++s;
+        continue;
+      }
+      body.push_back(LowerStage(*stage, buffer_of(stage)));
     }
     tir::Stmt result = tir::Seq(std::move(body));
     for (auto it = temporaries.rbegin(); it != temporaries.rend(); ++it) {
@@ -220,6 +230,10 @@ class Lowerer {
         const auto& read = static_cast<const TensorReadNode&>(*expr);
         std::vector<Expr> indices;
         for (const Expr& index : read.indices) indices.push_back(lower(index));
+        if (folded_product_ == read.tensor.get()) {
+          if (folded_reads_) folded_reads_->push_back(indices);
+          return folded_sum_;
+        }
         const auto buffer = buffers_.find(read.tensor.get());
         if (buffer != buffers_.end()) {
           return tir::Load(buffer->second, tir::FlatIndex(buffer->second->shape, indices));
@@ -240,6 +254,82 @@ class Lowerer {
     }
   }
 
+  // Whether `consumer`, the stage after `product`, is the product's
+  // epilogue, which the product's loops can store in place of each sum: a
+  // matrix product read nowhere else (and no output), and an elementwise
+  // consumer of its shape that reads it only at its own indices (a bias, an
+  // activation, a residual add).
+  bool IsEpilogue(const TensorNode& product, const TensorNode& consumer) {
+    const ReduceNode* reduce =
+        IsReduction(product) ? static_cast<const ReduceNode*>(product.body.get()) : nullptr;
+    if (!reduce || !IsProduct(product, *reduce) || outputs_.count(&product) ||
+        reads_[&product] != 1 || IsReduction(consumer) ||
+        consumer.shape.size() != product.shape.size()) {
+      return false;
+    }
+    for (size_t d = 0; d < product.shape.size(); ++d) {
+      if (!tir::StructurallyEqual(tir::Simplify(consumer.shape[d]),
+                                  tir::Simplify(product.shape[d]))) {
+        return false;
+      }
+    }
+    std::vector<std::vector<Expr>> reads;
+    folded_product_ = &product;
+    folded_sum_ = tir::MakeVar(product.name + ".sum", product.dtype);
+    folded_reads_ = &reads;
+    LowerExpr(consumer.body, {});
+    folded_product_ = nullptr;
+    folded_reads_ = nullptr;
+    if (reads.empty()) return false;
+    for (const std::vector<Expr>& indices : reads) {
+      for (size_t d = 0; d < indices.size(); ++d) {
+        // A broadcast reads an axis of extent 1 at 0: its only index.
+        int64_t index, extent;
+        const Expr simplified = tir::Simplify(indices[d]);
+        const bool only_index = tir::AsInt(simplified, &index) && index == 0 &&
+                                tir::AsInt(product.shape[d], &extent) && extent == 1;
+        if (simplified.get() != consumer.axes[d].get() && !only_index) return false;
+      }
+    }
+    return true;
+  }
+
+  // `product` storing `epilogue` into `buffer` from each sum: by its
+  // template, or on the GPU by a block per element.
+  tir::Stmt LowerWithEpilogue(const TensorNode& product, const TensorNode& epilogue,
+                              const tir::Buffer& buffer) {
+    const auto& reduce = static_cast<const ReduceNode&>(*product.body);
+    MatMulStage stage = MatMulStageOf(product, nullptr, reduce);
+    stage.store = [this, &product, &epilogue, buffer](const std::vector<Expr>& indices,
+                                                      const Expr& sum) {
+      Substitution substitution;
+      for (size_t i = 0; i < indices.size(); ++i) {
+        substitution[epilogue.axes[i].get()] = indices[i];
+      }
+      folded_product_ = &product;
+      folded_sum_ = sum;
+      const Expr value = LowerExpr(epilogue.body, substitution);
+      folded_product_ = nullptr;
+      return tir::Store(buffer, tir::FlatIndex(buffer->shape, indices), value);
+    };
+    std::optional<tir::Stmt> templated = LowerProduct(product, stage);
+    if (templated) return *templated;
+    return LowerGpuStage(product, nullptr, &reduce, stage.store);
+  }
+
+  // Whether `tensor` (a reduction) takes a matrix-product template.
+  static bool IsProduct(const TensorNode& tensor, const ReduceNode& reduce) {
+    return tensor.hint != ScheduleHint::kDefault && tensor.shape.size() >= 2 &&
+           reduce.axes.size() == 1;
+  }
+
+  // `stage` by its template: the CPU's, or the GPU's where it applies.
+  std::optional<tir::Stmt> LowerProduct(const TensorNode& tensor, const MatMulStage& stage) {
+    if (!gpu_) return ScheduleMatMul(stage, matmul_knobs_);
+    if (FewRows(tensor)) return std::nullopt;
+    return ScheduleGpuMatMul(stage);
+  }
+
   // The loops writing `tensor` into `buffer`.
   tir::Stmt LowerStage(const TensorNode& tensor, const tir::Buffer& buffer) {
     const size_t rank = tensor.shape.size();
@@ -250,17 +340,13 @@ class Lowerer {
     if (reduce) {
       for (const ReduceAxis& axis : reduce->axes) work = tir::Mul(work, axis.extent);
     }
-    const bool product =
-        reduce && tensor.hint != ScheduleHint::kDefault && rank >= 2 && reduce->axes.size() == 1;
-    if (gpu_) {
-      if (product && !FewRows(tensor)) {
-        std::optional<tir::Stmt> tiled = ScheduleGpuMatMul(MatMulStageOf(tensor, buffer, *reduce));
-        if (tiled) return *tiled;
-      }
-      return LowerGpuStage(tensor, buffer, reduce);
+    if (reduce && IsProduct(tensor, *reduce)) {
+      std::optional<tir::Stmt> templated =
+          LowerProduct(tensor, MatMulStageOf(tensor, buffer, *reduce));
+      if (templated) return *templated;
     }
+    if (gpu_) return LowerGpuStage(tensor, buffer, reduce);
     if (rank == 0) return StoreElement(tensor, buffer, reduce, {});
-    if (product) return ScheduleMatMul(MatMulStageOf(tensor, buffer, *reduce), matmul_knobs_);
 
     // Spatial loops but the innermost, fused into one.
     const tir::Var inner = tir::MakeVar(buffer->name + ".j");
@@ -295,10 +381,12 @@ class Lowerer {
   // threads, which share that axis and combine their partial results (a
   // layer norm's row of 768 is 3 loads per thread, not 768 by one thread);
   // any other element gets a thread, which accumulates serially.
+  // `buffer` may be null where `store` writes the values.
   tir::Stmt LowerGpuStage(const TensorNode& tensor, const tir::Buffer& buffer,
-                          const ReduceNode* reduce) {
+                          const ReduceNode* reduce, const StoreValueFn& store = nullptr) {
     const bool block = reduce && ReducesAcrossABlock(tensor, *reduce);
-    const tir::Var element = tir::MakeVar(buffer->name + (block ? ".block" : ".thread"));
+    const std::string& name = buffer ? buffer->name : tensor.name;
+    const tir::Var element = tir::MakeVar(name + (block ? ".block" : ".thread"));
     const size_t rank = tensor.shape.size();
     std::vector<Expr> indices(rank);
     Expr remaining = element;
@@ -309,7 +397,7 @@ class Lowerer {
       extent = tir::Mul(extent, tensor.shape[d]);
     }
     return tir::For(element, extent, block ? tir::ForKind::kGpuBlocks : tir::ForKind::kGpuThreads,
-                    StoreElement(tensor, buffer, reduce, indices, block));
+                    StoreElement(tensor, buffer, reduce, indices, block, store));
   }
 
   // Whether a block's threads share each element's innermost reduction axis:
@@ -333,13 +421,14 @@ class Lowerer {
 
   static constexpr int64_t kFewRows = 16;
 
+  // `buffer`: the product's own, or null where the stage's `store` writes its sums.
   MatMulStage MatMulStageOf(const TensorNode& tensor, const tir::Buffer& buffer,
                             const ReduceNode& reduce) {
     const ReduceAxis& axis = reduce.axes[0];
     return MatMulStage{
         .name = tensor.name,
         .dtype = tensor.dtype,
-        .shape = buffer->shape,
+        .shape = buffer ? buffer->shape : tensor.shape,
         .depth = LowerExpr(axis.extent, {}),
         .reduce_kind = reduce.reduce_kind,
         .out = buffer,
@@ -356,19 +445,24 @@ class Lowerer {
     };
   }
 
-  // Stores one element of `tensor`. A reduction accumulates in a one-element
-  // temporary; `across_block`: in a kGpuBlocks loop, whose threads share the
-  // innermost reduction axis and combine their accumulators at the end.
+  // Stores one element of `tensor` (into `buffer`, or by `store` where it is
+  // given). A reduction accumulates in a one-element temporary;
+  // `across_block`: in a kGpuBlocks loop, whose threads share the innermost
+  // reduction axis and combine their accumulators at the end.
   tir::Stmt StoreElement(const TensorNode& tensor, const tir::Buffer& buffer,
                          const ReduceNode* reduce, const std::vector<Expr>& indices,
-                         bool across_block = false) {
+                         bool across_block = false, const StoreValueFn& store = nullptr) {
+    const auto store_value = [&](const Expr& value) {
+      return store ? store(indices, value)
+                   : tir::Store(buffer, tir::FlatIndex(buffer->shape, indices), value);
+    };
     Substitution substitution;
     for (size_t i = 0; i < indices.size(); ++i) substitution[tensor.axes[i].get()] = indices[i];
-    const Expr flat = tir::FlatIndex(buffer->shape, indices);
-    if (!reduce) return tir::Store(buffer, flat, LowerExpr(tensor.body, substitution));
+    if (!reduce) return store_value(LowerExpr(tensor.body, substitution));
 
-    const tir::Buffer accumulator = std::make_shared<tir::BufferNode>(
-        buffer->name + ".acc", tensor.dtype, std::vector<Expr>{tir::IntImm(1)});
+    const tir::Buffer accumulator =
+        std::make_shared<tir::BufferNode>((buffer ? buffer->name : tensor.name) + ".acc",
+                                          tensor.dtype, std::vector<Expr>{tir::IntImm(1)});
     const Expr zero = tir::IntImm(0);
     const Expr combined = ReduceCombine(reduce->reduce_kind, tir::Load(accumulator, zero),
                                         LowerExpr(reduce->source, substitution));
@@ -386,7 +480,7 @@ class Lowerer {
     return tir::Allocate(
         accumulator,
         tir::Seq({tir::Store(accumulator, zero, ReduceIdentity(reduce->reduce_kind, tensor.dtype)),
-                  loops, tir::Store(buffer, flat, result)}));
+                  loops, store_value(result)}));
   }
 
   static tir::Intrinsic BlockCombine(ReduceKind kind) {
@@ -405,6 +499,11 @@ class Lowerer {
 
   const MatMulKnobs matmul_knobs_;
   const bool gpu_;
+  // While an epilogue is lowered (or checked): its product, whose reads are
+  // `folded_sum_`, and where to note their indices.
+  const TensorNode* folded_product_ = nullptr;
+  Expr folded_sum_;
+  std::vector<std::vector<Expr>>* folded_reads_ = nullptr;
   std::map<const TensorNode*, tir::Buffer> buffers_;
   // Buffers made so far per tensor name.
   std::map<std::string, int> buffer_names_;

@@ -199,8 +199,7 @@ class MatMulScheduler {
                         /*reassociate=*/!outer_);
     });
     const tir::Stmt store = each_sum([&](int row, const Expr& col) {
-      return tir::Store(stage_.out, tir::FlatIndex(stage_.out->shape, indices(row, col)),
-                        tir::Load(sums, slot(row, col)));
+      return StoreSum(stage_, indices(row, col), tir::Load(sums, slot(row, col)));
     });
     return tir::Allocate(
         sums,
@@ -235,6 +234,11 @@ class MatMulScheduler {
 };
 
 }  // namespace
+
+tir::Stmt StoreSum(const MatMulStage& stage, const std::vector<Expr>& indices, const Expr& sum) {
+  if (stage.store) return stage.store(indices, sum);
+  return tir::Store(stage.out, tir::FlatIndex(stage.out->shape, indices), sum);
+}
 
 void CheckMatMulKnobs(const MatMulKnobs& knobs) {
   const auto check = [](int value, int limit, const std::string& what) {

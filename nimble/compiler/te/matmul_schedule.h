@@ -62,6 +62,10 @@ std::string MatMulKnobsText(const MatMulKnobs& knobs);
 // float32, one AVX-512 vector (two AVX2 ones, four NEON ones).
 inline constexpr int kOuterProductColumns = 16;
 
+// What writes a finished value of a tensor at `indices` in place of a store
+// into its own buffer (te/lower.h folds an elementwise epilogue so).
+using StoreValueFn = std::function<tir::Stmt(const std::vector<Expr>& indices, const Expr& value)>;
+
 // One matrix-product stage: out[indices] = the `reduce_kind` combination
 // over k in [0, depth) of element(indices, k).
 struct MatMulStage {
@@ -76,7 +80,15 @@ struct MatMulStage {
   // dot product of two rows read along k) or the tile's columns
   // (kOuterProduct: an outer product per k).
   ScheduleHint form = ScheduleHint::kMatMul;
+  // What writes the finished sum at `indices`; null: a store into `out`.
+  // The lowering sets it to store the product's elementwise consumer (a
+  // bias, an activation, a residual) instead, computed from the sum while it
+  // is in a register (te/lower.h), so that the product is never written out.
+  StoreValueFn store = nullptr;
 };
+
+// The statement `stage` writes the sum at `indices` with.
+tir::Stmt StoreSum(const MatMulStage& stage, const std::vector<Expr>& indices, const Expr& sum);
 
 // The loops computing `stage` into its buffer.
 tir::Stmt ScheduleMatMul(const MatMulStage& stage, const MatMulKnobs& knobs);
