@@ -5,105 +5,26 @@
 // boundary loop; a matrix-vector product widens its tile; bad knobs are
 // refused; the outer-product form (b read as [k, n]) gives the same products
 // with its reduction outside a vectorised column loop. The expected values
-// come from a plain triple loop here.
+// come from a plain triple loop (product_test_util.h).
 #include <gtest/gtest.h>
 
-#include <random>
 #include <string>
 #include <vector>
 
 #include "nimble/compiler/te/lower.h"
 #include "nimble/compiler/tir/printer.h"
 #include "nimble/vm/error.h"
-#include "tests/compiler/tir/interpreter.h"
+#include "tests/compiler/te/product_test_util.h"
 
 namespace nimble::te {
 namespace {
 
-constexpr DataType kF32 = DataType::Float32();
+using testing::Count;
+using testing::LowerProduct;
+using testing::ProductShape;
 
-// c[batch, row, col] = sum over k of a[batch, row, k] * b[col, k] (or
-// b[k, col] with `outer`, the outer-product form), without the batch
-// dimension when `batched` is off.
-struct ProductShape {
-  bool batched = false;
-  int64_t batch = 1, rows = 0, cols = 0, depth = 0;
-  bool symbolic_rows = false;
-  bool symbolic_cols = false;
-  bool outer = false;
-};
-
-Expr Dim(int64_t value, bool symbolic, const std::string& name) {
-  return symbolic ? Expr(tir::MakeVar(name)) : tir::IntImm(value);
-}
-
-tir::PrimFunc LowerProduct(const ProductShape& shape, const MatMulKnobs& knobs) {
-  const Expr rows = Dim(shape.rows, shape.symbolic_rows, "m");
-  const Expr cols = Dim(shape.cols, shape.symbolic_cols, "n");
-  const Expr depth = tir::IntImm(shape.depth);
-  std::vector<Expr> a_shape = {rows, depth};
-  std::vector<Expr> c_shape = {rows, cols};
-  if (shape.batched) {
-    a_shape.insert(a_shape.begin(), tir::IntImm(shape.batch));
-    c_shape.insert(c_shape.begin(), tir::IntImm(shape.batch));
-  }
-  const Tensor a = Placeholder("a", kF32, a_shape);
-  const Tensor b =
-      Placeholder("b", kF32, shape.outer ? std::vector{depth, cols} : std::vector{cols, depth});
-  const Tensor c = Compute(
-      "c", c_shape,
-      [&](const std::vector<Expr>& indices) {
-        const ReduceAxis k = MakeReduceAxis("k", depth);
-        std::vector<Expr> a_indices(indices.begin(), indices.end() - 1);
-        a_indices.push_back(k.var);
-        const Expr b_element =
-            shape.outer ? Read(b, {k.var, indices.back()}) : Read(b, {indices.back(), k.var});
-        return Reduce(ReduceKind::kSum, tir::Mul(Read(a, a_indices), b_element), {k});
-      },
-      shape.outer ? ScheduleHint::kOuterProduct : ScheduleHint::kMatMul);
-  return Lower("product", {a, b}, {c}, {}, knobs);
-}
-
-// Small integers, so that every sum is exact in float32 in any order.
-nimble::Tensor RandomInts(const Shape& shape, std::mt19937& rng) {
-  nimble::Tensor tensor = nimble::TensorNode::Empty(shape, kF32);
-  std::uniform_int_distribution<int> uniform(-3, 3);
-  for (int64_t i = 0; i < tensor->numel(); ++i) tensor->data<float>()[i] = uniform(rng);
-  return tensor;
-}
-
-// Runs the kernel on random operands and compares with the triple loop.
 void ExpectProduct(const ProductShape& shape, const MatMulKnobs& knobs) {
-  static std::mt19937 rng(20261125);
-  const tir::PrimFunc func = LowerProduct(shape, knobs);
-  const int64_t batch = shape.batched ? shape.batch : 1;
-  Shape a_shape = {shape.rows, shape.depth};
-  Shape c_shape = {shape.rows, shape.cols};
-  if (shape.batched) {
-    a_shape.insert(a_shape.begin(), shape.batch);
-    c_shape.insert(c_shape.begin(), shape.batch);
-  }
-  const nimble::Tensor a = RandomInts(a_shape, rng);
-  const nimble::Tensor b = RandomInts(
-      shape.outer ? Shape{shape.depth, shape.cols} : Shape{shape.cols, shape.depth}, rng);
-  nimble::Tensor c = nimble::TensorNode::Empty(c_shape, kF32);
-  std::fill_n(c->data<float>(), c->numel(), 1e9f);
-  tir::testing::Interpret(func, std::vector{a, b, c});
-  for (int64_t n = 0; n < batch; ++n) {
-    for (int64_t i = 0; i < shape.rows; ++i) {
-      for (int64_t j = 0; j < shape.cols; ++j) {
-        float expected = 0;
-        for (int64_t k = 0; k < shape.depth; ++k) {
-          expected += a->data<float>()[(n * shape.rows + i) * shape.depth + k] *
-                      b->data<float>()[shape.outer ? k * shape.cols + j : j * shape.depth + k];
-        }
-        ASSERT_EQ(c->data<float>()[(n * shape.rows + i) * shape.cols + j], expected)
-            << "batch " << n << " row " << i << " col " << j << " of " << shape.rows << "x"
-            << shape.cols << " with " << MatMulKnobsText(knobs) << "\n"
-            << tir::ToString(func);
-      }
-    }
-  }
+  testing::ExpectProduct(shape, LowerProduct(shape, knobs), MatMulKnobsText(knobs));
 }
 
 TEST(MatMulScheduleTest, EveryDispatchDegreeGivesTheProductOnEveryResidue) {
@@ -141,14 +62,6 @@ TEST(MatMulScheduleTest, BatchedWithSymbolicColumns) {
                     MatMulKnobs{});
     }
   }
-}
-
-size_t Count(const std::string& text, const std::string& word) {
-  size_t count = 0;
-  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) {
-    ++count;
-  }
-  return count;
 }
 
 TEST(MatMulScheduleTest, FullDispatchProvesEveryBoundaryConstant) {
