@@ -120,6 +120,51 @@ struct BufferData {
   int64_t size;  // in elements
 };
 
+// A load or store of a shared buffer by one thread of a block.
+struct SharedAccess {
+  const BufferNode* buffer;
+  int64_t index;
+  bool write;
+};
+
+// Between two barriers no thread may touch a shared element another thread
+// writes: `accesses` holds each thread's since the last barrier. The first
+// such element, described, or empty.
+std::string FindRace(const std::vector<std::vector<SharedAccess>>& accesses) {
+  // Per element: a thread that wrote it, and a thread that touched it.
+  struct Touch {
+    int64_t writer = -1, toucher = -1;
+  };
+  std::map<std::pair<const BufferNode*, int64_t>, Touch> touches;
+  for (size_t t = 0; t < accesses.size(); ++t) {
+    const auto thread = static_cast<int64_t>(t);
+    for (const SharedAccess& access : accesses[t]) {
+      Touch& touch = touches[{access.buffer, access.index}];
+      const int64_t other = access.write ? touch.toucher : touch.writer;
+      if (other >= 0 && other != thread) {
+        return "threads " + std::to_string(other) + " and " + std::to_string(thread) +
+               " of a block touch shared " + access.buffer->name + "[" +
+               std::to_string(access.index) + "] between two barriers, and one writes it";
+      }
+      if (access.write) touch.writer = thread;
+      touch.toucher = thread;
+    }
+  }
+  return "";
+}
+
+// What a block's barrier runs once all its threads have arrived, before any
+// leaves: the race check of the accesses since the last barrier.
+struct RaceCheck {
+  std::vector<std::vector<SharedAccess>>* accesses;
+  std::string* race;
+  void operator()() noexcept {
+    if (race->empty()) *race = FindRace(*accesses);
+    for (std::vector<SharedAccess>& thread : *accesses) thread.clear();
+  }
+};
+using BlockBarrier = std::barrier<RaceCheck>;
+
 class Interpreter {
  public:
   void Run(const PrimFunc& func, std::span<const Tensor> args) {
@@ -160,13 +205,16 @@ class Interpreter {
     if (!vars_.emplace(var.get(), value).second) Fail("variable " + var->name + " is bound twice");
   }
 
-  std::byte* Address(const Buffer& buffer, const Expr& index_expr) {
+  std::byte* Address(const Buffer& buffer, const Expr& index_expr, bool write) {
     const auto found = buffers_.find(buffer.get());
     if (found == buffers_.end()) Fail("buffer " + buffer->name + " is not live");
     const int64_t index = Eval(index_expr).i;
     if (index < 0 || index >= found->second.size) {
       Fail("index " + std::to_string(index) + " out of bounds of " + buffer->name + " (" +
            std::to_string(found->second.size) + " elements)");
+    }
+    if (shared_accesses_ && buffer->scope == MemoryScope::kGpuShared) {
+      shared_accesses_->push_back({buffer.get(), index, write});
     }
     return found->second.data + index * static_cast<int64_t>(buffer->dtype.bytes());
   }
@@ -190,7 +238,7 @@ class Interpreter {
       }
       case StmtKind::kStore: {
         const auto& node = static_cast<const StoreNode&>(*stmt);
-        std::byte* address = Address(node.buffer, node.index);
+        std::byte* address = Address(node.buffer, node.index, /*write=*/true);
         const Value value = Eval(node.value);
         WithElementType(node.buffer->dtype, [&](auto tag) {
           const auto element = ToElement<decltype(tag)>(value);
@@ -250,12 +298,16 @@ class Interpreter {
 
   // Each iteration on a thread of its own, as the GPU runs them: the
   // iterations share this block's buffers, each keeps its own variables and
-  // allocations, and they meet at each barrier. One that fails leaves the
-  // barrier's count, so that the others run on; its error is thrown here.
+  // allocations, and they meet at each barrier, where their shared-memory
+  // accesses since the last one are checked for a race (FindRace). One that
+  // fails leaves the barrier's count, so that the others run on; its error
+  // is thrown here.
   void RunBlockThreads(const ForNode& node) {
     if (barrier_) Fail("gpu_block_threads loop " + node.var->name + " inside another");
     const int64_t extent = Eval(node.extent).i;
-    std::barrier<> barrier(extent);
+    std::vector<std::vector<SharedAccess>> accesses(static_cast<size_t>(extent));
+    std::string race;
+    BlockBarrier barrier(extent, RaceCheck{&accesses, &race});
     std::mutex failure_mutex;
     std::exception_ptr failure;
     std::vector<std::thread> threads;
@@ -263,6 +315,7 @@ class Interpreter {
       threads.emplace_back([&, t, thread = *this]() mutable {
         try {
           thread.barrier_ = &barrier;
+          thread.shared_accesses_ = &accesses[static_cast<size_t>(t)];
           thread.Bind(node.var, Int(t));
           thread.Exec(node.body);
           barrier.arrive_and_drop();
@@ -275,6 +328,8 @@ class Interpreter {
     }
     for (std::thread& thread : threads) thread.join();
     if (failure) std::rethrow_exception(failure);
+    if (race.empty()) race = FindRace(accesses);
+    if (!race.empty()) Fail(race);
   }
 
   Value Eval(const Expr& expr) {
@@ -336,7 +391,7 @@ class Interpreter {
       }
       case ExprKind::kLoad: {
         const auto& node = static_cast<const LoadNode&>(*expr);
-        const std::byte* address = Address(node.buffer, node.index);
+        const std::byte* address = Address(node.buffer, node.index, /*write=*/false);
         return WithElementType(dtype, [&](auto tag) {
           decltype(tag) element;
           std::memcpy(&element, address, sizeof(element));
@@ -419,8 +474,10 @@ class Interpreter {
 
   std::map<const VarNode*, Value> vars_;
   std::map<const BufferNode*, BufferData> buffers_;
-  // In a gpu_block_threads iteration: its block's barrier.
-  std::barrier<>* barrier_ = nullptr;
+  // In a gpu_block_threads iteration: its block's barrier, and where its
+  // shared-memory accesses since the last one go.
+  BlockBarrier* barrier_ = nullptr;
+  std::vector<SharedAccess>* shared_accesses_ = nullptr;
 };
 
 }  // namespace

@@ -18,7 +18,9 @@
 // gpu_blocks iteration runs as a block of one thread: its gpu_block_stride
 // loops run every iteration, and a block intrinsic returns its argument; but
 // its gpu_block_threads loop runs each iteration on an OS thread of its own,
-// with a barrier for theirs, so a missing barrier races as on the GPU.
+// with a barrier for theirs, and at each barrier fails a kernel in which a
+// thread touched a shared element another wrote since the last one (a
+// missing barrier), whatever order the threads ran in.
 #pragma once
 
 #include <span>
