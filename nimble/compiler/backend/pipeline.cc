@@ -89,7 +89,9 @@ const std::vector<PassInfo>& Passes() {
       {"fuse",
        [](const ir::IRModule& module, const CompileOptions& options) {
          return transform::FuseOps(module,
-                                   {.enabled = options.fuse_ops, .fusible = Fusible(options)});
+                                   {.enabled = options.fuse_ops,
+                                    .fusible = Fusible(options),
+                                    .anchors_take_injective = options.kernels == "generated"});
        }},
       {"dead-code",
        [](const ir::IRModule& module, const CompileOptions& options) {

@@ -1,5 +1,6 @@
 #include "nimble/compiler/te/lower.h"
 
+#include <functional>
 #include <map>
 #include <set>
 #include <utility>
@@ -16,6 +17,8 @@ namespace nimble::te {
 namespace {
 
 using Substitution = std::map<const tir::VarNode*, Expr>;
+// The value of a read of a tensor that has no buffer, at its lowered indices.
+using ReadValueFn = std::function<Expr(const std::vector<Expr>& indices)>;
 
 bool IsReduction(const TensorNode& tensor) {
   return tensor.body && tensor.body->kind == tir::ExprKind::kReduce;
@@ -32,7 +35,7 @@ class Lowerer {
       input_buffers_.push_back(buffers_[input.get()]);
     }
     for (const Tensor& output : outputs) outputs_.insert(output.get());
-    for (const Tensor& output : outputs) CountReads(output->body);
+    for (const Tensor& output : outputs) CountBodyReads(*output);
     for (const Tensor& output : outputs) {
       if (output->is_placeholder())
         throw Error("te: kernel output " + output->name + " is an input");
@@ -58,13 +61,19 @@ class Lowerer {
     };
     for (size_t s = 0; s < stages_.size(); ++s) {
       const Tensor& stage = stages_[s];
+      if (ComputedInItsReaders(s)) {
+        inlined_reductions_.insert(stage.get());
+        continue;
+      }
       if (s + 1 < stages_.size() && IsEpilogue(*stage, *stages_[s + 1])) {
         const Tensor& epilogue = stages_[s + 1];
         body.push_back(LowerWithEpilogue(*stage, *epilogue, buffer_of(epilogue)));
         ++s;
         continue;
       }
-      body.push_back(LowerStage(*stage, buffer_of(stage)));
+      const tir::Buffer buffer = buffer_of(stage);
+      std::optional<tir::Stmt> reader = LowerReaderOfInlined(*stage, buffer);
+      body.push_back(reader ? std::move(*reader) : LowerStage(*stage, buffer));
     }
     tir::Stmt result = tir::Seq(std::move(body));
     for (auto it = temporaries.rbegin(); it != temporaries.rend(); ++it) {
@@ -86,13 +95,20 @@ class Lowerer {
   }
 
   // Counts the places each computed tensor is read from, looking through
-  // each tensor's body once.
+  // each tensor's body once (an output read by another output too: an LSTM
+  // cell's h' reads c', whose products were counted twice and so written
+  // out).
+  void CountBodyReads(const TensorNode& tensor) {
+    if (counted_bodies_.insert(&tensor).second) CountReads(tensor.body);
+  }
+
   void CountReads(const Expr& expr) {
     if (expr->kind == tir::ExprKind::kTensorRead) {
       const auto& read = static_cast<const TensorReadNode&>(*expr);
       for (const Expr& index : read.indices) CountReads(index);
-      if (!read.tensor->is_placeholder() && reads_[read.tensor.get()]++ == 0) {
-        CountReads(read.tensor->body);
+      if (!read.tensor->is_placeholder()) {
+        ++reads_[read.tensor.get()];
+        CountBodyReads(*read.tensor);
       }
       return;
     }
@@ -230,10 +246,8 @@ class Lowerer {
         const auto& read = static_cast<const TensorReadNode&>(*expr);
         std::vector<Expr> indices;
         for (const Expr& index : read.indices) indices.push_back(lower(index));
-        if (folded_product_ == read.tensor.get()) {
-          if (folded_reads_) folded_reads_->push_back(indices);
-          return folded_sum_;
-        }
+        const auto intercept = intercepts_.find(read.tensor.get());
+        if (intercept != intercepts_.end()) return intercept->second(indices);
         const auto buffer = buffers_.find(read.tensor.get());
         if (buffer != buffers_.end()) {
           return tir::Load(buffer->second, tir::FlatIndex(buffer->second->shape, indices));
@@ -274,13 +288,14 @@ class Lowerer {
       }
     }
     std::vector<std::vector<Expr>> reads;
-    folded_product_ = &product;
-    folded_sum_ = tir::MakeVar(product.name + ".sum", product.dtype);
-    folded_reads_ = &reads;
-    LowerExpr(consumer.body, {});
-    folded_product_ = nullptr;
-    folded_reads_ = nullptr;
-    if (reads.empty()) return false;
+    bool reads_inlined = false;
+    std::map<const TensorNode*, ReadValueFn> intercepts = InlinedReductions(&reads_inlined);
+    intercepts[&product] = [&](const std::vector<Expr>& indices) {
+      reads.push_back(indices);
+      return tir::MakeVar(product.name + ".sum", product.dtype);
+    };
+    LowerIntercepting(consumer.body, {}, std::move(intercepts));
+    if (reads.empty() || reads_inlined) return false;
     for (const std::vector<Expr>& indices : reads) {
       for (size_t d = 0; d < indices.size(); ++d) {
         // A broadcast reads an axis of extent 1 at 0: its only index.
@@ -306,15 +321,132 @@ class Lowerer {
       for (size_t i = 0; i < indices.size(); ++i) {
         substitution[epilogue.axes[i].get()] = indices[i];
       }
-      folded_product_ = &product;
-      folded_sum_ = sum;
-      const Expr value = LowerExpr(epilogue.body, substitution);
-      folded_product_ = nullptr;
+      const Expr value = LowerIntercepting(
+          epilogue.body, substitution, {{&product, [&](const std::vector<Expr>&) { return sum; }}});
       return tir::Store(buffer, tir::FlatIndex(buffer->shape, indices), value);
     };
     std::optional<tir::Stmt> templated = LowerProduct(product, stage);
     if (templated) return *templated;
     return LowerGpuStage(product, nullptr, &reduce, stage.store);
+  }
+
+  // `expr` lowered with each read of a tensor in `intercepts` (which has no
+  // buffer) given by its function instead of a load.
+  Expr LowerIntercepting(const Expr& expr, const Substitution& substitution,
+                         std::map<const TensorNode*, ReadValueFn> intercepts) {
+    std::swap(intercepts_, intercepts);
+    const Expr lowered = LowerExpr(expr, substitution);
+    std::swap(intercepts_, intercepts);
+    return lowered;
+  }
+
+  // Intercepts for the reductions computed in their readers, each read of
+  // them noted in `*read` and standing for a value of its dtype.
+  std::map<const TensorNode*, ReadValueFn> InlinedReductions(bool* read) const {
+    std::map<const TensorNode*, ReadValueFn> intercepts;
+    for (const TensorNode* reduction : inlined_reductions_) {
+      intercepts[reduction] = [read, reduction](const std::vector<Expr>&) {
+        *read = true;
+        return tir::MakeVar(reduction->name + ".value", reduction->dtype);
+      };
+    }
+    return intercepts;
+  }
+
+  // On the GPU, whether the reduction stages_[s] is computed where it is
+  // read, inside the kernels' launches for its readers, instead of written
+  // out by a launch of its own: an LSTM's gate products, read by its cell
+  // through slices, become four block reductions in each block of the cell's
+  // one launch. Only for a reduction that is no output and gets no template
+  // (a block per element computes it anyway), read only by elementwise
+  // stages, and only where that computes no element more often than
+  // writing it out would: its reads, counted per reader element and site,
+  // at most its static number of elements.
+  bool ComputedInItsReaders(size_t s) {
+    const TensorNode& reduction = *stages_[s];
+    if (!gpu_ || !IsReduction(reduction) || outputs_.count(&reduction)) return false;
+    const auto& reduce = static_cast<const ReduceNode&>(*reduction.body);
+    int64_t elements;
+    if ((IsProduct(reduction, reduce) && !FewRows(reduction)) ||
+        !tir::AsInt(tir::Simplify(tir::NumElements(reduction.shape)), &elements)) {
+      return false;
+    }
+    bool reads_inlined = false;
+    LowerIntercepting(reduce.source, {}, InlinedReductions(&reads_inlined));
+    if (reads_inlined) return false;
+    int64_t reads = 0;
+    for (size_t r = s + 1; r < stages_.size(); ++r) {
+      const TensorNode& reader = *stages_[r];
+      int64_t sites = 0;
+      std::map<const TensorNode*, ReadValueFn> intercepts = InlinedReductions(&reads_inlined);
+      // Later stages have no buffers yet; their own reads count as readers.
+      for (size_t later = s + 1; later < stages_.size(); ++later) {
+        const TensorNode* stage = stages_[later].get();
+        intercepts[stage] = [stage](const std::vector<Expr>&) {
+          return tir::MakeVar(stage->name, stage->dtype);
+        };
+      }
+      intercepts[&reduction] = [&](const std::vector<Expr>&) {
+        ++sites;
+        return tir::MakeVar(reduction.name + ".value", reduction.dtype);
+      };
+      const bool reduces = IsReduction(reader);
+      LowerIntercepting(reduces ? static_cast<const ReduceNode&>(*reader.body).source : reader.body,
+                        {}, std::move(intercepts));
+      if (sites == 0) continue;
+      int64_t extent;
+      if (reduces || !tir::AsInt(tir::Simplify(tir::NumElements(reader.shape)), &extent)) {
+        return false;
+      }
+      reads += sites * extent;
+    }
+    return reads > 0 && reads <= elements;
+  }
+
+  // A stage that reads reductions computed in their readers: one launch over
+  // its elements, each first computing the values it reads from them (a
+  // block's threads sharing each reduction where one reduces across a
+  // block), then storing; nothing when it reads none.
+  std::optional<tir::Stmt> LowerReaderOfInlined(const TensorNode& tensor,
+                                                const tir::Buffer& buffer) {
+    if (inlined_reductions_.empty() || IsReduction(tensor)) return std::nullopt;
+    struct Site {
+      tir::Var value;
+      const TensorNode* reduction;
+      std::vector<Expr> indices;
+    };
+    std::vector<Site> sites;
+    std::map<const TensorNode*, ReadValueFn> intercepts;
+    for (const TensorNode* reduction : inlined_reductions_) {
+      intercepts[reduction] = [this, &sites, reduction](const std::vector<Expr>& indices) {
+        const std::string name = reduction->name + "." + std::to_string(inlined_reads_++);
+        sites.push_back({tir::MakeVar(name, reduction->dtype), reduction, indices});
+        return sites.back().value;
+      };
+    }
+    const tir::Var element = tir::MakeVar(buffer->name + ".element");
+    Expr extent;
+    const std::vector<Expr> indices = ElementIndices(tensor, element, &extent);
+    Substitution substitution;
+    for (size_t i = 0; i < indices.size(); ++i) substitution[tensor.axes[i].get()] = indices[i];
+    const Expr value = LowerIntercepting(tensor.body, substitution, std::move(intercepts));
+    if (sites.empty()) return std::nullopt;
+    bool block = false;
+    for (const Site& site : sites) {
+      block = block || ReducesAcrossABlock(*site.reduction, ReduceOf(*site.reduction));
+    }
+    tir::Stmt body = tir::Store(buffer, tir::FlatIndex(buffer->shape, indices), value);
+    for (auto site = sites.rbegin(); site != sites.rend(); ++site) {
+      body = Accumulate(*site->reduction, ReduceOf(*site->reduction), site->indices, block,
+                        site->value->name,
+                        [&](const Expr& result) { return tir::Let(site->value, result, body); });
+    }
+    return tir::For(element, extent, block ? tir::ForKind::kGpuBlocks : tir::ForKind::kGpuThreads,
+                    body);
+  }
+
+  static const ReduceNode& ReduceOf(const TensorNode& reduction) {
+    return static_cast<const ReduceNode&>(*reduction.body);
   }
 
   // Whether `tensor` (a reduction) takes a matrix-product template.
@@ -387,17 +519,26 @@ class Lowerer {
     const bool block = reduce && ReducesAcrossABlock(tensor, *reduce);
     const std::string& name = buffer ? buffer->name : tensor.name;
     const tir::Var element = tir::MakeVar(name + (block ? ".block" : ".thread"));
+    Expr extent;
+    const std::vector<Expr> indices = ElementIndices(tensor, element, &extent);
+    return tir::For(element, extent, block ? tir::ForKind::kGpuBlocks : tir::ForKind::kGpuThreads,
+                    StoreElement(tensor, buffer, reduce, indices, block, store));
+  }
+
+  // The indices of element `element` of `tensor` in row-major order, and in
+  // `*extent` its number of elements.
+  static std::vector<Expr> ElementIndices(const TensorNode& tensor, const Expr& element,
+                                          Expr* extent) {
     const size_t rank = tensor.shape.size();
     std::vector<Expr> indices(rank);
     Expr remaining = element;
-    Expr extent = tir::IntImm(1);
+    *extent = tir::IntImm(1);
     for (size_t d = rank; d-- > 0;) {
       indices[d] = d == 0 ? remaining : tir::FloorMod(remaining, tensor.shape[d]);
       remaining = tir::FloorDiv(remaining, tensor.shape[d]);
-      extent = tir::Mul(extent, tensor.shape[d]);
+      *extent = tir::Mul(*extent, tensor.shape[d]);
     }
-    return tir::For(element, extent, block ? tir::ForKind::kGpuBlocks : tir::ForKind::kGpuThreads,
-                    StoreElement(tensor, buffer, reduce, indices, block, store));
+    return indices;
   }
 
   // Whether a block's threads share each element's innermost reduction axis:
@@ -456,13 +597,27 @@ class Lowerer {
       return store ? store(indices, value)
                    : tir::Store(buffer, tir::FlatIndex(buffer->shape, indices), value);
     };
+    if (reduce) {
+      return Accumulate(tensor, *reduce, indices, across_block, buffer ? buffer->name : tensor.name,
+                        store_value);
+    }
     Substitution substitution;
     for (size_t i = 0; i < indices.size(); ++i) substitution[tensor.axes[i].get()] = indices[i];
-    if (!reduce) return store_value(LowerExpr(tensor.body, substitution));
+    return store_value(LowerExpr(tensor.body, substitution));
+  }
 
-    const tir::Buffer accumulator =
-        std::make_shared<tir::BufferNode>((buffer ? buffer->name : tensor.name) + ".acc",
-                                          tensor.dtype, std::vector<Expr>{tir::IntImm(1)});
+  // `then` of the reduction of `tensor` at `indices`, accumulated in a
+  // one-element temporary named after `name`; `across_block`: in a
+  // kGpuBlocks loop, whose threads share the innermost reduction axis and
+  // combine their accumulators at the end.
+  tir::Stmt Accumulate(const TensorNode& tensor, const ReduceNode& reduction,
+                       const std::vector<Expr>& indices, bool across_block, const std::string& name,
+                       const std::function<tir::Stmt(const Expr&)>& then) {
+    const ReduceNode* reduce = &reduction;
+    Substitution substitution;
+    for (size_t i = 0; i < indices.size(); ++i) substitution[tensor.axes[i].get()] = indices[i];
+    const tir::Buffer accumulator = std::make_shared<tir::BufferNode>(
+        name + ".acc", tensor.dtype, std::vector<Expr>{tir::IntImm(1)});
     const Expr zero = tir::IntImm(0);
     const Expr combined = ReduceCombine(reduce->reduce_kind, tir::Load(accumulator, zero),
                                         LowerExpr(reduce->source, substitution));
@@ -480,7 +635,7 @@ class Lowerer {
     return tir::Allocate(
         accumulator,
         tir::Seq({tir::Store(accumulator, zero, ReduceIdentity(reduce->reduce_kind, tensor.dtype)),
-                  loops, store_value(result)}));
+                  loops, then(result)}));
   }
 
   static tir::Intrinsic BlockCombine(ReduceKind kind) {
@@ -499,16 +654,18 @@ class Lowerer {
 
   const MatMulKnobs matmul_knobs_;
   const bool gpu_;
-  // While an epilogue is lowered (or checked): its product, whose reads are
-  // `folded_sum_`, and where to note their indices.
-  const TensorNode* folded_product_ = nullptr;
-  Expr folded_sum_;
-  std::vector<std::vector<Expr>>* folded_reads_ = nullptr;
+  // What LowerExpr gives reads of tensors without a buffer (LowerIntercepting).
+  std::map<const TensorNode*, ReadValueFn> intercepts_;
+  // The reductions computed where they are read (ComputedInItsReaders), and
+  // the reads of them lowered so far (which number their values' names).
+  std::set<const TensorNode*> inlined_reductions_;
+  int inlined_reads_ = 0;
   std::map<const TensorNode*, tir::Buffer> buffers_;
   // Buffers made so far per tensor name.
   std::map<std::string, int> buffer_names_;
   std::set<const TensorNode*> outputs_;
   std::map<const TensorNode*, int> reads_;
+  std::set<const TensorNode*> counted_bodies_;
   std::set<const TensorNode*> visited_;
   std::set<const TensorNode*> inlined_;
   std::map<const TensorNode*, size_t> inlined_sizes_;

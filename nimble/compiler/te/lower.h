@@ -23,7 +23,10 @@
 // combine their sums); else a kGpuThreads loop, a thread per element, which
 // accumulates a short reduction serially. Consecutive kGpuThreads loops
 // that can share their threads are then merged (tir/merge_gpu_loops.h), so
-// an elementwise chain's stages are one launch. A matrix product of 16 rows
+// an elementwise chain's stages are one launch. A reduction that gets no
+// template and is read only by elementwise stages, no element more than once
+// in all, is computed inside their launches where they read it (an LSTM
+// step's gate rows in the cell's blocks). A matrix product of 16 rows
 // or more (or symbolic rows) whose element multiplies a value of each operand
 // takes the GPU's template (gpu_matmul_schedule.h: a block per output tile,
 // its operands staged in shared memory); one of fewer rows (a matrix-vector

@@ -110,10 +110,12 @@ struct Node {
 class Partitioner {
  public:
   // `positions` holds each node's position in the chain, ascending.
-  Partitioner(const std::vector<Node>& nodes, const std::vector<int>& positions, int max_group_ops)
+  Partitioner(const std::vector<Node>& nodes, const std::vector<int>& positions, int max_group_ops,
+              bool anchors_take_injective)
       : nodes_(nodes),
         positions_(positions),
         max_group_ops_(max_group_ops),
+        anchors_take_injective_(anchors_take_injective),
         dominators_(nodes.size()) {
     for (const Node& node : nodes) {
       const bool anchor =
@@ -206,9 +208,14 @@ class Partitioner {
       const OpPattern pattern = groups_[Find(i)].pattern;
       const OpPattern path = dominators_[i].pattern;
       if (pattern == OpPattern::kOutEWiseFusable) {
-        // An anchor takes an epilogue of elementwise and broadcast ops.
+        // An anchor takes an epilogue of elementwise and broadcast ops, and
+        // (once those have their groups) with anchors_take_injective
+        // injective ones; never a second anchor, whose group's pattern is
+        // above kInjective.
         if (phase == 0 && path == OpPattern::kElemWise) {
           TryFuse(i, sink, [](OpPattern kind, bool) { return kind <= OpPattern::kBroadcast; });
+        } else if (phase == 1 && anchors_take_injective_ && path <= OpPattern::kInjective) {
+          TryFuse(i, sink, [](OpPattern kind, bool) { return kind <= OpPattern::kInjective; });
         }
       } else if (pattern <= OpPattern::kBroadcast) {
         if (path <= OpPattern::kInjective || path == OpPattern::kCommReduce) {
@@ -277,6 +284,7 @@ class Partitioner {
   const std::vector<Node>& nodes_;
   const std::vector<int>& positions_;
   const int max_group_ops_;
+  const bool anchors_take_injective_;
   std::vector<PostDominator> dominators_;
   std::vector<Group> groups_;
 };
@@ -285,8 +293,10 @@ class Partitioner {
 // nested functions) into calls of primitives, a group's at its last node.
 class Fuser : public ir::ExprMutator {
  public:
-  Fuser(int max_group_ops, FusiblePredicate fusible)
-      : max_group_ops_(max_group_ops), fusible_(std::move(fusible)) {}
+  Fuser(int max_group_ops, FusiblePredicate fusible, bool anchors_take_injective)
+      : max_group_ops_(max_group_ops),
+        fusible_(std::move(fusible)),
+        anchors_take_injective_(anchors_take_injective) {}
 
   ir::Expr VisitFunction(const ir::FunctionNode* function) override {
     // Already primitive: its body is the kernel, not calls to wrap again.
@@ -356,7 +366,8 @@ class Fuser : public ir::ExprMutator {
       note_uses(result, result_position);
     }
 
-    const std::vector<int> roots = Partitioner(nodes, positions, max_group_ops_).Partition();
+    const std::vector<int> roots =
+        Partitioner(nodes, positions, max_group_ops_, anchors_take_injective_).Partition();
     std::vector<std::vector<int>> members(nodes.size());
     for (size_t i = 0; i < nodes.size(); ++i) members[roots[i]].push_back(static_cast<int>(i));
     // A group's fused call at its last node; nothing at its other nodes.
@@ -513,6 +524,7 @@ class Fuser : public ir::ExprMutator {
 
   const int max_group_ops_;
   const FusiblePredicate fusible_;
+  const bool anchors_take_injective_;
 };
 
 }  // namespace
@@ -526,7 +538,9 @@ ir::IRModule FuseOps(const ir::IRModule& module, const FuseOptions& options) {
   return RunWithDeepStack([&] {
     ir::IRModule result = MapFunctions(module, [&](const ir::IRModuleNode::Definition& definition) {
       return ir::RefOf(static_cast<const ir::FunctionNode*>(
-          Fuser(max_group_ops, options.fusible).VisitExpr(definition.function).get()));
+          Fuser(max_group_ops, options.fusible, options.anchors_take_injective)
+              .VisitExpr(definition.function)
+              .get()));
     });
     typing::InferTypes(result);
     return result;

@@ -36,6 +36,15 @@ struct FuseOptions {
   // every call may fuse). The compiler passes what code generation supports,
   // since only a generated kernel can run a fused primitive.
   std::function<bool(const ir::CallNode&)> fusible = nullptr;
+  // On: an nn.dense-like op's group also takes the injective ops on the way
+  // to its post-dominator and what they feed (an LSTM cell, which slices its
+  // gates out of the product), as TVM does not. The code generator writes
+  // the product where its readers find it whatever their indices (on the GPU
+  // it may compute it inside them: te/lower.h), so the cell costs no kernel
+  // of its own; but a product fused so is no single-op primitive that
+  // measurement could give a library kernel, so only where products are
+  // generated anyway.
+  bool anchors_take_injective = false;
 };
 
 // Expects a type-checked module in A-normal form after lambda lifting;

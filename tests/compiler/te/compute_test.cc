@@ -21,12 +21,14 @@
 #include "nimble/compiler/tir/printer.h"
 #include "nimble/vm/adt.h"
 #include "tests/compiler/op/op_test_util.h"
+#include "tests/compiler/te/product_test_util.h"
 #include "tests/compiler/tir/interpreter.h"
 
 namespace nimble::op::testing {
 namespace {
 
 using te::Expr;
+using te::testing::Count;
 
 constexpr DataType kF64 = DataType::Float64();
 constexpr DataType kF16 = DataType::Float16();
@@ -1185,6 +1187,70 @@ TEST(ScheduleTest, AProductStoresItsElementwiseEpilogue) {
   const te::Tensor tanh = Apply(context, "tanh", {product});
   const std::string output = tir::ToString(te::Lower("k", {a, b}, {tanh, product}, {}));
   EXPECT_NE(output.find("nn.dense[((nn.dense.row"), std::string::npos) << output;
+}
+
+// An LSTM cell fused with its gate product (as --kernels generated fuses it):
+// h (1, U) times w (4U, U) plus x gives the gates i, f, g, o of U units each;
+// c' = sigmoid(f) * c + sigmoid(i) * tanh(g) and h' = sigmoid(o) * tanh(c').
+// On the GPU the product of one row is computed where the cell reads it: one
+// launch, each unit computing its four gates (by a thread each for a short
+// reduction, U = 8; by block reductions for a long one, U = 40) with no gate
+// buffer. The CPU writes the gates out once, then c' and h'.
+TEST(ScheduleTest, AGpuCellComputesItsGateProductsWhereItReadsThem) {
+  for (const int64_t units : {8, 40}) {
+    const std::vector<Tensor> inputs = {Random({1, units}, kF32), Random({4 * units, units}, kF32),
+                                        Random({1, 4 * units}, kF32), Random({1, units}, kF32)};
+    const auto slice_attrs = [&](int64_t k) {
+      return MakeAttrs({{"begin", std::vector<int64_t>{k * units}},
+                        {"end", std::vector<int64_t>{(k + 1) * units}},
+                        {"axes", std::vector<int64_t>{1}}});
+    };
+    const Tensor gate_values =
+        Invoke("add", {Invoke("nn.dense", {inputs[0], inputs[1]}), inputs[2]});
+    const auto expected_gate = [&](int64_t k, const std::string& activation) {
+      return Invoke(activation, {Invoke("strided_slice", {gate_values}, slice_attrs(k))});
+    };
+    const Tensor expected_cell = Invoke(
+        "add", {Invoke("multiply", {expected_gate(1, "sigmoid"), inputs[3]}),
+                Invoke("multiply", {expected_gate(0, "sigmoid"), expected_gate(2, "tanh")})});
+    const Tensor expected_hidden =
+        Invoke("multiply", {expected_gate(3, "sigmoid"), Invoke("tanh", {expected_cell})});
+    for (const bool gpu : {false, true}) {
+      const std::vector<te::Tensor> x = Placeholders(inputs, kStatic);
+      te::ComputeContext context(gpu);
+      const te::Tensor gates =
+          Apply(context, "add", {Apply(context, "nn.dense", {x[0], x[1]}), x[2]});
+      const auto gate = [&](int64_t k, const std::string& activation) {
+        return Apply(context, activation,
+                     {Apply(context, "strided_slice", {gates}, slice_attrs(k))});
+      };
+      const te::Tensor cell =
+          Apply(context, "add",
+                {Apply(context, "multiply", {gate(1, "sigmoid"), x[3]}),
+                 Apply(context, "multiply", {gate(0, "sigmoid"), gate(2, "tanh")})});
+      const te::Tensor hidden =
+          Apply(context, "multiply", {gate(3, "sigmoid"), Apply(context, "tanh", {cell})});
+      const tir::PrimFunc func =
+          te::Lower("cell", x, {hidden, cell}, context.requirements(), {},
+                    gpu ? tir::PrimFunc::Device::kGpu : tir::PrimFunc::Device::kCpu);
+      const std::string printed = tir::ToString(func);
+      if (gpu) {
+        const bool block = units >= 32;
+        EXPECT_EQ(Count(printed, block ? "gpu_blocks" : "gpu_threads"), 1u) << printed;
+        EXPECT_EQ(Count(printed, block ? "gpu_threads" : "gpu_blocks"), 0u) << printed;
+        EXPECT_EQ(Count(printed, "block_sum"), block ? 4u : 0u) << printed;
+        EXPECT_EQ(Count(printed, "allocate nn.dense:"), 0u) << printed;
+      } else {
+        EXPECT_EQ(Count(printed, "allocate "), 3u) << printed;  // the gates and two tiles' sums
+      }
+      Tensor hidden_out = TensorNode::Empty({1, units}, kF32);
+      Tensor cell_out = TensorNode::Empty({1, units}, kF32);
+      tir::testing::Interpret(
+          func, std::vector{inputs[0], inputs[1], inputs[2], inputs[3], hidden_out, cell_out});
+      ExpectClose(cell_out, expected_cell, Relative(1e-5));
+      ExpectClose(hidden_out, expected_hidden, Relative(1e-5));
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------

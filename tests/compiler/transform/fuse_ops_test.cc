@@ -464,6 +464,48 @@ def @main(%x: Tensor[(4, 6), float32], %w: Tensor[(4, 6), float32]) {
               ElementsAre("exp+transpose+negative", "nn.dense", "reshape+exp"));
 }
 
+// With anchors_take_injective an anchor's group also takes the injective ops
+// after it and what they feed: an LSTM cell slicing its gates out of the
+// product is one group with it, returning c' too; still never a second
+// anchor, nor a reduction.
+TEST(FuseOps, AnAnchorTakesItsInjectiveReadersWhenAsked) {
+  ir::IRModule cell = ParseTyped(R"(
+def @main(%h: Tensor[(1, 4), float32], %w: Tensor[(16, 4), float32], %c: Tensor[(1, 4), float32]) {
+  let %gates = nn.dense(%h, %w);
+  let %si = strided_slice(%gates, begin=[0], end=[4], axes=[1]);
+  let %i = sigmoid(%si);
+  let %sf = strided_slice(%gates, begin=[4], end=[8], axes=[1]);
+  let %f = sigmoid(%sf);
+  let %sg = strided_slice(%gates, begin=[8], end=[12], axes=[1]);
+  let %g = tanh(%sg);
+  let %so = strided_slice(%gates, begin=[12], end=[16], axes=[1]);
+  let %o = sigmoid(%so);
+  let %fc = multiply(%f, %c);
+  let %ig = multiply(%i, %g);
+  let %c2 = add(%fc, %ig);
+  let %tc = tanh(%c2);
+  let %h2 = multiply(%o, %tc);
+  (%h2, %c2)
+})");
+  const std::string cell_ops =
+      "strided_slice+sigmoid+strided_slice+sigmoid+strided_slice+tanh+strided_slice+sigmoid+"
+      "multiply+multiply+add+tanh+multiply";
+  EXPECT_THAT(Primitives(FuseOps(cell)), ElementsAre("nn.dense", cell_ops));
+  EXPECT_THAT(Primitives(FuseOps(cell, {.anchors_take_injective = true})),
+              ElementsAre("nn.dense+" + cell_ops));
+  ir::IRModule anchors = ParseTyped(R"(
+def @main(%x: Tensor[(8, 8), float32], %w1: Tensor[(8, 8), float32], %w2: Tensor[(8, 8), float32]) {
+  let %d1 = nn.dense(%x, %w1);
+  let %t1 = transpose(%d1);
+  let %d2 = nn.dense(%t1, %w2);
+  let %t2 = transpose(%d2);
+  let %s = sum(%t2, axis=[1]);
+  %s
+})");
+  EXPECT_THAT(Primitives(FuseOps(anchors, {.anchors_take_injective = true})),
+              ElementsAre("nn.dense+transpose", "nn.dense+transpose", "sum"));
+}
+
 // A data-dependent shape function (dyn.reshape, arange) or an upper-bound one
 // (argwhere) would read a fused intermediate: those ops keep a primitive of
 // their own, neither taking their producer nor joining their consumer.
