@@ -410,16 +410,17 @@ TEST_F(NimbleCli, DumpsTheLoopIrOfAGeneratedKernel) {
   EXPECT_THAT(missing.err,
               HasSubstr("are fused_take_expand_dims_0, fused_add_add_strided_slice_sigmoid_1, "));
   // For the nvidia target a kernel's stages are GPU loops, a thread per
-  // element; the cell's four share one loop, each thread running them in turn
-  // and keeping the gate products it reads back in registers, not buffers.
+  // element; the cell's two, c' (add) and h' (multiply, which reads c'),
+  // share one loop, each thread computing c' then h' with its gates inlined:
+  // no temporary buffer.
   const Outcome gpu =
       Nimble({"dump", lstm, "--params", params, "--tir", "all", "--target", "nvidia"});
   ASSERT_EQ(gpu.status, 0) << gpu.err;
   EXPECT_THAT(gpu.out, AllOf(HasSubstr("gpu kernel fused_add_add_strided_slice_sigmoid_1("),
-                             HasSubstr("for multiply_1.thread in [0, 16) gpu_threads {"),
-                             HasSubstr("    let add.thread = multiply_1.thread\n"),
-                             HasSubstr("    add[add.thread] = (multiply_1 + multiply_2)\n"),
-                             Not(HasSubstr("for add.thread")), Not(HasSubstr("allocate"))));
+                             HasSubstr("for add.thread in [0, 16) gpu_threads {"),
+                             HasSubstr("    let multiply.thread = add.thread\n"),
+                             HasSubstr(" * tanh(add[multiply.thread]))\n"),
+                             Not(HasSubstr("for multiply.thread")), Not(HasSubstr("allocate"))));
 }
 
 // --warmup runs the program first; the profile covers the last run alone.
