@@ -618,31 +618,30 @@ class Lowerer {
   // one-element temporary named after `name`; `across_block`: in a
   // kGpuBlocks loop, whose threads share the innermost reduction axis and
   // combine their accumulators at the end.
-  tir::Stmt Accumulate(const TensorNode& tensor, const ReduceNode& reduction,
+  tir::Stmt Accumulate(const TensorNode& tensor, const ReduceNode& reduce,
                        const std::vector<Expr>& indices, bool across_block, const std::string& name,
                        const std::function<tir::Stmt(const Expr&)>& then) {
-    const ReduceNode* reduce = &reduction;
     Substitution substitution;
     for (size_t i = 0; i < indices.size(); ++i) substitution[tensor.axes[i].get()] = indices[i];
     const tir::Buffer accumulator = std::make_shared<tir::BufferNode>(
         name + ".acc", tensor.dtype, std::vector<Expr>{tir::IntImm(1)});
     const Expr zero = tir::IntImm(0);
-    const Expr combined = ReduceCombine(reduce->reduce_kind, tir::Load(accumulator, zero),
-                                        LowerExpr(reduce->source, substitution));
+    const Expr combined = ReduceCombine(reduce.reduce_kind, tir::Load(accumulator, zero),
+                                        LowerExpr(reduce.source, substitution));
     tir::Stmt loops = tir::Store(accumulator, zero, combined, /*reassociate=*/true);
-    for (size_t k = reduce->axes.size(); k-- > 0;) {
-      const bool innermost = k + 1 == reduce->axes.size();
+    for (size_t k = reduce.axes.size(); k-- > 0;) {
+      const bool innermost = k + 1 == reduce.axes.size();
       tir::ForKind kind = tir::ForKind::kSerial;
       if (innermost && across_block) kind = tir::ForKind::kGpuBlockStride;
       if (innermost && !gpu_) kind = tir::ForKind::kVectorized;
-      loops = tir::For(reduce->axes[k].var, LowerExpr(reduce->axes[k].extent, substitution), kind,
-                       loops);
+      loops =
+          tir::For(reduce.axes[k].var, LowerExpr(reduce.axes[k].extent, substitution), kind, loops);
     }
     Expr result = tir::Load(accumulator, zero);
-    if (across_block) result = tir::Call(BlockCombine(reduce->reduce_kind), {result});
+    if (across_block) result = tir::Call(BlockCombine(reduce.reduce_kind), {result});
     return tir::Allocate(
         accumulator,
-        tir::Seq({tir::Store(accumulator, zero, ReduceIdentity(reduce->reduce_kind, tensor.dtype)),
+        tir::Seq({tir::Store(accumulator, zero, ReduceIdentity(reduce.reduce_kind, tensor.dtype)),
                   loops, then(result)}));
   }
 
