@@ -513,20 +513,25 @@ TEST_P(Differential, VMAgreesWithEvaluator) {
   } catch (const Error& error) {
     FAIL() << "type inference fails: " << error.what();
   }
-  // A well-typed program must compile, even one that fails at run time.
-  std::optional<vm::Executable> executable;
-  try {
-    executable = Compile(module);
-  } catch (const Error& error) {
-    FAIL() << "backend::Compile fails: " << error.what();
+  // A well-typed program must compile, even one that fails at run time: with
+  // the kernels measurement chooses, and with every supported op generated
+  // (products fused with what follows them).
+  for (const char* kernels : {"auto", "generated"}) {
+    SCOPED_TRACE(std::string("--kernels ") + kernels);
+    std::optional<vm::Executable> executable;
+    try {
+      executable = Compile(module, {.kernels = kernels});
+    } catch (const Error& error) {
+      FAIL() << "backend::Compile fails: " << error.what();
+    }
+    ExpectVMAgreesWithEvaluator(c, module, *executable);
   }
-  ExpectVMAgreesWithEvaluator(c, module, *executable);
 }
 
 // The same programs for the GPU: each compiles for --target nvidia (its
 // kernels to PTX that the toolkit's ptxas assembles, where it is installed;
-// its matrix products to cuBLAS) and, where a GPU exists, agrees with the
-// evaluator.
+// its matrix products to cuBLAS, or with --kernels generated to the GPU's
+// templates) and, where a GPU exists, agrees with the evaluator.
 TEST_P(Differential, GpuAgreesWithEvaluator) {
   const Case& c = GetParam();
   if (!c.known_gap.empty()) GTEST_SKIP() << "known gap: " << c.known_gap;
@@ -534,21 +539,26 @@ TEST_P(Differential, GpuAgreesWithEvaluator) {
   if (!c.gpu_gap.empty()) GTEST_SKIP() << "GPU gap: " << c.gpu_gap;
   ir::IRModule module = LoadCase(c);
   typing::InferTypes(module);
-  std::optional<vm::Executable> executable;
-  try {
-    executable = Compile(module, {.target = "nvidia"});
-  } catch (const Error& error) {
-    FAIL() << "backend::Compile for nvidia fails: " << error.what();
-  }
-  if (!executable->device_code.empty() && !testing::Ptxas().empty()) {
-    for (const char* arch : {"sm_80", "sm_90"}) {
-      EXPECT_EQ(testing::PtxasRejects(executable->device_code, arch), "");
+  std::vector<vm::Executable> executables;
+  for (const char* kernels : {"auto", "generated"}) {
+    SCOPED_TRACE(std::string("--kernels ") + kernels);
+    try {
+      executables.push_back(Compile(module, {.target = "nvidia", .kernels = kernels}));
+    } catch (const Error& error) {
+      FAIL() << "backend::Compile for nvidia fails: " << error.what();
+    }
+    if (!executables.back().device_code.empty() && !testing::Ptxas().empty()) {
+      for (const char* arch : {"sm_80", "sm_90"}) {
+        EXPECT_EQ(testing::PtxasRejects(executables.back().device_code, arch), "");
+      }
     }
   }
   if (const std::string missing = testing::CudaMissing(); !missing.empty()) {
     GTEST_SKIP() << missing;
   }
-  ExpectVMAgreesWithEvaluator(c, module, *executable);
+  for (const vm::Executable& executable : executables) {
+    ExpectVMAgreesWithEvaluator(c, module, executable);
+  }
 }
 
 void ExpectVMAgreesWithEvaluator(const Case& c, const ir::IRModule& module,
