@@ -5,11 +5,13 @@
 // tensor is inlined into its readers, so an elementwise chain or an epilogue
 // costs no memory traffic of its own [paper 4.5; TVM's injective inlining].
 //
-// A matrix product (ScheduleHint::kMatMul or kOuterProduct) takes the template of
-// matmul_schedule.h with `matmul_knobs`; when the next stage is its only
-// reader, elementwise and of its shape, reading it at its own indices (a
-// bias, an activation, a residual add), the template stores that stage from
-// each sum instead, and the product is never written to memory. Any other stage: its spatial loops
+// A matrix product (ScheduleHint::kMatMul or kOuterProduct) takes the
+// template of matmul_schedule.h with `matmul_knobs`; when the next stage is
+// its only reader, elementwise and of its shape, reading it at its own
+// indices (a bias, a residual add, an activation: not, on the CPU after a
+// dot-product tile, one with a transcendental call, which its own loop
+// vectorises), the template stores that stage from each sum instead, and the
+// product is never written to memory. Any other stage: its spatial loops
 // but the innermost are fused into one outer loop, run in parallel on the
 // process's thread pool in chunks of about 32K elements of work; the
 // innermost loop is vectorised, or, when the outer loop is statically one
