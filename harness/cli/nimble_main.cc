@@ -7,6 +7,7 @@
 //   nimble random -o OUT --seed N --tensor NAME:SHAPE[:DTYPE] ...
 //   nimble dump EXE.nimble [--bytecode] [--constants]
 //   nimble dump PROG.relay [--params W.npz] --ir-after PASS
+//   nimble dump PROG.relay [--params W.npz] --tir KERNEL|all [--target T] [--generated]
 //   nimble export-model lstm|treelstm|bert -o PROG.relay --params W.npz [--layers N]
 //                       [--seed S] [--weights IN.npz]
 //   nimble import MODEL.onnx -o PROG.relay --params W.npz   (run, check, compile also take .onnx)
@@ -587,6 +588,10 @@ int Main(int argc, char** argv) {
   dump_command->add_option("--params", dump.params,
                            "With --ir-after: the program's .npz of named tensors");
   AddKernelOptions(dump_command, dump.kernels, /*choose_kernels=*/false);
+  dump_command->add_flag_callback(
+      "--generated", [&dump] { dump.kernels.kernels = "generated"; },
+      "With --tir, --ir-after or --allocations: compile as --kernels generated does (every op "
+      "code generation supports generated, matrix products fused with what follows them)");
   dump_command->add_option("--target", dump.target, "With --ir-after: the target hosts")
       ->check(CLI::IsMember({"intel", "arm", "nvidia"}))
       ->capture_default_str();

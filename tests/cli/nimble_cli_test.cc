@@ -421,6 +421,16 @@ TEST_F(NimbleCli, DumpsTheLoopIrOfAGeneratedKernel) {
                              HasSubstr("    let multiply.thread = add.thread\n"),
                              HasSubstr(" * tanh(add[multiply.thread]))\n"),
                              Not(HasSubstr("for multiply.thread")), Not(HasSubstr("allocate"))));
+  // --generated compiles as --kernels generated: the recurrent product joins
+  // the cell, and on the GPU each unit's thread computes its four gates' rows
+  // where the cell reads them (one launch, no gate buffer).
+  const Outcome generated = Nimble(
+      {"dump", lstm, "--params", params, "--tir", "all", "--target", "nvidia", "--generated"});
+  ASSERT_EQ(generated.status, 0) << generated.err;
+  EXPECT_THAT(generated.out, AllOf(HasSubstr("gpu kernel fused_nn_dense_add_add_strided_slice_2("),
+                                   HasSubstr("  for add.element in [0, 16) gpu_threads {\n"),
+                                   HasSubstr("    let nn.dense.3 = nn.dense.3.acc[0]\n"),
+                                   Not(HasSubstr("allocate nn.dense:"))));
 }
 
 // --warmup runs the program first; the profile covers the last run alone.
