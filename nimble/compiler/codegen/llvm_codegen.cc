@@ -1290,12 +1290,18 @@ class FunctionEmitter {
       Unsupported("shared buffer " + buffer.name + " is not of a constant size within " +
                   std::to_string(kMaxSharedBytes) + " bytes a block");
     }
-    auto* array_type = llvm::ArrayType::get(type, static_cast<uint64_t>(count));
+    return SharedGlobal(llvm::ArrayType::get(type, static_cast<uint64_t>(count)), buffer.name,
+                        llvm::Align(16));
+  }
+
+  // An array of the GPU module in shared memory, one per block.
+  llvm::GlobalVariable* SharedGlobal(llvm::ArrayType* array_type, const std::string& name,
+                                     llvm::Align align) {
     auto* shared = new llvm::GlobalVariable(
         m_.module, array_type, /*isConstant=*/false, llvm::GlobalValue::InternalLinkage,
-        llvm::UndefValue::get(array_type), k_.name + "_" + buffer.name, nullptr,
+        llvm::UndefValue::get(array_type), k_.name + "_" + name, nullptr,
         llvm::GlobalValue::NotThreadLocal, kSharedAddressSpace);
-    shared->setAlignment(llvm::Align(16));
+    shared->setAlignment(align);
     return shared;
   }
 
@@ -1325,11 +1331,7 @@ class FunctionEmitter {
     }
     llvm::Type* type = ValueType(dtype);
     auto* array_type = llvm::ArrayType::get(type, static_cast<uint64_t>(block_threads_));
-    auto* shared = new llvm::GlobalVariable(
-        m_.module, array_type, /*isConstant=*/false, llvm::GlobalValue::InternalLinkage,
-        llvm::UndefValue::get(array_type), k_.name + "_" + name, nullptr,
-        llvm::GlobalValue::NotThreadLocal, kSharedAddressSpace);
-    shared->setAlignment(llvm::Align(dtype.bytes()));
+    llvm::GlobalVariable* shared = SharedGlobal(array_type, name, llvm::Align(dtype.bytes()));
     Value* thread = ThreadInBlock();
     auto slot = [&](Value* index) {
       return b_.CreateInBoundsGEP(array_type, shared, {b_.getInt32(0), index});

@@ -1020,6 +1020,17 @@ TEST(CodegenGpuTest, RejectsBlockThreadsAndSharedMemoryOutOfPlace) {
                          Allocate(shared, Store(shared, IntImm(0), FloatImm(0))))),
             "kernel k: shared buffer s outside the code that every thread of a gpu_blocks loop "
             "runs");
+  const Buffer large = std::make_shared<BufferNode>(
+      "large", DataType::Float32(), std::vector<Expr>{IntImm(20000)}, MemoryScope::kGpuShared);
+  EXPECT_EQ(error_of(For(i, IntImm(4), ForKind::kGpuBlocks,
+                         Allocate(large, For(t, IntImm(4), ForKind::kGpuBlockThreads,
+                                             Store(large, t, FloatImm(0)))))),
+            "kernel k: shared buffer large is not of a constant size within 49152 bytes a block");
+  // A block combine's halving tree needs a power of two threads.
+  EXPECT_EQ(error_of(For(i, IntImm(4), ForKind::kGpuBlocks,
+                         Seq({For(t, IntImm(6), ForKind::kGpuBlockThreads, store),
+                              Store(f, i, Call(Intrinsic::kBlockSum, {Load(f, i)}))}))),
+            "kernel k: block_sum in a block of 6 threads, not a power of two");
 }
 
 }  // namespace
