@@ -388,9 +388,14 @@ te::Tensor ReshapeTo(te::ComputeContext& context, const std::string& name, const
                      const Indices& shape) {
   RequireEqual(context, tir::NumElements(shape), tir::NumElements(data->shape),
                name + ": the element count changes");
-  return Gather(name, data, shape, [&](const Indices& indices) {
-    return UnravelIndex(tir::FlatIndex(shape, indices), data->shape);
-  });
+  return te::Rearrange(
+      name, data, shape,
+      [&](const Indices& indices) {
+        return UnravelIndex(tir::FlatIndex(shape, indices), data->shape);
+      },
+      [data_shape = data->shape, shape](const Indices& source) {
+        return UnravelIndex(tir::FlatIndex(data_shape, source), shape);
+      });
 }
 
 std::vector<te::Tensor> ReshapeCompute(te::ComputeContext& context,
@@ -429,11 +434,18 @@ std::vector<te::Tensor> TransposeCompute(te::ComputeContext&, std::span<const te
   const std::vector<size_t> perm = rules::TransposePerm(data->shape.size(), attrs);
   Indices shape;
   for (size_t axis : perm) shape.push_back(data->shape[axis]);
-  return {Gather("transpose", data, shape, [&](const Indices& indices) {
-    Indices source(indices.size());
-    for (size_t j = 0; j < perm.size(); ++j) source[perm[j]] = indices[j];
-    return source;
-  })};
+  return {te::Rearrange(
+      "transpose", data, shape,
+      [&](const Indices& indices) {
+        Indices source(indices.size());
+        for (size_t j = 0; j < perm.size(); ++j) source[perm[j]] = indices[j];
+        return source;
+      },
+      [perm](const Indices& source) {
+        Indices indices(source.size());
+        for (size_t j = 0; j < perm.size(); ++j) indices[j] = source[perm[j]];
+        return indices;
+      })};
 }
 
 std::vector<te::Tensor> SqueezeCompute(te::ComputeContext& context,

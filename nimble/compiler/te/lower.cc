@@ -65,15 +65,15 @@ class Lowerer {
         inlined_reductions_.insert(stage.get());
         continue;
       }
-      if (s + 1 < stages_.size() && IsEpilogue(*stage, *stages_[s + 1])) {
+      if (s + 1 < stages_.size()) {
         const Tensor& epilogue = stages_[s + 1];
-        body.push_back(LowerWithEpilogue(*stage, *epilogue, buffer_of(epilogue)));
-        ++s;
-        continue;
+        if (std::optional<Expr> fits = EpilogueCondition(*stage, *epilogue)) {
+          body.push_back(LowerWithEpilogue(*stage, *epilogue, buffer_of(epilogue), *fits));
+          ++s;
+          continue;
+        }
       }
-      const tir::Buffer buffer = buffer_of(stage);
-      std::optional<tir::Stmt> reader = LowerReaderOfInlined(*stage, buffer);
-      body.push_back(reader ? std::move(*reader) : LowerStage(*stage, buffer));
+      body.push_back(LowerOwnLoops(*stage, buffer_of(stage)));
     }
     tir::Stmt result = tir::Seq(std::move(body));
     for (auto it = temporaries.rbegin(); it != temporaries.rend(); ++it) {
@@ -268,31 +268,49 @@ class Lowerer {
     }
   }
 
-  // Whether `consumer`, the stage after `product`, is the product's
-  // epilogue, which the product's loops can store in place of each sum: a
-  // matrix product read nowhere else (and no output), and an elementwise
-  // consumer of its shape that reads it only at its own indices (a bias, an
-  // activation, a residual add). Not on the CPU for an epilogue with a
-  // transcendental call (GELU's erf, tanh) after a dot-product tile: the
-  // tile stores its sums one at a time, so each call would be scalar where
-  // the epilogue's own loop vectorises it (BERT at hidden size 64 ran 27%
-  // more instructions so).
-  bool IsEpilogue(const TensorNode& product, const TensorNode& consumer) {
+  // Where `consumer`, the stage after `product`, is the product's epilogue,
+  // which the product's loops can store in place of each sum: the condition
+  // under which it is, or nothing where it never is. An epilogue is an
+  // elementwise consumer of a matrix product read nowhere else (and no
+  // output) that reads it only at its own indices (a bias, an activation, a
+  // residual add), over the product's shape. Where the two shapes may differ
+  // (a residual add's rows, `select(d1 == 1, d2, d1)` beside the product's
+  // d1: each input's `?` is a variable of its own), the condition is that
+  // they are equal; a broadcast read `select(d1 == 1, 0, i)` is then read at
+  // i. That is for the GPU, where it saves a launch: on the CPU its branch
+  // would double the template's code for a store of each sum that is
+  // scalar where the consumer's own loop is vectorised (the CI gate's small
+  // BERT counted 1.4% more instructions). Not on the CPU for an epilogue
+  // with a transcendental call (GELU's erf, tanh) after a dot-product tile:
+  // the tile stores its sums one at a time, so each call would be scalar
+  // where the epilogue's own loop vectorises it (BERT at hidden size 64 ran
+  // 27% more instructions so). A consumer that only moves the product's
+  // elements is an epilogue too, always, where PlacementOf places them.
+  std::optional<Expr> EpilogueCondition(const TensorNode& product, const TensorNode& consumer) {
     const ReduceNode* reduce =
         IsReduction(product) ? static_cast<const ReduceNode*>(product.body.get()) : nullptr;
     if (!reduce || !IsProduct(product, *reduce) || outputs_.count(&product) ||
-        reads_[&product] != 1 || IsReduction(consumer) ||
-        consumer.shape.size() != product.shape.size()) {
-      return false;
+        reads_[&product] != 1 || IsReduction(consumer)) {
+      return std::nullopt;
     }
+    // One read counted may be inside a tensor inlined into several stages.
+    for (const Tensor& stage : stages_) {
+      if (stage.get() != &consumer && stage.get() != &product && Reads(stage->body, product)) {
+        return std::nullopt;
+      }
+    }
+    if (PlacementOf(product, consumer)) return tir::IntImm(1);
+    if (consumer.shape.size() != product.shape.size()) return std::nullopt;
     if (!gpu_ && product.hint != ScheduleHint::kOuterProduct &&
         Transcendentals(consumer.body) > 0) {
-      return false;
+      return std::nullopt;
     }
+    Expr condition = tir::IntImm(1);
     for (size_t d = 0; d < product.shape.size(); ++d) {
-      if (!tir::StructurallyEqual(tir::Simplify(consumer.shape[d]),
-                                  tir::Simplify(product.shape[d]))) {
-        return false;
+      const Expr rows = tir::Simplify(product.shape[d]);
+      const Expr consumer_rows = tir::Simplify(consumer.shape[d]);
+      if (!tir::StructurallyEqual(consumer_rows, rows)) {
+        condition = tir::And(condition, tir::Compare(tir::CompareOp::kEq, consumer_rows, rows));
       }
     }
     std::vector<std::vector<Expr>> reads;
@@ -303,36 +321,145 @@ class Lowerer {
       return tir::MakeVar(product.name + ".sum", product.dtype);
     };
     LowerIntercepting(consumer.body, {}, std::move(intercepts));
-    if (reads.empty() || reads_inlined) return false;
+    if (reads.empty() || reads_inlined) return std::nullopt;
     for (const std::vector<Expr>& indices : reads) {
       for (size_t d = 0; d < indices.size(); ++d) {
-        // A broadcast reads an axis of extent 1 at 0: its only index.
-        int64_t index, extent;
-        const Expr simplified = tir::Simplify(indices[d]);
-        const bool only_index = tir::AsInt(simplified, &index) && index == 0 &&
-                                tir::AsInt(product.shape[d], &extent) && extent == 1;
-        if (simplified.get() != consumer.axes[d].get() && !only_index) return false;
+        if (!ReadsAtAxis(tir::Simplify(indices[d]), *consumer.axes[d],
+                         tir::Simplify(product.shape[d]), &condition)) {
+          return std::nullopt;
+        }
       }
     }
-    return true;
+    condition = tir::Simplify(condition);
+    int64_t always;
+    const bool constant = tir::AsInt(condition, &always);
+    if ((constant && always == 0) || (!constant && !gpu_)) return std::nullopt;
+    return condition;
   }
 
-  // `product` storing `epilogue` into `buffer` from each sum: by its
-  // template, or on the GPU by a block per element.
+  // Whether `expr` reads `tensor`, itself or through the tensors it inlines.
+  bool Reads(const Expr& expr, const TensorNode& tensor) {
+    if (expr->kind == tir::ExprKind::kTensorRead) {
+      const auto& read = static_cast<const TensorReadNode&>(*expr);
+      if (read.tensor.get() == &tensor) return true;
+      for (const Expr& index : read.indices) {
+        if (Reads(index, tensor)) return true;
+      }
+      return !read.tensor->is_placeholder() && !IsStage(*read.tensor) &&
+             Reads(read.tensor->body, tensor);
+    }
+    if (expr->kind == tir::ExprKind::kReduce) {
+      return Reads(static_cast<const ReduceNode&>(*expr).source, tensor);
+    }
+    bool found = false;
+    tir::ForEachOperand(expr, [&](const Expr& child) { found = found || Reads(child, tensor); });
+    return found;
+  }
+
+  // Whether `index`, a consumer's index into the product along a dimension
+  // of `extent`, is the consumer's `axis` there once the two shapes are
+  // equal and `*condition` holds, to which it adds what else it needs. That
+  // is the axis itself, 0 where the extent is statically 1, or a broadcast's
+  // read `select(e == 1, 0, index)` of such an index (nested where a
+  // broadcast reads one: a bias add's inside a residual add's), given e
+  // equals the extent: where that is 1 the axis is 0 too.
+  static bool ReadsAtAxis(const Expr& index, const tir::VarNode& axis, const Expr& extent,
+                          Expr* condition) {
+    if (index.get() == &axis) return true;
+    int64_t value, size;
+    if (tir::AsInt(index, &value)) {
+      return value == 0 && tir::AsInt(extent, &size) && size == 1;
+    }
+    if (index->kind != tir::ExprKind::kSelect) return false;
+    const auto& select = static_cast<const tir::SelectNode&>(*index);
+    if (select.condition->kind != tir::ExprKind::kCompare ||
+        !tir::AsInt(select.true_value, &value) || value != 0) {
+      return false;
+    }
+    const auto& compare = static_cast<const tir::CompareNode&>(*select.condition);
+    if (compare.op != tir::CompareOp::kEq || !tir::AsInt(compare.b, &value) || value != 1) {
+      return false;
+    }
+    if (!tir::StructurallyEqual(compare.a, extent)) {
+      *condition = tir::And(*condition, tir::Compare(tir::CompareOp::kEq, compare.a, extent));
+    }
+    return ReadsAtAxis(select.false_value, axis, extent, condition);
+  }
+
+  // On the GPU, where `consumer` only moves the elements of `product` (a
+  // transpose, a reshape, or several such inlined into one another: BERT's
+  // attention context, (heads, L, dh) to (1, L, heads * dh)): the index in
+  // `consumer` of each element of the product; null elsewhere. Not on the
+  // CPU, whose templates store a vector of a row's columns at a time, which
+  // the placement's floordiv and floormod would scatter.
+  IndexMap PlacementOf(const TensorNode& product, const TensorNode& consumer) {
+    if (!gpu_) return nullptr;
+    std::vector<const TensorNode*> movers;
+    for (const TensorNode* tensor = &consumer;
+         tensor->placement && tensor->body->kind == tir::ExprKind::kTensorRead;) {
+      movers.push_back(tensor);
+      const Tensor& source = static_cast<const TensorReadNode&>(*tensor->body).tensor;
+      if (source.get() == &product) {
+        return [movers](const std::vector<Expr>& indices) {
+          std::vector<Expr> placed = indices;
+          for (auto mover = movers.rbegin(); mover != movers.rend(); ++mover) {
+            placed = (*mover)->placement(placed);
+          }
+          return placed;
+        };
+      }
+      if (IsStage(*source)) break;
+      tensor = source.get();
+    }
+    return nullptr;
+  }
+
+  // `stage` written into `buffer` by loops of its own (the reductions
+  // computed in their readers first where it reads some).
+  tir::Stmt LowerOwnLoops(const TensorNode& stage, const tir::Buffer& buffer) {
+    std::optional<tir::Stmt> reader = LowerReaderOfInlined(stage, buffer);
+    return reader ? std::move(*reader) : LowerStage(stage, buffer);
+  }
+
+  // `product` storing `epilogue` into `buffer` from each sum (by its
+  // template, or on the GPU by a block per element) where `fits`, the
+  // condition EpilogueCondition gave; elsewhere each in loops of its own,
+  // the product into a temporary allocated only there.
   tir::Stmt LowerWithEpilogue(const TensorNode& product, const TensorNode& epilogue,
-                              const tir::Buffer& buffer) {
+                              const tir::Buffer& buffer, const Expr& fits) {
+    tir::Stmt fused = LowerStoringEpilogue(product, epilogue, buffer);
+    int64_t always;
+    if (tir::AsInt(fits, &always) && always != 0) return fused;
+    const tir::Buffer sums = MakeBuffer(product);
+    buffers_[&product] = sums;
+    return tir::If(fits, std::move(fused),
+                   tir::Allocate(sums, tir::Seq({LowerOwnLoops(product, sums),
+                                                 LowerOwnLoops(epilogue, buffer)})));
+  }
+
+  tir::Stmt LowerStoringEpilogue(const TensorNode& product, const TensorNode& epilogue,
+                                 const tir::Buffer& buffer) {
     const auto& reduce = static_cast<const ReduceNode&>(*product.body);
     MatMulStage stage = MatMulStageOf(product, nullptr, reduce);
-    stage.store = [this, &product, &epilogue, buffer](const std::vector<Expr>& indices,
-                                                      const Expr& sum) {
-      Substitution substitution;
-      for (size_t i = 0; i < indices.size(); ++i) {
-        substitution[epilogue.axes[i].get()] = indices[i];
-      }
-      const Expr value = LowerIntercepting(
-          epilogue.body, substitution, {{&product, [&](const std::vector<Expr>&) { return sum; }}});
-      return tir::Store(buffer, tir::FlatIndex(buffer->shape, indices), value);
-    };
+    if (const IndexMap placement = PlacementOf(product, epilogue)) {
+      stage.store = [placement, buffer](const std::vector<Expr>& indices, const Expr& sum) {
+        return tir::Store(buffer, tir::FlatIndex(buffer->shape, placement(indices)), sum);
+      };
+    } else {
+      stage.store = [this, &product, &epilogue, buffer](const std::vector<Expr>& indices,
+                                                        const Expr& sum) {
+        Substitution substitution;
+        for (size_t i = 0; i < indices.size(); ++i) {
+          substitution[epilogue.axes[i].get()] = indices[i];
+        }
+        const Expr value =
+            LowerIntercepting(epilogue.body, substitution,
+                              {{&product, [&](const std::vector<Expr>&) { return sum; }}});
+        // The product's shape: the buffer's where the two may differ is a
+        // `select` that equals it wherever the epilogue runs.
+        return tir::Store(buffer, tir::FlatIndex(product.shape, indices), value);
+      };
+    }
     std::optional<tir::Stmt> templated = LowerProduct(product, stage);
     if (templated) return *templated;
     return LowerGpuStage(product, nullptr, &reduce, stage.store);

@@ -11,11 +11,14 @@
 // indices (a bias, a residual add, an activation: not, on the CPU after a
 // dot-product tile, one with a transcendental call, which its own loop
 // vectorises), the template stores that stage from each sum instead, and the
-// product is never written to memory. Any other stage: its spatial loops
-// but the innermost are fused into one outer loop, run in parallel on the
-// process's thread pool in chunks of about 32K elements of work; the
-// innermost loop is vectorised, or, when the outer loop is statically one
-// iteration (a row vector), it is the parallel one. A reduction stage
+// product is never written to memory. Where that stage's shape may broadcast
+// the product's (a residual add's `?` rows beside the product's), a GPU
+// kernel branches: that where the two shapes are equal as it runs, the
+// product written out and the stage's own loops elsewhere. Any other stage:
+// its spatial loops but the innermost are fused into one outer loop, run in
+// parallel on the process's thread pool in chunks of about 32K elements of
+// work; the innermost loop is vectorised, or, when the outer loop is
+// statically one iteration (a row vector), it is the parallel one. A reduction stage
 // accumulates in a one-element temporary over its reduction loops, the
 // innermost vectorised with reassociation.
 //
@@ -32,8 +35,10 @@
 // or more (or symbolic rows) whose element multiplies a value of each operand
 // takes the GPU's template (gpu_matmul_schedule.h: a block per output tile,
 // its operands staged in shared memory); one of fewer rows (a matrix-vector
-// product) keeps a block per element. (Under --kernels auto cuBLAS runs the
-// unfused products instead.)
+// product) keeps a block per element. A next stage that only moves the
+// product's elements (transposes and reshapes: TensorNode::placement) is
+// stored by the product too, each sum at its place. (Under --kernels auto
+// cuBLAS runs the unfused products instead.)
 #pragma once
 
 #include <string>

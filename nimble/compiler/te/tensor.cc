@@ -27,6 +27,15 @@ Tensor Compute(std::string name, std::vector<Expr> shape,
                                       std::move(value), hint);
 }
 
+Tensor Rearrange(std::string name, const Tensor& data, std::vector<Expr> shape,
+                 const IndexMap& source, IndexMap placement) {
+  const Tensor moved =
+      Compute(std::move(name), std::move(shape),
+              [&](const std::vector<Expr>& indices) { return Read(data, source(indices)); });
+  return std::make_shared<TensorNode>(moved->name, moved->dtype, moved->shape, moved->axes,
+                                      moved->body, moved->hint, std::move(placement));
+}
+
 Expr Read(const Tensor& tensor, std::vector<Expr> indices) {
   if (indices.size() != tensor->shape.size()) {
     throw Error("te: " + std::to_string(indices.size()) + " indices into " + tensor->name +

@@ -32,15 +32,19 @@ using Tensor = std::shared_ptr<const TensorNode>;
 // operand is read along the output's last axis (kOuterProduct).
 enum class ScheduleHint { kDefault, kMatMul, kOuterProduct };
 
+// Indices of one tensor given indices of another.
+using IndexMap = std::function<std::vector<Expr>(const std::vector<Expr>& indices)>;
+
 struct TensorNode {
   TensorNode(std::string name, DataType dtype, std::vector<Expr> shape, std::vector<Var> axes,
-             Expr body, ScheduleHint hint = ScheduleHint::kDefault)
+             Expr body, ScheduleHint hint = ScheduleHint::kDefault, IndexMap placement = nullptr)
       : name(std::move(name)),
         dtype(dtype),
         shape(std::move(shape)),
         axes(std::move(axes)),
         body(std::move(body)),
-        hint(hint) {}
+        hint(hint),
+        placement(std::move(placement)) {}
   bool is_placeholder() const { return body == nullptr; }
 
   const std::string name;
@@ -49,6 +53,10 @@ struct TensorNode {
   const std::vector<Var> axes;    // compute only: one per dimension
   const Expr body;                // compute only
   const ScheduleHint hint;
+  // Set for a tensor that only moves the elements of the one tensor it reads
+  // (Rearrange): where the element at given indices of that tensor lands in
+  // this one.
+  const IndexMap placement;
 };
 
 struct TensorReadNode : tir::ExprNode {
@@ -86,6 +94,12 @@ Tensor Placeholder(std::string name, DataType dtype, std::vector<Expr> shape);
 Tensor Compute(std::string name, std::vector<Expr> shape,
                const std::function<Expr(const std::vector<Expr>& indices)>& body,
                ScheduleHint hint = ScheduleHint::kDefault);
+// A compute tensor of `shape` that moves each element of `data` to exactly
+// one place (a transpose, a reshape): its element at `indices` is `data` at
+// source(indices), and `data`'s element at i lands at placement(i). A matrix
+// product read so stores each sum at its place (te/lower.h).
+Tensor Rearrange(std::string name, const Tensor& data, std::vector<Expr> shape,
+                 const IndexMap& source, IndexMap placement);
 // `tensor` at `indices` (as many as its rank).
 Expr Read(const Tensor& tensor, std::vector<Expr> indices);
 ReduceAxis MakeReduceAxis(std::string name, Expr extent);

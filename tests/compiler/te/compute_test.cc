@@ -1193,6 +1193,139 @@ TEST(ScheduleTest, AProductStoresItsElementwiseEpilogue) {
   EXPECT_NE(output.find("nn.dense[((nn.dense.row"), std::string::npos) << output;
 }
 
+// A residual add after a product whose rows are a `?` of their own (each
+// input's `?` is a variable) has the rows `select(n0 == 1, n3, n0)`: the
+// product stores it from each sum where that equals the product's rows n0,
+// and otherwise (a product of one row broadcast over the residual's rows)
+// writes a buffer read by the add's own loops. Both branches compute the
+// add; static shapes need no branch. Where the columns are `?`s too, the
+// bias add's broadcast inside the residual's adds its extent's equality to
+// the condition. Only the GPU branches so (the CPU keeps the buffer).
+TEST(ScheduleTest, AResidualOfRowsOfItsOwnIsAnEpilogueWhereTheRowsAreEqual) {
+  const DynamicDims dynamic_rows = [](size_t input, size_t dim) {
+    return dim == 0 && (input == 0 || input == 3);
+  };
+  for (const auto& [rows, residual_rows] :
+       std::vector<std::pair<int64_t, int64_t>>{{20, 20}, {20, 1}, {1, 20}}) {
+    const std::vector<Tensor> inputs = {Random({rows, 40}, kF32), Random({6, 40}, kF32),
+                                        Random({6}, kF32), Random({residual_rows, 6}, kF32)};
+    const Tensor expected = Invoke(
+        "add", {Invoke("add", {Invoke("nn.dense", {inputs[0], inputs[1]}), inputs[2]}), inputs[3]});
+    for (const bool gpu : {false, true}) {
+      for (const DynamicDims* mode : {&kStatic, &dynamic_rows, &kDynamic}) {
+        const std::vector<te::Tensor> x = Placeholders(inputs, *mode);
+        te::ComputeContext context(gpu);
+        const te::Tensor out =
+            Apply(context, "add",
+                  {Apply(context, "add", {Apply(context, "nn.dense", {x[0], x[1]}), x[2]}), x[3]});
+        const tir::PrimFunc func =
+            te::Lower("residual", x, {out}, context.requirements(), {},
+                      gpu ? tir::PrimFunc::Device::kGpu : tir::PrimFunc::Device::kCpu);
+        const std::string printed = tir::ToString(func);
+        if (mode != &kStatic && !gpu) {
+          EXPECT_EQ(Count(printed, "n3_0, n0_0) == n0_0"), 0u) << printed;
+        }
+        if (mode == &dynamic_rows && gpu) {
+          EXPECT_NE(printed.find("  if (select((n0_0 == 1), n3_0, n0_0) == n0_0) {"),
+                    std::string::npos)
+              << printed;
+        }
+        if (mode == &kDynamic && gpu) {
+          EXPECT_NE(printed.find("  if (((select((n0_0 == 1), n3_0, n0_0) == n0_0) && "),
+                    std::string::npos)
+              << printed;
+          EXPECT_NE(printed.find(" && (select((n1_0 == 1), n2_0, n1_0) == n1_0)) {"),
+                    std::string::npos)
+              << printed;
+        }
+        if (mode != &kStatic) {
+          // On the GPU in the other branch.
+          EXPECT_EQ(Count(printed, "allocate nn.dense:"), 1u) << printed;
+        } else {
+          EXPECT_EQ(printed.find("if ((select"), std::string::npos) << printed;
+          EXPECT_EQ(printed.find("allocate nn.dense:") == std::string::npos,
+                    rows == std::max(rows, residual_rows))
+              << printed;
+        }
+        Tensor result = TensorNode::Empty(expected->shape(), kF32);
+        tir::testing::Interpret(func,
+                                std::vector{inputs[0], inputs[1], inputs[2], inputs[3], result});
+        ExpectClose(result, expected, Relative(1e-5));
+      }
+    }
+  }
+}
+
+// A product read by two stages through one tensor inlined into both (a bias
+// add read by a relu and by a sum) counts one read, but is no one stage's
+// epilogue: it keeps its buffer, which both stages read.
+TEST(ScheduleTest, AProductReadByTwoStagesThroughAnInlinedTensorKeepsItsBuffer) {
+  const std::vector<Tensor> inputs = {Random({20, 8}, kF32), Random({6, 8}, kF32),
+                                      Random({6}, kF32)};
+  const Tensor biased = Invoke("add", {Invoke("nn.dense", {inputs[0], inputs[1]}), inputs[2]});
+  const ir::Attrs last_axis = MakeAttrs({{"axis", std::vector<int64_t>{-1}}});
+  for (const bool gpu : {false, true}) {
+    const std::vector<te::Tensor> x = Placeholders(inputs, kStatic);
+    te::ComputeContext context(gpu);
+    const te::Tensor added =
+        Apply(context, "add", {Apply(context, "nn.dense", {x[0], x[1]}), x[2]});
+    const tir::PrimFunc func = te::Lower(
+        "two", x, {Apply(context, "nn.relu", {added}), Apply(context, "sum", {added}, last_axis)},
+        context.requirements(), {},
+        gpu ? tir::PrimFunc::Device::kGpu : tir::PrimFunc::Device::kCpu);
+    const std::string printed = tir::ToString(func);
+    EXPECT_EQ(Count(printed, "allocate nn.dense:"), 1u) << printed;
+    Tensor relu = TensorNode::Empty({20, 6}, kF32);
+    Tensor sum = TensorNode::Empty({20}, kF32);
+    tir::testing::Interpret(func, std::vector{inputs[0], inputs[1], inputs[2], relu, sum});
+    ExpectClose(relu, Invoke("nn.relu", {biased}), Relative(1e-5));
+    ExpectClose(sum, Invoke("sum", {biased}, last_axis), Relative(1e-5));
+  }
+}
+
+// BERT's attention context: p (heads, L, L) times v (heads, L, dh), then
+// transposed to (L, heads, dh) and reshaped to (1, L, heads * dh). On the
+// GPU the product stores each sum where the transpose and the reshape move
+// it: one launch, no buffer for the product. The CPU keeps the buffer (its
+// template stores a row's columns as vectors). Both with 20 rows (the
+// template) and 3 (a block per element), static and `?` lengths.
+TEST(ScheduleTest, AGpuProductStoresEachSumWhereALayoutChangeMovesIt) {
+  constexpr int64_t kHeads = 3, kHeadSize = 5;
+  for (const int64_t length : {20, 3}) {
+    const std::vector<Tensor> inputs = {Random({kHeads, length, length}, kF32),
+                                        Random({kHeads, length, kHeadSize}, kF32)};
+    const ir::Attrs product_attrs = MakeAttrs({{"transpose_b", false}});
+    const ir::Attrs perm = MakeAttrs({{"axes", std::vector<int64_t>{1, 0, 2}}});
+    const ir::Attrs rows =
+        MakeAttrs({{"newshape", std::vector<int64_t>{1, -1, kHeads * kHeadSize}}});
+    const Tensor expected = Invoke(
+        "reshape", {Invoke("transpose", {Invoke("nn.batch_matmul", inputs, product_attrs)}, perm)},
+        rows);
+    for (const bool gpu : {false, true}) {
+      for (const DynamicDims& mode : kBothModes) {
+        const std::vector<te::Tensor> x = Placeholders(inputs, mode);
+        te::ComputeContext context(gpu);
+        const te::Tensor out =
+            Apply(context, "reshape",
+                  {Apply(context, "transpose",
+                         {Apply(context, "nn.batch_matmul", x, product_attrs)}, perm)},
+                  rows);
+        const tir::PrimFunc func =
+            te::Lower("context", x, {out}, context.requirements(), {},
+                      gpu ? tir::PrimFunc::Device::kGpu : tir::PrimFunc::Device::kCpu);
+        const std::string printed = tir::ToString(func);
+        EXPECT_EQ(Count(printed, "allocate nn.batch_matmul:"), gpu ? 0u : 1u) << printed;
+        if (gpu) {
+          EXPECT_EQ(Count(printed, "gpu_blocks") + Count(printed, "gpu_threads"), 1u) << printed;
+        }
+        Tensor result = TensorNode::Empty(expected->shape(), kF32);
+        tir::testing::Interpret(func, std::vector{inputs[0], inputs[1], result});
+        ExpectClose(result, expected, Relative(1e-5));
+      }
+    }
+  }
+}
+
 // An LSTM cell fused with its gate product (as --kernels generated fuses it):
 // h (1, U) times w (4U, U) plus x gives the gates i, f, g, o of U units each;
 // c' = sigmoid(f) * c + sigmoid(i) * tanh(g) and h' = sigmoid(o) * tanh(c').
