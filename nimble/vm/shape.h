@@ -20,6 +20,11 @@
 
 namespace nimble {
 
+// The most dimensions a tensor may have: the elementwise loops keep a shape
+// on the stack (vm/kernels/elemwise_loops.h), and a type relation whose
+// result would have more refuses it (expand_dims' num_newaxis).
+inline constexpr int32_t kMaxRank = 32;
+
 class Shape {
  public:
   using value_type = int64_t;

@@ -34,6 +34,7 @@
 #include "nimble/vm/kernels/element.h"
 #include "nimble/vm/kernels/op_kernel.h"
 #include "nimble/vm/kernels/vector_math.h"
+#include "nimble/vm/shape.h"
 #include "nimble/vm/thread_pool.h"
 
 namespace nimble::vm {
@@ -133,7 +134,6 @@ void RowLoop(Out* out, int64_t n, const Fn& fn, const std::tuple<Readers...>& re
 // shapes or scalar operands become a single row. The innermost dim's strides
 // are then 0 or 1. DLTensor ranks are small; kMaxRank bounds them so that the
 // space needs no heap allocation.
-inline constexpr int32_t kMaxRank = 32;
 
 template <size_t N>
 struct BroadcastSpace {

@@ -28,6 +28,7 @@
 #include "nimble/vm/error.h"
 #include "nimble/vm/kernels/op_kernel.h"
 #include "nimble/vm/kernels/shape_util.h"
+#include "nimble/vm/shape.h"
 #include "nimble/vm/tensor.h"
 
 namespace nimble::vm::transform {
@@ -365,6 +366,10 @@ std::vector<DimsOf<D>> ExpandDimsRule(const std::vector<DimsOf<D>>& inputs, cons
   const int64_t count = attrs.GetInt("num_newaxis");
   if (count < 0) {
     throw Error("expand_dims: num_newaxis must not be negative, got " + std::to_string(count));
+  }
+  if (count > kMaxRank - static_cast<int64_t>(in.size())) {
+    throw Error("expand_dims: num_newaxis " + std::to_string(count) + " gives a rank above " +
+                std::to_string(kMaxRank) + ", the most a tensor may have");
   }
   DimsOf<D> out(in.begin(), in.begin() + axis);
   out.insert(out.end(), count, D(1));

@@ -424,6 +424,15 @@ TEST(ExpandDims, InsertsAxes) {
   EXPECT_THAT(ErrorOf([&] { expand({2, 3}, 3, 1); }), HasSubstr("axis 3 is out of range"));
   EXPECT_THAT(ErrorOf([&] { expand({2, 3}, -4, 1); }), HasSubstr("axis -4 is out of range"));
   EXPECT_THAT(ErrorOf([&] { expand({2, 3}, 0, -1); }), HasSubstr("num_newaxis"));
+  // A rank past kMaxRank is refused by the type relation, before any shape
+  // of that many dimensions is made.
+  EXPECT_EQ(expand({2, 3}, 0, 30).size(), 32u);
+  EXPECT_THAT(ErrorOf([] {
+                TypeOf("expand_dims", {TensorOf({2, 3}, kI32)},
+                       MakeAttrs({{"axis", int64_t{0}}, {"num_newaxis", int64_t{2147483647}}}));
+              }),
+              HasSubstr("expand_dims: num_newaxis 2147483647 gives a rank above 32, the most a "
+                        "tensor may have"));
 }
 
 // ---------------------------------------------------------------------------
