@@ -25,7 +25,6 @@
 #include <string>
 #include <vector>
 
-#include "harness/cli/large_stack.h"
 #include "harness/cli/program_loader.h"
 #include "harness/cli/random_tensors.h"
 #include "harness/cli/result_output.h"
@@ -677,8 +676,7 @@ int Main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   try {
-    return nimble::cli::RunWithStack(nimble::cli::kCommandStackBytes,
-                                     [&] { return nimble::cli::Main(argc, argv); });
+    return nimble::cli::Main(argc, argv);
   } catch (const std::exception& error) {
     std::cerr << "error: " << nimble::cli::OneLine(error.what()) << "\n";
   } catch (...) {

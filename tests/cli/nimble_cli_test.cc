@@ -506,10 +506,11 @@ def @pair(%x: Tensor[(2,), int32]) { (%x, (add(%x, 1), multiply(%x, 2))) }
 }
 
 // The compiler's passes and the evaluator recurse along an expression's
-// nesting, which graph bindings make as deep as their chain: `nimble` runs
-// on a stack of its own, so a chain deeper than its main thread's stack
-// holds (made 1 MiB here, about 11,000 levels of the deepest pass; 8 MiB
-// overflowed at 100,000) still compiles and runs, on both engines.
+// nesting, which graph bindings make as deep as their chain: they run on a
+// deep stack of their own (support/deep_stack.h), so a chain deeper than the
+// main thread's stack holds (made 1 MiB here, about 11,000 levels of the
+// deepest pass; 8 MiB overflowed at 100,000 before the passes ran there)
+// still compiles and runs, on both engines.
 TEST_F(NimbleCli, BindingChainsDeeperThanTheMainStackRun) {
   constexpr int kChain = 20000;
   std::string text = "def @main(%x: Tensor[(2,), float32]) {\n  %0 = add(%x, 1f);\n";

@@ -9,6 +9,7 @@
 #include "nimble/compiler/backend/primitive_kernels.h"
 #include "nimble/compiler/ir/constant_bytes.h"
 #include "nimble/compiler/op/compute.h"
+#include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/batch_matmul_to_dense.h"
 #include "nimble/compiler/transform/coalesce_storage.h"
 #include "nimble/compiler/transform/dead_code.h"
@@ -143,20 +144,24 @@ ir::IRModule RunPasses(const ir::IRModule& module, const CompileOptions& options
                        const std::string& stop_after) {
   if (!stop_after.empty()) CheckPassName(stop_after, "");
   const std::vector<std::string> disabled = DisabledPasses();
-  ir::IRModule current = module;
-  for (const PassInfo& pass : Passes()) {
-    if (std::find(disabled.begin(), disabled.end(), pass.name) != disabled.end()) {
+  // Passes recurse along the program's nesting (a chain of 100,000 graph
+  // bindings overflowed the main thread's 8 MiB stack in ConstantBytes).
+  return RunWithDeepStack([&] {
+    ir::IRModule current = module;
+    for (const PassInfo& pass : Passes()) {
+      if (std::find(disabled.begin(), disabled.end(), pass.name) != disabled.end()) {
+        if (pass.name == stop_after) break;
+        continue;
+      }
+      try {
+        current = pass.run(current, options);
+      } catch (const Error& error) {
+        throw Error("pass " + pass.name + ": " + error.what());
+      }
       if (pass.name == stop_after) break;
-      continue;
     }
-    try {
-      current = pass.run(current, options);
-    } catch (const Error& error) {
-      throw Error("pass " + pass.name + ": " + error.what());
-    }
-    if (pass.name == stop_after) break;
-  }
-  return current;
+    return current;
+  });
 }
 
 vm::Executable Compile(const ir::IRModule& module, const CompileOptions& options) {

@@ -129,6 +129,11 @@ bool MatchPattern(const ir::Pattern& pattern, const Ref<Object>& value,
   return false;
 }
 
+// Non-tail calls nested deeper than this fail with an error: about 2 KiB of
+// stack each, so a program's unbounded recursion stops at a few hundred MiB
+// (the VM allows more, VMOptions::max_call_depth, in frames of its own).
+constexpr size_t kMaxNestedCalls = 100000;
+
 class Evaluator {
  public:
   explicit Evaluator(ir::IRModule module) : module_(std::move(module)) {}
@@ -152,6 +157,16 @@ class Evaluator {
   // instead of nesting in it, so a loop written as tail recursion runs in
   // constant stack and frees each iteration's values as it goes.
   Ref<Object> Call(Closure closure, std::vector<Ref<Object>> args, ir::Span span) {
+    if (nested_calls_ >= kMaxNestedCalls || DeepStackNearlyFull()) {
+      Fail(span, "calls to " + closure->name + " nest deeper than the evaluator takes (" +
+                     std::to_string(kMaxNestedCalls) +
+                     " calls, or its stack's worth): unbounded recursion?");
+    }
+    ++nested_calls_;
+    struct Unnest {
+      size_t& calls;
+      ~Unnest() { --calls; }
+    } unnest{nested_calls_};
     while (true) {
       Frame frame = BindArguments(closure, std::move(args), span);
       TailCall tail;
@@ -411,6 +426,7 @@ class Evaluator {
   }
 
   const ir::IRModule module_;
+  size_t nested_calls_ = 0;
   std::unordered_map<std::string, Closure> globals_;
   std::unordered_map<const ir::FunctionNode*, std::vector<ir::Var>> free_vars_;
   std::unordered_map<const ir::ConstructorNode*, Closure> constructors_;

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <cstdint>
 #include <cstring>
 
 #include "nimble/vm/error.h"
@@ -11,6 +12,9 @@ namespace nimble {
 namespace {
 
 thread_local bool on_deep_stack = false;
+// The lowest address the deep stack may grow to before DeepStackNearlyFull;
+// 0 off the deep stack.
+thread_local uintptr_t stack_floor = 0;
 
 struct ThreadTask {
   const std::function<void()>* body;
@@ -20,6 +24,15 @@ struct ThreadTask {
 void* RunTask(void* argument) {
   auto* task = static_cast<ThreadTask*>(argument);
   on_deep_stack = true;
+  pthread_attr_t attributes;
+  if (pthread_getattr_np(pthread_self(), &attributes) == 0) {
+    void* lowest = nullptr;
+    size_t size = 0;
+    if (pthread_attr_getstack(&attributes, &lowest, &size) == 0) {
+      stack_floor = reinterpret_cast<uintptr_t>(lowest) + kDeepStackReserve;
+    }
+    pthread_attr_destroy(&attributes);
+  }
   try {
     (*task->body)();
   } catch (...) {
@@ -29,6 +42,10 @@ void* RunTask(void* argument) {
 }
 
 }  // namespace
+
+bool DeepStackNearlyFull() {
+  return reinterpret_cast<uintptr_t>(__builtin_frame_address(0)) < stack_floor;
+}
 
 void RunOnDeepStack(const std::function<void()>& body) {
   if (on_deep_stack) {

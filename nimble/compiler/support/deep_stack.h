@@ -18,6 +18,14 @@ void RunOnDeepStack(const std::function<void()>& body);
 
 inline constexpr size_t kDeepStackBytes = size_t{1} << 30;
 
+// Whether the deep stack this runs on has less than kDeepStackReserve left:
+// a recursion that goes on (a program's unbounded recursion, run by the
+// evaluator) checks it to fail with an error instead of overflowing the
+// stack. False off the deep stack.
+bool DeepStackNearlyFull();
+
+inline constexpr size_t kDeepStackReserve = size_t{32} << 20;
+
 template <typename F>
 auto RunWithDeepStack(F&& body) -> std::invoke_result_t<F> {
   using R = std::invoke_result_t<F>;

@@ -156,6 +156,20 @@ TEST(Evaluator, NonTailRecursionTenThousandDeep) {
   EXPECT_THAT(Values(RunProgram(program, {I32(10000)}, "count")), ElementsAre(10000));
 }
 
+// An unbounded recursion fails with an error naming the call, where it
+// would overflow the stack (it did: SIGSEGV), at 100,000 nested calls.
+TEST(Evaluator, UnboundedRecursionIsAnError) {
+  const std::string program = R"(
+def @f(%x: Tensor[(), int32]) -> Tensor[(), int32] { add(@f(%x), 1) }
+def @main(%x: Tensor[(), int32]) { @f(%x) }
+)";
+  EXPECT_THAT(ErrorOf([&] { RunProgram(program, {I32(1)}); }),
+              HasSubstr("2:58: calls to @f nest deeper than the evaluator takes (100000 calls, or "
+                        "its stack's worth): unbounded recursion?"));
+  const std::string counting = ReadTestProgram("non_tail_recursion");
+  EXPECT_THAT(Values(RunProgram(counting, {I32(99998)}, "count")), ElementsAre(99998));
+}
+
 TEST(Evaluator, MutualRecursion) {
   const std::string program = ReadTestProgram("mutual_recursion");
   ir::IRModule module = Parse(program);
