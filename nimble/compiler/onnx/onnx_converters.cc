@@ -379,11 +379,15 @@ Values Slice(const NodeContext& context) {
 }
 
 Values Split(const NodeContext& context) {
-  context.OnlyAttrs({"axis", "split", "num_outputs"});
+  context.OnlyAttrs({"axis", "split"});
   const int64_t rank = Rank(context, 0);
   const int64_t axis = NormalAxis(context, context.IntAttr("axis").value_or(0), rank);
   std::optional<std::vector<int64_t>> sizes;
   if (context.opset() >= 13) {
+    if (context.IntsAttr("split")) {
+      context.Fail("the sizes are input 1 from opset 13, not the attribute 'split' (opset " +
+                   std::to_string(context.opset()) + ")");
+    }
     if (context.Has(1)) sizes = context.KnownInts(1, "split");
   } else {
     sizes = context.IntsAttr("split");
@@ -802,14 +806,17 @@ const std::map<std::string, Converter>& Converters() {
 }  // namespace
 
 NodeContext::NodeContext(
-    const onnx::NodeProto& node, int64_t opset, std::vector<std::optional<Value>> inputs,
+    const onnx::NodeProto& node, std::string name, int64_t opset,
+    std::vector<std::optional<Value>> inputs,
     std::function<ir::TensorType(const ir::Expr&)> type_of,
-    std::function<Tensor(const ir::Expr&)> fold,
+    std::function<bool(const ir::Expr&)> reads_inputs, std::function<Tensor(const ir::Expr&)> fold,
     std::function<ir::GlobalVar(const std::string&, const std::string&)> define)
     : node_(node),
+      name_(std::move(name)),
       opset_(opset),
       inputs_(std::move(inputs)),
       type_of_(std::move(type_of)),
+      reads_inputs_(std::move(reads_inputs)),
       fold_(std::move(fold)),
       define_(std::move(define)) {}
 
@@ -922,16 +929,8 @@ Value NodeContext::Call(const std::string& op, const std::vector<Value>& args,
 }
 
 Value NodeContext::Expr(const ir::Expr& expr) const {
-  // Known when every variable-free leaf is: the importer's variables are the
-  // graph inputs, so an expression over constants only is computed now.
-  struct Leaves : ir::ExprVisitor {
-    void VisitVar(const ir::VarNode*) override { free = true; }
-    void VisitGlobalVar(const ir::GlobalVarNode*) override { free = true; }
-    bool free = false;
-  } leaves;
-  leaves.VisitExpr(expr);
   const ir::TensorType type = type_of_(expr);  // a type error names this node
-  if (leaves.free) return {expr, std::nullopt, {}};
+  if (reads_inputs_(expr)) return {expr, std::nullopt, {}};
   // A large value stays an expression, computed at run time. (Sizes that
   // depend on values, as Range's, are checked by their converters.)
   if (type->is_static()) {
@@ -948,8 +947,7 @@ Value NodeContext::Expr(const ir::Expr& expr) const {
 }
 
 void NodeContext::Fail(const std::string& reason) const {
-  throw Error("node " + (node_.name().empty() ? std::string("?") : node_.name()) + " (" +
-              node_.op_type() + "): " + reason);
+  throw Error("node " + name_ + ": " + reason);
 }
 
 Value KnownValue(const Tensor& tensor, const std::string& name) {

@@ -45,12 +45,17 @@ Value KnownValue(const Tensor& tensor, const std::string& name = "");
 // What the importer gives a converter for one node.
 class NodeContext {
  public:
-  // `type_of` infers (and remembers) the type of an expression; `fold`
-  // evaluates a call whose arguments are all known; `define` adds a global
-  // function given as Relay text (`def @name(...) { ... }`) to the module
-  // being built, once per name, and returns it.
-  NodeContext(const onnx::NodeProto& node, int64_t opset, std::vector<std::optional<Value>> inputs,
+  // `name` names the node in errors ("#3 (Relu)" for an unnamed one);
+  // `type_of` infers (and remembers) the type of an expression;
+  // `reads_inputs` says (and remembers) whether an expression reads a graph
+  // input, so that its value is not known at import time; `fold` evaluates a
+  // call whose arguments are all known; `define` adds a global function given
+  // as Relay text (`def @name(...) { ... }`) to the module being built, once
+  // per name, and returns it.
+  NodeContext(const onnx::NodeProto& node, std::string name, int64_t opset,
+              std::vector<std::optional<Value>> inputs,
               std::function<ir::TensorType(const ir::Expr&)> type_of,
+              std::function<bool(const ir::Expr&)> reads_inputs,
               std::function<Tensor(const ir::Expr&)> fold,
               std::function<ir::GlobalVar(const std::string&, const std::string&)> define);
 
@@ -84,14 +89,17 @@ class NodeContext {
   // The global function `name`, defined by `relay_text` the first time.
   ir::GlobalVar Define(const std::string& name, const std::string& relay_text) const;
 
-  // Throws nimble::Error "node NAME (OP): reason".
+  // Throws nimble::Error "node NAME (OP): reason" (#INDEX for NAME where the
+  // node has none).
   [[noreturn]] void Fail(const std::string& reason) const;
 
  private:
   const onnx::NodeProto& node_;
+  std::string name_;
   int64_t opset_;
   std::vector<std::optional<Value>> inputs_;
   std::function<ir::TensorType(const ir::Expr&)> type_of_;
+  std::function<bool(const ir::Expr&)> reads_inputs_;
   std::function<Tensor(const ir::Expr&)> fold_;
   std::function<ir::GlobalVar(const std::string&, const std::string&)> define_;
 };
