@@ -287,7 +287,9 @@ ir::IRModule ImportOnnx(const std::string& bytes, const std::string& source_name
                         const ImportOptions& options) {
   onnx::ModelProto model;
   if (!model.ParseFromString(bytes)) {
-    throw Error(source_name + ": not an ONNX model (the protobuf does not parse; truncated?)");
+    throw Error(source_name +
+                ": not an ONNX model (the protobuf does not parse: truncated, or nested deeper "
+                "than protobuf's limit of 100 messages?)");
   }
   if (!model.has_graph()) throw Error(source_name + ": the ONNX model has no graph");
   std::optional<int64_t> opset;

@@ -11,6 +11,7 @@
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/text/lexer.h"
 #include "nimble/vm/error.h"
+#include "nimble/vm/shape.h"
 
 namespace nimble::text {
 
@@ -678,6 +679,7 @@ class Parser {
 
   // After `Tensor`: `[(1, ?), float32]`; `?<=512` is a `?` of at most 512.
   Type ParseTensorType() {
+    const Token& start = Peek();
     ExpectPunct("[");
     ExpectPunct("(");
     std::vector<ir::Dim> shape;
@@ -697,6 +699,10 @@ class Parser {
       }
       shape.push_back(size("a dimension (a size or ?)"));
     });
+    if (shape.size() > static_cast<size_t>(kMaxRank)) {
+      Fail(start, "a tensor type of rank " + std::to_string(shape.size()) + ", above " +
+                      std::to_string(kMaxRank) + ", the most a tensor may have");
+    }
     ExpectPunct(",");
     const Token& name = Expect(TokenKind::kIdentifier, "a dtype");
     DataType dtype;

@@ -10,6 +10,7 @@
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/typing/unifier.h"
 #include "nimble/vm/error.h"
+#include "nimble/vm/shape.h"
 
 namespace nimble::typing {
 
@@ -289,6 +290,23 @@ class Solver {
   uint64_t next_id_ = 0;
 };
 
+// Throws where `type` is, or holds, a tensor type of more dimensions than a
+// tensor may have (a relation's result: zeros of a 100,000-entry shape).
+void CheckRank(const Type& type) {
+  if (!type) return;
+  if (type->kind == ir::TypeKind::kTuple) {
+    for (const Type& field : static_cast<const ir::TupleTypeNode*>(type.get())->fields) {
+      CheckRank(field);
+    }
+  } else if (type->kind == ir::TypeKind::kTensor) {
+    const size_t rank = static_cast<const ir::TensorTypeNode*>(type.get())->ndim();
+    if (rank > static_cast<size_t>(kMaxRank)) {
+      throw Error("the result would have rank " + std::to_string(rank) + ", above " +
+                  std::to_string(kMaxRank) + ", the most a tensor may have");
+    }
+  }
+}
+
 // Lets a relation refine the very types it was given: an assignment to one of
 // them unifies the placeholder it was resolved from.
 class SolverReporter : public op::TypeReporter {
@@ -298,6 +316,7 @@ class SolverReporter : public op::TypeReporter {
       : unifier_(unifier), originals_(originals), resolved_(resolved) {}
 
   void Assign(const Type& dst, const Type& src) override {
+    CheckRank(src);
     bool matched = false;
     for (size_t i = 0; i < resolved_.size(); ++i) {
       if (resolved_[i].get() == dst.get()) {

@@ -107,6 +107,17 @@ TEST(ParseType, Errors) {
   } catch (const Error& error) {
     EXPECT_THAT(error.what(), HasSubstr("expected a dimension (a size or ?) but found '-1'"));
   }
+  // A rank above kMaxRank (32): the fuzzer's 100,000 dimensions were accepted.
+  std::string ones = "1";
+  for (int d = 1; d < 33; ++d) ones += ", 1";
+  EXPECT_NO_THROW(ParseType("Tensor[(" + ones.substr(3) + "), float32]"));
+  try {
+    ParseType("Tensor[(" + ones + "), float32]");
+    ADD_FAILURE() << "a rank-33 tensor type parsed";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(),
+                HasSubstr("1:7: a tensor type of rank 33, above 32, the most a tensor may have"));
+  }
 }
 
 struct LiteralCase {

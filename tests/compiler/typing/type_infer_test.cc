@@ -560,6 +560,20 @@ def @main(%a: Tensor[(3,), float32], %b: Tensor[(2,), int32]) {
             "Tensor[(3,), float32], Tensor[(2,), int32])");
 }
 
+// A relation's result of more dimensions than a tensor may have is an
+// error at the call (zeros of a 100,000-entry shape typed, then hung the
+// VM's code generation).
+TEST(TypeInferTest, AResultAboveTheMostDimensionsIsAnError) {
+  std::string shape = "1";
+  for (int d = 1; d < 33; ++d) shape += ", 1";
+  EXPECT_EQ(
+      ErrorOf([&] {
+        InferTypes(Parse("def @main() {\n  zeros(shape=[" + shape + "], dtype=\"float32\")\n}\n"));
+      }),
+      "3:3: zeros: the result would have rank 33, above 32, the most a tensor may have "
+      "(argument types: )");
+}
+
 TEST(TypeInferTest, TextErrorsPointAtTheSource) {
   EXPECT_EQ(ErrorOf([] {
               InferTypes(Parse(R"(
