@@ -27,9 +27,13 @@ using ir::ExprKind;
 using ir::ExprNode;
 using ir::ForEachChild;
 
+constexpr int kMaxIndent = 160;
+
 // Text under construction. Appending a Doc moves it in as a child, so building
 // the text of a 10,000-deep expression stays linear; indentation is applied
-// once, when rendering.
+// once, when rendering, up to kMaxIndent spaces (the text is not
+// whitespace-sensitive): indenting each line of 20,000 nested `if`s by its
+// depth made 800 MB of spaces.
 class Doc {
  public:
   Doc() = default;
@@ -82,7 +86,9 @@ class Doc {
     const std::function<std::string()>& fresh_binding_name;
 
     void Append(const std::string& piece) {
-      if (pending_indent > 0) text.append(static_cast<size_t>(pending_indent), ' ');
+      if (pending_indent > 0) {
+        text.append(static_cast<size_t>(std::min(pending_indent, kMaxIndent)), ' ');
+      }
       pending_indent = -1;
       text.append(piece);
     }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <string>
 
 #include "nimble/compiler/ir/structural_equal.h"
@@ -393,6 +394,23 @@ TEST(Printer, DeepLetChainsAndCalls) {
   std::string naturals = "Z";
   for (int i = 0; i < kDepth; ++i) naturals = "S(" + naturals + ")";
   RoundTrip("type Nat { Z, S(Nat) }\ndef @main() { " + naturals + " }");
+}
+
+// Each line is indented by its depth up to 160 spaces, so the text of n
+// nested blocks is linear in n (20,000 nested `if`s were 800 MB of spaces,
+// and `nimble check` failed with std::bad_alloc); it still parses back.
+TEST(Printer, IndentationStopsAtADepth) {
+  constexpr int kDepth = 300;
+  std::string branches = "%x";
+  for (int i = 0; i < kDepth; ++i) branches = "if (%c) { " + branches + " } else { %x }";
+  const std::string printed =
+      RoundTrip("def @main(%x: Tensor[(), float32], %c: Tensor[(), bool]) { " + branches + " }");
+  size_t widest = 0;
+  std::istringstream lines(printed);
+  for (std::string line; std::getline(lines, line);) {
+    widest = std::max(widest, line.find_first_not_of(' '));
+  }
+  EXPECT_EQ(widest, 160u);
 }
 
 TEST(Printer, NullExpressionIsAnError) {
