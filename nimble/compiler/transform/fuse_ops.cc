@@ -224,8 +224,13 @@ class Partitioner {
           });
         }
       } else if (pattern == OpPattern::kInjective) {
+        // With anchors_take_injective, into an anchor's group too: an LSTM
+        // step's take of its input row joins the cell that adds it.
         if (phase == 1) {
-          TryFuse(i, sink, [](OpPattern kind, bool) { return kind <= OpPattern::kInjective; });
+          TryFuse(i, sink, [this](OpPattern kind, bool is_sink) {
+            return kind <= OpPattern::kInjective ||
+                   (anchors_take_injective_ && is_sink && kind == OpPattern::kOutEWiseFusable);
+          });
         }
       }
       // Reductions and opaque ops never start a fusion.

@@ -38,7 +38,9 @@ struct FuseOptions {
   std::function<bool(const ir::CallNode&)> fusible = nullptr;
   // On: an nn.dense-like op's group also takes the injective ops on the way
   // to its post-dominator and what they feed (an LSTM cell, which slices its
-  // gates out of the product), as TVM does not. The code generator writes
+  // gates out of the product), as TVM does not, and an injective op whose
+  // post-dominator is in such a group (the LSTM step's take of its input
+  // row). The code generator writes
   // the product where its readers find it whatever their indices (on the GPU
   // it may compute it inside them: te/lower.h), so the cell costs no kernel
   // of its own; but a product fused so is no single-op primitive that

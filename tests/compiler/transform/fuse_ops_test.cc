@@ -506,6 +506,24 @@ def @main(%x: Tensor[(8, 8), float32], %w1: Tensor[(8, 8), float32], %w2: Tensor
               ElementsAre("nn.dense+transpose", "nn.dense+transpose", "sum"));
 }
 
+// With anchors_take_injective an injective op whose post-dominator is in an
+// anchor's group joins it too: an LSTM step's take of its input row, added
+// to the product, is one kernel with the product and the cell.
+TEST(FuseOps, AnAnchorTakesAnInjectiveProducerOfItsEpilogueWhenAsked) {
+  ir::IRModule step = ParseTyped(R"(
+def @main(%rows: Tensor[(10, 16), float32], %t: Tensor[(), int32], %h: Tensor[(1, 4), float32],
+          %w: Tensor[(16, 4), float32]) {
+  let %x = take(%rows, %t, axis=0);
+  let %d = nn.dense(%h, %w);
+  let %a = add(%d, %x);
+  let %s = sigmoid(%a);
+  %s
+})");
+  EXPECT_THAT(Primitives(FuseOps(step)), ElementsAre("take", "nn.dense+add+sigmoid"));
+  EXPECT_THAT(Primitives(FuseOps(step, {.anchors_take_injective = true})),
+              ElementsAre("take+nn.dense+add+sigmoid"));
+}
+
 // A data-dependent shape function (dyn.reshape, arange) or an upper-bound one
 // (argwhere) would read a fused intermediate: those ops keep a primitive of
 // their own, neither taking their producer nor joining their consumer.
