@@ -180,7 +180,8 @@ class Agent {
       throw protocol::ProtocolError("the coordinator says: " +
                                     Field<std::string>(message, "reason"));
     } else if (type != "heartbeat") {
-      throw protocol::ProtocolError("unexpected '" + type + "' from the coordinator");
+      throw protocol::ProtocolError("unexpected '" + protocol::Abbreviated(type) +
+                                    "' from the coordinator");
     }
   }
 

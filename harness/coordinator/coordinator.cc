@@ -5,6 +5,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <iostream>
 #include <sstream>
 
@@ -176,7 +177,16 @@ asio::awaitable<void> Coordinator::AcceptLoop() {
         co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, error));
     if (error) continue;
     if (open_.size() >= static_cast<size_t>(options_.max_connections)) {
-      Log("refused a connection: " + std::to_string(open_.size()) + " open (the limit)");
+      const std::string reason = std::to_string(open_.size()) + " connections open (the limit)";
+      Log("refused a connection: " + reason);
+      // Said in place of the challenge, so that the peer does not take the
+      // closed connection for a TLS mismatch; a TLS peer cannot read it.
+      if (!options_.tls) {
+        boost::system::error_code ignored;
+        asio::write(socket,
+                    asio::buffer(protocol::EncodeFrame({{"type", "refused"}, {"reason", reason}})),
+                    ignored);
+      }
       continue;  // the socket closes here
     }
     auto connection = std::make_shared<Connection>(std::move(socket), Seconds(options_.lease_s),
@@ -200,7 +210,7 @@ asio::awaitable<void> Coordinator::Serve(std::shared_ptr<Connection> connection)
     const Json hello = co_await connection->Read(Seconds(options_.handshake_s));
     std::string refusal;
     if (MessageType(hello) != "hello") {
-      refusal = "expected hello, got '" + MessageType(hello) + "'";
+      refusal = "expected hello, got '" + protocol::Abbreviated(MessageType(hello)) + "'";
     } else if (Field<int>(hello, "protocol") != protocol::kProtocolVersion) {
       refusal = "protocol " + std::to_string(Field<int>(hello, "protocol")) +
                 " (this coordinator speaks " + std::to_string(protocol::kProtocolVersion) + ")";
@@ -214,7 +224,7 @@ asio::awaitable<void> Coordinator::Serve(std::shared_ptr<Connection> connection)
       refusal = "wrong proof of the shared secret";
     }
     if (refusal.empty() && role != "agent" && role != "client") {
-      refusal = "unknown role '" + role + "'";
+      refusal = "unknown role '" + protocol::Abbreviated(role) + "'";
     }
     if (!refusal.empty()) {
       Log(peer + ": refused: " + refusal);
@@ -230,7 +240,10 @@ asio::awaitable<void> Coordinator::Serve(std::shared_ptr<Connection> connection)
         session->connection = connection;
         session->info = protocol::AgentInfoFromJson(Field<Json>(hello, "hardware"));
         session->info.name = name;
-        for (const Json& job : hello.value("running", Json::array())) {
+        const std::vector<Json> running = hello.contains("running")
+                                              ? Field<std::vector<Json>>(hello, "running")
+                                              : std::vector<Json>{};
+        for (const Json& job : running) {
           session->running.emplace(Field<int64_t>(job, "job_id"), Field<int64_t>(job, "attempt"));
         }
         co_await ServeAgent(session);
@@ -247,9 +260,9 @@ asio::awaitable<void> Coordinator::Serve(std::shared_ptr<Connection> connection)
     Log(peer + ": " + error.what());
   }
   // The peer learns why before the connection closes (a catch block cannot
-  // wait for the write).
+  // wait for the write). The reason is cut so that its frame always fits.
   if (!cut_off.empty()) {
-    connection->Send({{"type", "error"}, {"reason", cut_off}});
+    connection->Send({{"type", "error"}, {"reason", cut_off.substr(0, protocol::kMaxReasonBytes)}});
     co_await connection->Drain();
   }
   connection->Close();
@@ -328,7 +341,9 @@ void Coordinator::OnAgentMessage(AgentSession& session, const Json& message) {
     session.idle = true;
     Dispatch();
   } else if (type == "heartbeat") {
-    for (const Json& job : message.value("jobs", Json::array())) {
+    const std::vector<Json> jobs =
+        message.contains("jobs") ? Field<std::vector<Json>>(message, "jobs") : std::vector<Json>{};
+    for (const Json& job : jobs) {
       const int64_t job_id = Field<int64_t>(job, "job_id");
       const int64_t attempt = Field<int64_t>(job, "attempt");
       if (!store_.Renew(job_id, attempt, name, Now(), options_.lease_s)) {
@@ -350,7 +365,7 @@ void Coordinator::OnAgentMessage(AgentSession& session, const Json& message) {
     session.connection->Send(Ack(job_id, attempt, outcome));
     Dispatch();
   } else {
-    throw ProtocolError("unexpected '" + type + "' from an agent");
+    throw ProtocolError("unexpected '" + protocol::Abbreviated(type) + "' from an agent");
   }
 }
 
@@ -426,10 +441,11 @@ Json Coordinator::ClientReply(const Json& request) {
   const std::string type = MessageType(request);
   if (type == "submit") {
     std::vector<protocol::JobSpec> specs;
-    for (const Json& job : Field<Json>(request, "jobs")) {
+    for (const Json& job : Field<std::vector<Json>>(request, "jobs")) {
       specs.push_back(protocol::JobSpecFromJson(job));
       if (!KnownKind(specs.back().kind)) {
-        return {{"type", "error"}, {"reason", "unknown job kind '" + specs.back().kind + "'"}};
+        return {{"type", "error"},
+                {"reason", "unknown job kind '" + protocol::Abbreviated(specs.back().kind) + "'"}};
       }
     }
     const std::vector<int64_t> ids = store_.Submit(specs);
@@ -438,8 +454,9 @@ Json Coordinator::ClientReply(const Json& request) {
   }
   if (type == "jobs") {
     Json jobs = Json::array();
-    for (const Json& id : Field<Json>(request, "job_ids"))
-      jobs.push_back(JobReply(id.get<int64_t>()));
+    for (const int64_t id : Field<std::vector<int64_t>>(request, "job_ids")) {
+      jobs.push_back(JobReply(id));
+    }
     return {{"type", "jobs"}, {"jobs", jobs}};
   }
   if (type == "status") {
@@ -462,8 +479,8 @@ Json Coordinator::ClientReply(const Json& request) {
             {"failures", failures}};
   }
   if (type == "launched") {
-    for (const Json& id : Field<Json>(request, "slurm_job_ids")) {
-      store_.RecordLaunch(id.get<std::string>(), Field<Json>(request, "options").dump());
+    for (const std::string& id : Field<std::vector<std::string>>(request, "slurm_job_ids")) {
+      store_.RecordLaunch(id, Field<Json>(request, "options").dump());
     }
     return {{"type", "ok"}};
   }
@@ -475,7 +492,7 @@ Json Coordinator::ClientReply(const Json& request) {
     }
     return {{"type", "stopping"}, {"agents", names}, {"slurm_job_ids", store_.StopLaunches()}};
   }
-  throw ProtocolError("unexpected '" + type + "' from a client");
+  throw ProtocolError("unexpected '" + protocol::Abbreviated(type) + "' from a client");
 }
 
 void Coordinator::Dispatch() {

@@ -19,7 +19,7 @@ JobStore::JobStore(bench::ResultsDb& db) : db_(db) {
 void JobStore::Recover(double now, double grace_s) {
   InTransaction(db_.handle(), db_.path(), [&] {
     sqlite::Execute(db_.handle(), db_.path(),
-                   "UPDATE agents SET state = 'disconnected' WHERE state = 'connected'");
+                    "UPDATE agents SET state = 'disconnected' WHERE state = 'connected'");
     Statement grace(db_.handle(), "UPDATE jobs SET lease_expires = ? WHERE state = 'leased'",
                     db_.path());
     grace.Bind(1, now + grace_s).Step();
@@ -160,7 +160,11 @@ Outcome JobStore::EndAttempt(int64_t job_id, int64_t attempt, const std::string&
                   "UPDATE job_attempts SET outcome = ?, reason = ?, finished_at = ? "
                   "WHERE job_id = ? AND attempt = ?",
                   db_.path());
-    end.Bind(1, outcome).Bind(2, reason).Bind(3, NowUtc()).Bind(4, job_id).Bind(5, attempt);
+    end.Bind(1, outcome)
+        .Bind(2, reason.substr(0, protocol::kMaxReasonBytes))
+        .Bind(3, NowUtc())
+        .Bind(4, job_id)
+        .Bind(5, attempt);
     end.Step();
     result = Outcome::kRecorded;
     // Only the job's current lease moves the job; an older attempt that

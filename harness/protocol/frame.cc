@@ -25,7 +25,14 @@ uint32_t DecodeLength(const unsigned char (&header)[4]) {
 }
 
 Json ParseMessage(const std::string& body) {
-  Json message = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const Json::parser_callback_t depth_limit = [](int depth, Json::parse_event_t, Json&) {
+    if (depth > kMaxMessageDepth) {
+      throw ProtocolError("a message nested deeper than " + std::to_string(kMaxMessageDepth) +
+                          " levels");
+    }
+    return true;
+  };
+  Json message = Json::parse(body, depth_limit, /*allow_exceptions=*/false);
   if (message.is_discarded()) throw ProtocolError("a frame that is not JSON");
   if (!message.is_object() || !message.contains("type") || !message["type"].is_string()) {
     throw ProtocolError("a message that is not an object with a string 'type'");
@@ -63,6 +70,12 @@ void Deadline::Arm(std::chrono::steady_clock::duration timeout) {
 
 void Deadline::Disarm() {
   timer_.expires_at(std::chrono::steady_clock::time_point::max());
+}
+
+std::string Abbreviated(const std::string& text) {
+  constexpr size_t kMaxQuoted = 80;
+  if (text.size() <= kMaxQuoted) return text;
+  return text.substr(0, kMaxQuoted) + "... (" + std::to_string(text.size()) + " bytes)";
 }
 
 std::string MessageType(const Json& message) {

@@ -17,8 +17,11 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <type_traits>
 
 #include "nimble/vm/error.h"
 
@@ -30,6 +33,11 @@ using Socket = boost::asio::ip::tcp::socket;
 // The largest frame either side accepts (the biggest message is a run's
 // result: a few hundred figures).
 constexpr uint32_t kMaxFrameBytes = 1 << 20;
+
+// The longest reason an error frame carries and the job store keeps of a
+// failed attempt's: an agent's three 900 KB reasons, joined in the job's
+// error, made every later `status` reply larger than a frame.
+constexpr size_t kMaxReasonBytes = 4096;
 
 // A malformed frame or message: the peer is cut off with this reason.
 class ProtocolError : public Error {
@@ -86,6 +94,58 @@ boost::asio::awaitable<Json> ReadMessage(Stream& stream, Deadline& deadline,
 // The message's "type", or ProtocolError.
 std::string MessageType(const Json& message);
 
+// The deepest nesting of arrays and objects a message may have (a job's
+// options nest a few levels): a 200 KB frame of 100,000 nested arrays
+// overflowed the stack of the code that copies it.
+constexpr int kMaxMessageDepth = 64;
+
+// `text` as a message may quote it: at most 80 characters, and its length
+// when cut (an unknown type of 1 MiB, repeated in the error frame, made a
+// frame over the limit).
+std::string Abbreviated(const std::string& text);
+
+// `value` as T where it is one exactly: an integer of T's range for an
+// integral T (not 1.9, nor 2^64 - 1 as -1), a number for a floating T, an
+// array for a vector; nullopt otherwise.
+template <typename T>
+std::optional<T> Exactly(const Json& value) {
+  if constexpr (std::is_same_v<T, Json>) {
+    return value;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (!value.is_boolean()) return std::nullopt;
+    return value.get<bool>();
+  } else if constexpr (std::is_integral_v<T>) {
+    if (value.is_number_unsigned()) {
+      const auto number = value.get<uint64_t>();
+      if (number > static_cast<uint64_t>(std::numeric_limits<T>::max())) return std::nullopt;
+      return static_cast<T>(number);
+    }
+    if (!value.is_number_integer()) return std::nullopt;
+    const auto number = value.get<int64_t>();
+    if (number < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+        (number > 0 &&
+         static_cast<uint64_t>(number) > static_cast<uint64_t>(std::numeric_limits<T>::max()))) {
+      return std::nullopt;
+    }
+    return static_cast<T>(number);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!value.is_number()) return std::nullopt;
+    return value.get<T>();
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (!value.is_string()) return std::nullopt;
+    return value.get<std::string>();
+  } else {
+    if (!value.is_array()) return std::nullopt;
+    T elements;
+    for (const Json& element : value) {
+      std::optional<typename T::value_type> exact = Exactly<typename T::value_type>(element);
+      if (!exact) return std::nullopt;
+      elements.push_back(std::move(*exact));
+    }
+    return elements;
+  }
+}
+
 // Member `key` of `message` as T, or ProtocolError naming the message type
 // and the member.
 template <typename T>
@@ -98,11 +158,9 @@ T Field(const Json& message, const char* key) {
                                 : "a record";
   const auto found = message.is_object() ? message.find(key) : message.end();
   if (found == message.end()) throw ProtocolError(where + " without '" + key + "'");
-  try {
-    return found->get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw ProtocolError(where + ": '" + key + "' has the wrong type");
-  }
+  std::optional<T> value = Exactly<T>(*found);
+  if (!value) throw ProtocolError(where + ": '" + key + "' has the wrong type or range");
+  return std::move(*value);
 }
 
 }  // namespace nimble::protocol

@@ -61,8 +61,11 @@ asio::awaitable<Json> PeerHandshake(Connection& connection, const std::string& s
                 std::string(error.what()) + "); if it serves TLS, connect with --tls-ca");
   }
   const Json& challenge = *first;
+  if (MessageType(challenge) == "refused") {
+    throw Refused("the coordinator refused: " + Field<std::string>(challenge, "reason"));
+  }
   if (MessageType(challenge) != "challenge") {
-    throw ProtocolError("expected a challenge, got '" + MessageType(challenge) + "'");
+    throw ProtocolError("expected a challenge, got '" + Abbreviated(MessageType(challenge)) + "'");
   }
   if (Field<int>(challenge, "protocol") != kProtocolVersion) {
     throw Refused("the coordinator speaks protocol " +

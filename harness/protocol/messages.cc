@@ -10,11 +10,9 @@ template <typename T>
 T Optional(const Json& json, const char* key, T fallback) {
   const auto found = json.find(key);
   if (found == json.end() || found->is_null()) return fallback;
-  try {
-    return found->get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw ProtocolError(std::string("'") + key + "' has the wrong type");
-  }
+  std::optional<T> value = Exactly<T>(*found);
+  if (!value) throw ProtocolError(std::string("'") + key + "' has the wrong type or range");
+  return std::move(*value);
 }
 
 }  // namespace
@@ -38,13 +36,15 @@ JobSpec JobSpecFromJson(const Json& json) {
   spec.target = Optional<std::string>(json, "target", "any");
   if (spec.target != "intel" && spec.target != "arm" && spec.target != "nvidia" &&
       spec.target != "any") {
-    throw ProtocolError("unknown target '" + spec.target + "' (intel, arm, nvidia or any)");
+    throw ProtocolError("unknown target '" + Abbreviated(spec.target) +
+                        "' (intel, arm, nvidia or any)");
   }
   spec.options = Optional<Json>(json, "options", Json::object());
   if (!spec.options.is_object()) throw ProtocolError("'options' is not an object");
   spec.allow_emulated = Optional<bool>(json, "allow_emulated", false);
   spec.cpu_flags = Optional<std::vector<std::string>>(json, "cpu_flags", {});
   spec.min_cores = Optional<int64_t>(json, "min_cores", 0);
+  if (spec.min_cores < 0) throw ProtocolError("'min_cores' is negative");
   spec.max_failures = Optional<int64_t>(json, "max_failures", 3);
   if (spec.max_failures < 1 || spec.max_failures > 100) {
     throw ProtocolError("'max_failures' must be 1..100");

@@ -19,7 +19,7 @@ constexpr int kProtocolVersion = 1;
 
 // What to run and where it may run.
 struct JobSpec {
-  std::string kind;  // run, baseline, microbench, tune or probe (agent/job_kinds.h)
+  std::string kind;               // run, baseline, microbench, tune or probe (agent/job_kinds.h)
   std::string target = "any";     // intel, arm, nvidia, or any
   Json options = Json::object();  // the kind's options (run: {"args": [...]})
   // An emulated agent (qemu-user) may take it: correctness, not latency.

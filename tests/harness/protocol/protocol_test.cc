@@ -113,6 +113,17 @@ TEST(Frame, RefusesWhatIsNotAMessage) {
   EXPECT_THAT(ErrorReading(framed(R"({"type":3})")), HasSubstr("string 'type'"));
 }
 
+// Nesting past kMaxMessageDepth is refused as the frame is parsed: 100,000
+// nested arrays (200 KB) crashed the coordinator that copied them.
+TEST(Frame, RefusesMessagesNestedTooDeeply) {
+  const auto nested = [](int depth) {
+    return R"({"type":"jobs","job_ids":)" + std::string(depth, '[') + std::string(depth, ']') + "}";
+  };
+  EXPECT_NO_THROW(ParseMessage(nested(kMaxMessageDepth - 1)));
+  EXPECT_THAT(ErrorOf([&] { ParseMessage(nested(100000)); }),
+              HasSubstr("a message nested deeper than 64 levels"));
+}
+
 TEST(Frame, ASlowPeerIsCutOffAtTheDeadline) {
   SocketPair pair;
   // Two bytes of a header, then nothing: the read must not wait forever.
@@ -137,6 +148,38 @@ TEST(Frame, FieldsNameTheMessageAndTheMember) {
               HasSubstr("a record without 'attempt'"));
   EXPECT_THAT(ErrorOf([] { Field<int64_t>(Json("text"), "attempt"); }),
               HasSubstr("a record without 'attempt'"));
+}
+
+// A member is read only as what it is exactly: an integer in its type's range
+// (1.9 was read as 1, 2^64 - 1 as -1, 2^32 + 1 as protocol 1), an array for
+// a list (null was an empty one).
+TEST(Frame, FieldsTakeNoConvertedValues) {
+  const Json hello = {{"type", "hello"}, {"protocol", (int64_t{1} << 32) + 1},
+                      {"fraction", 1.9}, {"huge", UINT64_MAX},
+                      {"ids", nullptr},  {"names", {"a", 1}},
+                      {"whole", 7}};
+  for (const char* key : {"protocol", "fraction", "huge"}) {
+    EXPECT_THAT(
+        ErrorOf([&] { Field<int>(hello, key); }),
+        HasSubstr(std::string("'hello' message: '") + key + "' has the wrong type or range"));
+  }
+  EXPECT_THAT(ErrorOf([&] { Field<int64_t>(hello, "huge"); }), HasSubstr("'huge' has the wrong"));
+  EXPECT_THAT(ErrorOf([&] { Field<std::vector<int64_t>>(hello, "ids"); }),
+              HasSubstr("'ids' has the wrong"));
+  EXPECT_THAT(ErrorOf([&] { Field<std::vector<std::string>>(hello, "names"); }),
+              HasSubstr("'names' has the wrong"));
+  EXPECT_EQ(Field<int>(hello, "whole"), 7);
+  EXPECT_EQ(Field<double>(hello, "whole"), 7.0);
+  EXPECT_EQ(Field<uint64_t>(hello, "huge"), UINT64_MAX);
+}
+
+// What an error repeats of the peer's text is cut to 80 characters: an
+// unknown type of 1 MiB made an error frame over the limit, and the
+// connection was never closed.
+TEST(Frame, QuotedTextIsAbbreviated) {
+  EXPECT_EQ(Abbreviated("status"), "status");
+  const std::string cut = Abbreviated(std::string(1 << 20, 't'));
+  EXPECT_EQ(cut, std::string(80, 't') + "... (1048576 bytes)");
 }
 
 TEST(Auth, HmacSha256MatchesRfc4231) {
