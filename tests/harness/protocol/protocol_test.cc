@@ -297,6 +297,22 @@ TEST(Handshake, AcceptsOnlyACoordinatorThatProvesTheSecret) {
               HasSubstr("refused: wrong proof of the shared secret"));
 }
 
+// A coordinator at its connection limit says so in place of the challenge;
+// the peer reports that, not a TLS mismatch.
+TEST(Handshake, ARefusalInPlaceOfTheChallengeIsReported) {
+  SocketPair pair;
+  auto peer = std::make_shared<Connection>(std::move(pair.client), std::chrono::seconds(5));
+  peer->Start();
+  asio::write(pair.server,
+              asio::buffer(EncodeFrame(
+                  {{"type", "refused"}, {"reason", "3 connections open (the limit)"}})));
+  EXPECT_THAT(
+      ErrorOf([&] { pair.Await(PeerHandshake(*peer, "secret", "client", "me", Json::object())); }),
+      HasSubstr("the coordinator refused: 3 connections open (the limit)"));
+  peer->Close();
+  pair.io.poll();
+}
+
 }  // namespace
 }  // namespace nimble::protocol
 
