@@ -410,8 +410,11 @@ void Coordinator::RecordResult(AgentSession& session, const Json& message) {
     }
   }
   session.connection->Send(Ack(job_id, attempt, outcome));
+  std::string ignored;
+  if (outcome == Outcome::kDuplicate) ignored = " (already recorded)";
+  if (outcome == Outcome::kUnknown && job) ignored = " (not an attempt this agent holds: ignored)";
   Log("job " + std::to_string(job_id) + " attempt " + std::to_string(attempt) + " on " + name +
-      ": " + summary + (outcome == Outcome::kDuplicate ? " (already recorded)" : ""));
+      ": " + summary.substr(0, protocol::kMaxReasonBytes) + ignored);
 }
 
 asio::awaitable<void> Coordinator::ServeClient(std::shared_ptr<Connection> connection) {
