@@ -280,7 +280,7 @@ void DynStridedSliceReference(std::span<const Tensor> inputs, std::span<Tensor> 
 // code evaluates both sides of a select.
 
 using Indices = std::vector<Expr>;
-using IndexMap = std::function<Indices(const Indices& out_indices)>;
+using te::IndexMap;
 
 // The output `name` of `shape` whose element at i is data's at source(i).
 te::Tensor Gather(const std::string& name, const te::Tensor& data, Indices shape,
