@@ -98,7 +98,7 @@ Tensor WrapDLPack(DLManagedTensor* managed) {
   const DataType dtype = FromDLDataType(dl.dtype);
   const Device device = FromDLDevice(dl.device);
   const Shape shape = DenseShape(dl);
-  const size_t nbytes = static_cast<size_t>(ShapeNumel(shape)) * dtype.bytes();
+  const size_t nbytes = static_cast<size_t>(ShapeBytes(shape, dtype));
   if (!dl.data && nbytes != 0) throw Error("null data pointer");
   const Buffer buffer{dl.data, dl.byte_offset + nbytes, device};
   return Make<TensorNode>(Make<DLPackStorage>(managed, buffer), dl.byte_offset, shape, dtype);

@@ -3,8 +3,8 @@
 // stored as such integers, and constants' bytes are little-endian elements.
 //
 //   "NIMBLEVM"  uint32 byte-order mark 0x01020304  uint32 format version
-//   then each section as  uint32 tag, uint64 payload length, payload,
-//   in this fixed order:
+//   then each section as  uint32 tag, uint64 checksum (SectionChecksum of the
+//   payload), uint64 payload length, payload, in this fixed order:
 //   1 target          string
 //   2 devices         uint32 count, per device int32 type, int32 id; int32 host index
 //   3 functions       uint32 count, per function string name, int32 num_params,
@@ -64,7 +64,7 @@ static_assert(std::endian::native == std::endian::little,
               "executable constants are stored little-endian");
 static_assert(std::numeric_limits<float>::is_iec559 && std::numeric_limits<double>::is_iec559,
               "executable floats are IEEE-754");
-constexpr size_t kSectionHeaderBytes = sizeof(uint32_t) + sizeof(uint64_t);
+constexpr size_t kSectionHeaderBytes = sizeof(uint32_t) + 2 * sizeof(uint64_t);
 
 enum class Section : uint32_t {
   kTarget = 1,
@@ -88,6 +88,21 @@ std::string Hex32(uint32_t value) {
   char text[11];
   std::snprintf(text, sizeof(text), "0x%08x", value);
   return text;
+}
+
+std::string Hex64(uint64_t value) {
+  char text[19];
+  std::snprintf(text, sizeof(text), "0x%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+// The finaliser of MurmurHash3: every input bit reaches every output bit.
+uint64_t Mix64(uint64_t value) {
+  value ^= value >> 33;
+  value *= 0xff51afd7ed558ccdull;
+  value ^= value >> 33;
+  value *= 0xc4ceb9fe1a85ec53ull;
+  return value ^ (value >> 33);
 }
 
 std::string SectionName(Section section) {
@@ -156,6 +171,7 @@ class Writer {
   }
   void AppendSection(Section tag, const Writer& payload) {
     U32(static_cast<uint32_t>(tag));
+    U64(SectionChecksum(payload.bytes_));
     U64(payload.bytes_.size());
     Bytes(payload.bytes_);
   }
@@ -655,16 +671,15 @@ void ReadConstants(Reader& in, Executable& exe) {
     const DataType dtype = in.DType();
     Shape shape(in.Count(sizeof(int64_t)));
     for (int64_t& dim : shape) dim = in.I64();
-    int64_t numel = 0;
+    int64_t bytes = 0;
     try {
-      numel = ShapeNumel(shape);
+      bytes = ShapeBytes(shape, dtype);
     } catch (const Error& error) {
       in.Fail(error.what());
     }
     exe.constants[i].device_index = in.I32();
     const uint64_t byte_count = in.U64();
-    if (byte_count % dtype.bytes() != 0 ||
-        byte_count / dtype.bytes() != static_cast<uint64_t>(numel)) {
+    if (byte_count != static_cast<uint64_t>(bytes)) {
       in.Fail(std::to_string(byte_count) + " bytes for a tensor of shape " + ShapeToString(shape) +
               " and dtype " + dtype.name());
     }
@@ -864,7 +879,7 @@ class FunctionValidator {
       case Opcode::kAllocTensor:
         if (in.operand == kNoRegister) NonNegative(in.immediate, "tensor offset");
         try {
-          ShapeNumel(in.shape);
+          ShapeBytes(in.shape, in.dtype);
         } catch (const Error& error) {
           Fail(error.what());
         }
@@ -1127,6 +1142,29 @@ int32_t Executable::FunctionIndex(const std::string& name) const {
   throw Error("executable: no function @" + name + " (functions: " + known + ")");
 }
 
+uint64_t SectionChecksum(std::span<const std::byte> payload) {
+  // Four lanes of 64-bit words, each xored in and multiplied by an odd
+  // constant (a bijection, so a change confined to one lane always changes
+  // the sum), run about four times faster than one chain: BERT's 440 MB of
+  // constants are summed at each load.
+  constexpr uint64_t kPrime = 0x9e3779b97f4a7c15ull;
+  uint64_t lanes[4] = {1, 2, 3, 4};
+  size_t offset = 0;
+  for (; offset + 4 * sizeof(uint64_t) <= payload.size(); offset += 4 * sizeof(uint64_t)) {
+    for (int lane = 0; lane < 4; ++lane) {
+      uint64_t word;
+      std::memcpy(&word, payload.data() + offset + lane * sizeof(uint64_t), sizeof(word));
+      lanes[lane] = (lanes[lane] ^ word) * kPrime;
+    }
+  }
+  for (int lane = 0; offset < payload.size(); ++offset, lane = (lane + 1) % 4) {
+    lanes[lane] = (lanes[lane] ^ static_cast<uint8_t>(payload[offset])) * kPrime;
+  }
+  uint64_t sum = Mix64(payload.size());
+  for (uint64_t lane : lanes) sum = Mix64(sum ^ Mix64(lane));
+  return sum;
+}
+
 std::vector<std::byte> Executable::Save() const {
   Writer file;
   file.Bytes(std::as_bytes(std::span(kMagic)));
@@ -1172,12 +1210,21 @@ Executable Executable::Load(std::span<const std::byte> bytes) {
                   std::to_string(static_cast<uint32_t>(section)) + "), found tag " +
                   std::to_string(tag));
     }
+    const uint64_t checksum = file.U64();
     const uint64_t length = file.U64();
     if (length > file.remaining()) {
       throw Error("executable: truncated " + name + " section (" + std::to_string(length) +
                   " bytes declared, " + std::to_string(file.remaining()) + " present)");
     }
-    Reader payload(file.Bytes(length), name + " section");
+    const std::span<const std::byte> bytes = file.Bytes(length);
+    // Checked before anything in the section is read: a damaged kernel
+    // library would otherwise be loaded and run.
+    if (const uint64_t computed = SectionChecksum(bytes); computed != checksum) {
+      throw Error("executable: section " + std::to_string(tag) + " (" + name +
+                  ") checksum mismatch: the file is corrupt (stored " + Hex64(checksum) +
+                  ", computed " + Hex64(computed) + ")");
+    }
+    Reader payload(bytes, name + " section");
     ReadSection(section, payload, exe);
     payload.ExpectEnd();
   }

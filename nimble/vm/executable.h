@@ -100,12 +100,18 @@ struct ConstantEntry {
   int32_t device_index = 0;
 };
 
+// The checksum each section of an executable file stores beside its payload
+// (executable.cc: the layout). Load refuses a section whose payload does not
+// match it before reading anything in it, since flipped bytes in a kernel
+// library would run as machine code. It catches damage, not tampering.
+uint64_t SectionChecksum(std::span<const std::byte> payload);
+
 struct Executable {
   // Bumped on any change of the file layout or of the kernel library's ABI
   // (7: the GPU launch hook takes a grid of blocks; 8: invokes and
-  // constructors say which arguments move); loading requires an exact
-  // match.
-  static constexpr uint32_t kFormatVersion = 8;
+  // constructors say which arguments move; 9: each section carries a
+  // checksum); loading requires an exact match.
+  static constexpr uint32_t kFormatVersion = 9;
 
   std::string target;  // "intel", "arm" or "nvidia"
   // Devices by index (as used by AllocStorage, DeviceCopy, constants); one of

@@ -180,9 +180,8 @@ Tensor ScalarTensorCache::Get(DataType dtype, std::span<const int64_t> shape) {
       return candidate;
     }
   }
-  Tensor fresh =
-      Make<TensorNode>(StorageNode::Allocate(Device{}, ShapeNumel(shape) * dtype.bytes()), 0,
-                       Shape(shape.begin(), shape.end()), dtype);
+  Tensor fresh = Make<TensorNode>(StorageNode::Allocate(Device{}, ShapeBytes(shape, dtype)), 0,
+                                  Shape(shape.begin(), shape.end()), dtype);
   if (slot.tensors.size() < kTensorsPerSlot) {
     slot.tensors.push_back(fresh);
   } else {

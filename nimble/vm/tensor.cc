@@ -19,6 +19,21 @@ int64_t ShapeNumel(std::span<const int64_t> shape) {
   return numel;
 }
 
+int64_t ShapeBytes(std::span<const int64_t> shape, DataType dtype) {
+  for (int64_t dim : shape) {
+    if (dim < 0) throw Error("negative dimension in shape " + ShapeToString(shape));
+    if (dim == 0) return 0;
+  }
+  int64_t bytes = static_cast<int64_t>(dtype.bytes());
+  for (int64_t dim : shape) {
+    if (__builtin_mul_overflow(bytes, dim, &bytes)) {
+      throw Error("storage for shape " + ShapeToString(shape) + " of " + dtype.name() +
+                  " overflows");
+    }
+  }
+  return bytes;
+}
+
 std::string ShapeToString(std::span<const int64_t> shape) {
   std::string text = "(";
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -53,14 +68,14 @@ TensorNode::TensorNode(Storage storage, size_t byte_offset, Shape shape, DataTyp
       storage_(std::move(storage)),
       byte_offset_(byte_offset),
       shape_(std::move(shape)) {
-  if (byte_offset_ + nbytes() > storage_->size()) {
+  if (byte_offset_ > storage_->size() || nbytes() > storage_->size() - byte_offset_) {
     throw Error("tensor of type " + TypeString() + " at offset " + std::to_string(byte_offset_) +
                 " does not fit in a storage of " + std::to_string(storage_->size()) + " bytes");
   }
 }
 
 Tensor TensorNode::Empty(const Shape& shape, DataType dtype) {
-  const size_t bytes = static_cast<size_t>(ShapeNumel(shape)) * dtype.bytes();
+  const size_t bytes = static_cast<size_t>(ShapeBytes(shape, dtype));
   return Make<TensorNode>(Make<StorageNode>(bytes), 0, shape, dtype);
 }
 

@@ -22,6 +22,11 @@ namespace nimble {
 // Number of elements of `shape` (1 for a scalar). Throws on negative dims or
 // overflow, so a bad shape from a file or a shape function never allocates.
 int64_t ShapeNumel(std::span<const int64_t> shape);
+// Bytes of a dense tensor of `shape` and `dtype`. Every place that turns a
+// shape into bytes goes through it: where ShapeNumel fits int64 the byte
+// count may not (2^62 float32 elements wrap to 0 bytes, and a tiny buffer is
+// then filled), so it throws "storage for shape (...) of DTYPE overflows".
+int64_t ShapeBytes(std::span<const int64_t> shape, DataType dtype);
 std::string ShapeToString(std::span<const int64_t> shape);
 
 // Element `index` of a CPU array of `dtype` elements, converted.
@@ -83,7 +88,7 @@ class TensorNode : public Object {
   int64_t ndim() const { return static_cast<int64_t>(shape_.size()); }
   DataType dtype() const { return dtype_; }
   int64_t numel() const { return ShapeNumel(shape_); }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_.bytes(); }
+  size_t nbytes() const { return static_cast<size_t>(ShapeBytes(shape_, dtype_)); }
   const Storage& storage() const { return storage_; }
   size_t byte_offset() const { return byte_offset_; }
   Device device() const { return storage_->device(); }

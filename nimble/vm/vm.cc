@@ -493,12 +493,7 @@ Storage VirtualMachine::AllocStorage(const Instruction& in, const Ref<Object>* r
     const TensorNode* tensor = As<TensorNode>(regs[in.src]);
     if (tensor && tensor->ndim() == 1) {
       const Shape shape = ReadShape(regs[in.src], "the storage size");
-      const int64_t element_bytes = static_cast<int64_t>(in.dtype.bytes());
-      const int64_t numel = ShapeNumel(shape);
-      if (numel > std::numeric_limits<int64_t>::max() / element_bytes) {
-        throw Error("storage for shape " + ShapeToString(shape) + " overflows");
-      }
-      size = numel * element_bytes;
+      size = ShapeBytes(shape, in.dtype);
     } else {
       size = ReadScalar(regs[in.src], "the storage size");
     }
@@ -515,10 +510,9 @@ Tensor VirtualMachine::AllocTensor(const Instruction& in, const Ref<Object>* reg
       offset_in_register ? ReadScalar(regs[in.operand], "the tensor offset") : in.immediate;
   Shape shape =
       in.op == Opcode::kAllocTensor ? in.shape : ReadShape(regs[in.operand], "the tensor shape");
-  const uint64_t numel = static_cast<uint64_t>(ShapeNumel(shape));
-  const uint64_t element_bytes = in.dtype.bytes();
-  if (offset < 0 || numel > (std::numeric_limits<uint64_t>::max() - offset) / element_bytes ||
-      offset + numel * element_bytes > storage.size()) {
+  const uint64_t bytes = static_cast<uint64_t>(ShapeBytes(shape, in.dtype));
+  if (offset < 0 || static_cast<uint64_t>(offset) > storage.size() ||
+      bytes > storage.size() - static_cast<uint64_t>(offset)) {
     throw Error("a tensor of shape " + ShapeToString(shape) + " and dtype " + in.dtype.name() +
                 " at offset " + std::to_string(offset) + " does not fit in a storage of " +
                 std::to_string(storage.size()) + " bytes");

@@ -532,6 +532,38 @@ TEST_F(NimbleCli, BindingChainsDeeperThanTheMainStackRun) {
   }
 }
 
+// A tensor of 2^62 float32 elements has more bytes than int64 holds: the
+// byte count wrapped to 0 and the fill overran the tiny buffer it sized
+// (SIGSEGV with no message, in constant folding at compile time, in the
+// evaluator and in the VM's fill kernel). Every place that turns a shape
+// into bytes checks it now, with one message.
+TEST_F(NimbleCli, ATensorWhoseBytesOverflowIsAnError) {
+  const std::string overflow = "storage for shape (4611686018427387904,) of float32 overflows";
+  for (const std::string body : {"zeros(shape=[4611686018427387904], dtype=\"float32\")",
+                                 "full(1f, shape=[4611686018427387904], dtype=\"float32\")"}) {
+    const std::string program = WriteTemp("huge.relay", "def @main() {\n  " + body + "\n}\n");
+    const Outcome compile = Nimble({"compile", program, "-o", Temp("huge.nimble")});
+    ExpectUserError(compile, "");
+    EXPECT_THAT(compile.err, HasSubstr(overflow)) << body;
+    for (const std::string engine : {"ref", "vm"}) {
+      const Outcome run = Nimble({"run", program, "--engine", engine});
+      ExpectUserError(run, "");
+      EXPECT_THAT(run.err, HasSubstr(overflow)) << body << " on " << engine;
+    }
+  }
+  // The shape from an input: nothing folds, the kernel or the evaluator meets it.
+  const std::string program =
+      WriteTemp("dynfull.relay",
+                "def @main(%s: Tensor[(1,), int64]) { dyn.full(1f, %s, dtype=\"float32\") }\n");
+  WriteNpy(Temp("s.npy"),
+           TensorNode::FromVector<int64_t>({1}, DataType::Int64(), {int64_t{1} << 62}));
+  for (const std::string engine : {"ref", "vm"}) {
+    const Outcome run = Nimble({"run", program, "--engine", engine, "--input", Temp("s.npy")});
+    ExpectUserError(run, "");
+    EXPECT_THAT(run.err, HasSubstr(overflow)) << engine;
+  }
+}
+
 // A program with @main beside other functions, for choosing the entry.
 constexpr const char* kTwoEntries = R"(
 def @main(%x: Tensor[(2,), float32]) { %x }

@@ -105,6 +105,7 @@ class Mutator {
 struct Outcome {
   int loaded = 0;
   int rejected = 0;
+  int unchanged = 0;  // mutations that left the file as it was (FuzzFile)
 };
 
 // Loads `bytes`; a file that loads must save to bytes that load and save
@@ -137,13 +138,15 @@ Outcome FuzzFile(const Bytes& seed_file, uint64_t first_seed, int cases) {
     Mutator mutator(seed);
     Bytes bytes = seed_file;
     mutator.Mutate(bytes);
+    if (bytes == seed_file) ++outcome.unchanged;
     Check(bytes, seed, outcome);
   }
   return outcome;
 }
 
-// Mutates one section's payload and fixes its length, so that the edits reach
-// the section's decoder and Validate instead of failing at the framing.
+// Mutates one section's payload and fixes its length and checksum, so that
+// the edits reach the section's decoder and Validate instead of failing at
+// the framing.
 Outcome FuzzSections(const Bytes& seed_file, uint64_t first_seed, int cases) {
   Outcome outcome;
   for (int i = 0; i < cases; ++i) {
@@ -182,8 +185,11 @@ Bytes SmallSeedFile() {
 TEST(ExecutableFuzzTest, MutatedSampleFilesLoadOrThrow) {
   const Bytes seed_file = MakeSampleExecutable().Save();
   const Outcome outcome = FuzzFile(seed_file, 1, 15000);
-  EXPECT_GT(outcome.rejected, 0);
-  EXPECT_GT(outcome.loaded, 0);  // edits of constant data and the kernel library load
+  // Every edit is caught, those of constant data and of the kernel library
+  // too (they loaded, and damaged machine code then ran: SIGSEGV or SIGILL
+  // in 71 of 1,500 mutated files of a compiled program).
+  EXPECT_EQ(outcome.loaded, outcome.unchanged);
+  EXPECT_GT(outcome.rejected, 14000);
 }
 
 TEST(ExecutableFuzzTest, MutatedSectionsLoadOrThrow) {

@@ -15,6 +15,7 @@ namespace nimble::vm::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 using I = Instruction;
 
 std::string LoadError(const Bytes& bytes) {
@@ -106,6 +107,54 @@ TEST(ExecutableTest, LayoutIsLittleEndianOnEveryHost) {
                     MakeBytes({0, 0, 0, 0, 0, 0, 0xe0, 0x3f}),            // 0.5
                     MakeBytes({4, 0, 0, 0, 'a', 'x', 'i', 's', 2}),       // axis, an int64
                     MakeBytes({0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})}));  // -2
+}
+
+// A flipped byte anywhere in a section, the kernel library's machine code
+// among them, is refused by that section's checksum before anything in it is
+// read; so is a damaged checksum.
+TEST(ExecutableTest, EveryDamagedSectionIsRefusedByItsChecksum) {
+  Executable exe = MakeSampleExecutable();
+  for (int i = 0; i < 300; ++i) exe.kernel_library.push_back(static_cast<std::byte>(i * 7));
+  const Bytes bytes = exe.Save();
+  const std::vector<std::pair<Tag, std::string>> sections = {
+      {kTarget, "target"},         {kDevices, "devices"},
+      {kFunctions, "functions"},   {kConstants, "constants"},
+      {kPrimitives, "primitives"}, {kMessages, "messages"},
+      {kBytecode, "bytecode"},     {kKernelLibrary, "kernel library"},
+      {kSourceMap, "source map"}};
+  for (const auto& [tag, name] : sections) {
+    const size_t begin = PayloadOffset(bytes, tag);
+    const size_t length = ReadLE(bytes, begin - 8, 8);
+    ASSERT_GT(length, 0u) << name;
+    for (const size_t at : {begin, begin + length / 2, begin + length - 1}) {
+      Bytes damaged = bytes;
+      damaged[at] ^= std::byte{0x10};
+      EXPECT_THAT(LoadError(damaged),
+                  StartsWith("executable: section " + std::to_string(tag) + " (" + name +
+                             ") checksum mismatch: the file is corrupt (stored 0x"))
+          << name << ", byte " << at - begin;
+    }
+    Bytes damaged = bytes;
+    damaged[begin - 16] ^= std::byte{1};
+    EXPECT_THAT(LoadError(damaged), HasSubstr("(" + name + ") checksum mismatch")) << name;
+  }
+}
+
+// Every single-bit flip of a payload changes its checksum, in the words and
+// in the tail of bytes after them.
+TEST(ExecutableTest, TheChecksumChangesWithEveryBitOfThePayload) {
+  Bytes payload(203);
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::byte>(i * 31 + 7);
+  const uint64_t sum = SectionChecksum(payload);
+  for (size_t i = 0; i < payload.size(); ++i) {
+    for (int bit = 0; bit < 8; ++bit) {
+      payload[i] ^= static_cast<std::byte>(1 << bit);
+      EXPECT_NE(SectionChecksum(payload), sum) << "byte " << i << ", bit " << bit;
+      payload[i] ^= static_cast<std::byte>(1 << bit);
+    }
+  }
+  EXPECT_NE(SectionChecksum(Bytes(payload.begin(), payload.end() - 1)), sum);
+  EXPECT_NE(SectionChecksum({}), SectionChecksum(Bytes(1)));
 }
 
 TEST(ExecutableTest, RejectsAWrongByteOrderMark) {
@@ -208,7 +257,7 @@ TEST(ExecutableTest, RejectsTruncationAtEveryOffset) {
             "executable: truncated file: the devices section is missing");
   EXPECT_EQ(LoadError(Bytes(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(devices + 5))),
             "executable: truncated devices section header");
-  EXPECT_EQ(LoadError(Bytes(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(devices + 13))),
+  EXPECT_EQ(LoadError(Bytes(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(devices + 21))),
             "executable: truncated devices section (32 bytes declared, 1 present)");
 }
 
@@ -247,12 +296,12 @@ TEST(ExecutableTest, RejectsCountsLargerThanTheBytesLeft) {
     Bytes patched = bytes;
     const size_t payload = PayloadOffset(patched, tag);
     WriteLE(patched, payload, 4, 0xffffffffu);
-    EXPECT_THAT(LoadError(patched), HasSubstr(": count 4294967295 exceeds the "))
+    EXPECT_THAT(LoadError(Resealed(patched)), HasSubstr(": count 4294967295 exceeds the "))
         << "section tag " << tag;
   }
   Bytes patched = bytes;
   WriteLE(patched, PayloadOffset(patched, kBytecode), 4, 0x7fffffffu);
-  EXPECT_THAT(LoadError(patched),
+  EXPECT_THAT(LoadError(Resealed(patched)),
               HasSubstr("executable: bytecode section, function @main: count 2147483647 exceeds"));
 }
 
@@ -293,28 +342,30 @@ TEST(ExecutableTest, RejectsBadConstants) {
 
   Bytes patched = bytes;
   patched[code] = std::byte{9};
-  EXPECT_EQ(LoadError(patched), where + "unknown dtype (code 9, bits 8)");
+  EXPECT_EQ(LoadError(Resealed(patched)), where + "unknown dtype (code 9, bits 8)");
   patched = bytes;
   patched[bits] = std::byte{1};
-  EXPECT_EQ(LoadError(patched), where + "unknown dtype (code 3, bits 1)");
+  EXPECT_EQ(LoadError(Resealed(patched)), where + "unknown dtype (code 3, bits 1)");
   patched = bytes;
   WriteLE(patched, dim, 8, static_cast<uint64_t>(-2));
-  EXPECT_EQ(LoadError(patched), where + "negative dimension in shape (-2,)");
+  EXPECT_EQ(LoadError(Resealed(patched)), where + "negative dimension in shape (-2,)");
   patched = bytes;
   WriteLE(patched, byte_count, 8, 3);
-  EXPECT_EQ(LoadError(patched), where + "3 bytes for a tensor of shape (2,) and dtype bool");
+  EXPECT_EQ(LoadError(Resealed(patched)),
+            where + "3 bytes for a tensor of shape (2,) and dtype bool");
   patched = bytes;
   patched[data + 1] = std::byte{2};
-  EXPECT_EQ(LoadError(patched), where + "bool element 1 is not 0 or 1");
+  EXPECT_EQ(LoadError(Resealed(patched)), where + "bool element 1 is not 0 or 1");
 
   // A huge zero-size shape is fine; a huge non-empty one never allocates.
   patched = bytes;
   WriteLE(patched, dim, 8, uint64_t{1} << 62);
-  EXPECT_EQ(LoadError(patched), where +
-                                    "2 bytes for a tensor of shape (4611686018427387904,) and "
-                                    "dtype bool");
+  EXPECT_EQ(LoadError(Resealed(patched)),
+            where +
+                "2 bytes for a tensor of shape (4611686018427387904,) and "
+                "dtype bool");
   WriteLE(patched, byte_count, 8, uint64_t{1} << 62);
-  EXPECT_EQ(LoadError(patched), "executable: truncated constants section (constant 0)");
+  EXPECT_EQ(LoadError(Resealed(patched)), "executable: truncated constants section (constant 0)");
 }
 
 TEST(ExecutableTest, RejectsBadAttributesAndDevices) {
@@ -331,10 +382,10 @@ TEST(ExecutableTest, RejectsBadAttributesAndDevices) {
   const std::string where = "executable: primitives section, primitive 0: ";
   Bytes patched = bytes;
   patched[kind] = std::byte{7};
-  EXPECT_EQ(LoadError(patched), where + "unknown attribute kind 7");
+  EXPECT_EQ(LoadError(Resealed(patched)), where + "unknown attribute kind 7");
   patched[kind] = std::byte{1};  // bool, whose byte is the int's low byte
   patched[kind + 1] = std::byte{2};
-  EXPECT_THAT(LoadError(patched), HasSubstr(where + "bool byte 2 is not 0 or 1"));
+  EXPECT_THAT(LoadError(Resealed(patched)), HasSubstr(where + "bool byte 2 is not 0 or 1"));
 
   const Bytes duplicate =
       MakeBytes({1, 0, 0, 0, 1, 0, 0, 0, 'f', 2, 0, 0, 0, 1, 0, 0, 0, 'a', 0, 1, 0, 0, 0, 'a', 0});
@@ -343,7 +394,8 @@ TEST(ExecutableTest, RejectsBadAttributesAndDevices) {
 
   patched = bytes;
   WriteLE(patched, PayloadOffset(bytes, kDevices) + 4 + 8, 4, 7);
-  EXPECT_EQ(LoadError(patched), "executable: devices section, device 1: unknown device type 7");
+  EXPECT_EQ(LoadError(Resealed(patched)),
+            "executable: devices section, device 1: unknown device type 7");
 }
 
 TEST(ExecutableTest, RejectsBadRegister) {
@@ -628,7 +680,7 @@ TEST(ExecutableTest, RejectsBadSignaturesAndSourceMaps) {
   const size_t kind = PayloadOffset(bytes, kFunctions) + 4 + 8 + 4 + 4 + 4 + 5;
   ASSERT_EQ(unknown_kind[kind], std::byte{1});
   unknown_kind[kind] = std::byte{7};
-  EXPECT_EQ(LoadError(unknown_kind),
+  EXPECT_EQ(LoadError(Resealed(unknown_kind)),
             "executable: functions section, function 0: unknown parameter type kind 7");
 }
 

@@ -32,8 +32,8 @@ enum Tag : uint32_t {
   kSourceMap,
   kDeviceCode
 };
-constexpr size_t kFileHeaderBytes = 16;  // magic, byte-order mark, version
-constexpr size_t kSectionHeaderBytes = 12;
+constexpr size_t kFileHeaderBytes = 16;     // magic, byte-order mark, version
+constexpr size_t kSectionHeaderBytes = 20;  // tag, checksum, length
 
 inline Bytes MakeBytes(std::initializer_list<int> values) {
   Bytes bytes;
@@ -59,17 +59,33 @@ inline void WriteLE(Bytes& bytes, size_t offset, size_t width, uint64_t value) {
 inline size_t PayloadOffset(const Bytes& file, uint32_t tag) {
   size_t offset = kFileHeaderBytes;
   while (ReadLE(file, offset, 4) != tag) {
-    offset += kSectionHeaderBytes + ReadLE(file, offset + 4, 8);
+    offset += kSectionHeaderBytes + ReadLE(file, offset + 12, 8);
   }
   return offset + kSectionHeaderBytes;
 }
 
-// `file` with the payload of section `tag` replaced (and its length fixed).
+// `file` (well-formed but for its payloads' contents) with every section's
+// checksum recomputed, so that bytes patched inside a payload reach its
+// decoder instead of failing the checksum.
+inline Bytes Resealed(Bytes file) {
+  for (size_t offset = kFileHeaderBytes; offset + kSectionHeaderBytes <= file.size();) {
+    const size_t length = ReadLE(file, offset + 12, 8);
+    const size_t begin = offset + kSectionHeaderBytes;
+    if (length > file.size() - begin) break;
+    WriteLE(file, offset + 4, 8, SectionChecksum(std::span(file).subspan(begin, length)));
+    offset = begin + length;
+  }
+  return file;
+}
+
+// `file` with the payload of section `tag` replaced (its length and
+// checksum fixed).
 inline Bytes WithPayload(const Bytes& file, uint32_t tag, const Bytes& payload) {
   const size_t begin = PayloadOffset(file, tag);
   const size_t end = begin + ReadLE(file, begin - 8, 8);
   Bytes patched(file.begin(), file.begin() + begin);
   WriteLE(patched, begin - 8, 8, payload.size());
+  WriteLE(patched, begin - 16, 8, SectionChecksum(payload));
   patched.insert(patched.end(), payload.begin(), payload.end());
   patched.insert(patched.end(), file.begin() + end, file.end());
   return patched;

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -83,6 +84,27 @@ TEST(TensorTest, RejectsNegativeAndOverflowingShapes) {
   EXPECT_THROW(TensorNode::Empty({1LL << 40, 1LL << 40}, DataType::Float32()), Error);
   EXPECT_EQ(TensorNode::Empty({}, DataType::Int64())->numel(), 1);
   EXPECT_EQ(TensorNode::Empty({}, DataType::Int64())->TypeString(), "Tensor[(), int64]");
+}
+
+// 2^62 float32 elements fit int64 but their bytes do not: they wrapped to 0,
+// and a tensor of that shape passed the fit check of an empty storage.
+TEST(TensorTest, BytesPastInt64AreAnError) {
+  const Shape huge = {int64_t{1} << 62};
+  EXPECT_EQ(ShapeBytes(std::vector<int64_t>{3, 5}, DataType::Float32()), 60);
+  EXPECT_EQ(ShapeBytes(huge, DataType::Int8()), int64_t{1} << 62);
+  for (const auto& make : std::vector<std::function<void()>>{
+           [&] { ShapeBytes(huge, DataType::Float32()); },
+           [&] { TensorNode::Empty(huge, DataType::Float32()); },
+           [&] {
+             Make<TensorNode>(StorageNode::Allocate(Device{}, 0), 0, huge, DataType::Float32());
+           }}) {
+    try {
+      make();
+      ADD_FAILURE() << "no error";
+    } catch (const Error& error) {
+      EXPECT_STREQ(error.what(), "storage for shape (4611686018427387904,) of float32 overflows");
+    }
+  }
 }
 
 TEST(ObjectTest, FreedObjectsLendTheirMemoryToTheNextOfTheirSize) {

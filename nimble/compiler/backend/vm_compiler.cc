@@ -621,7 +621,7 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
     // A constant size, in bytes or as the shape of the tensor to store, is an immediate.
     std::optional<int64_t> bytes = IntegerScalar(size);
     if (const std::optional<Shape> shape = IntegerVector(size)) {
-      bytes = ShapeNumel(*shape) * static_cast<int64_t>(dtype.bytes());
+      bytes = ShapeBytes(*shape, dtype);
     }
     const RegName size_reg = bytes ? kNoRegister : Value(size);
     return EmitTo([&](RegName dst) {

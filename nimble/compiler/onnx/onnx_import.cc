@@ -29,8 +29,8 @@ std::string Identifier(const std::string& name) {
 }
 
 std::string NodeName(const onnx::NodeProto& node, size_t index) {
-  return (node.name().empty() ? "#" + std::to_string(index) : node.name()) + " (" + node.op_type() +
-         ")";
+  const std::string op = node.op_type().empty() ? "" : " (" + node.op_type() + ")";
+  return (node.name().empty() ? "#" + std::to_string(index) : node.name()) + op;
 }
 
 class GraphImporter {
@@ -42,7 +42,7 @@ class GraphImporter {
   ir::IRModule Run() {
     std::set<std::string> used_names;
     for (const onnx::TensorProto& initializer : graph_.initializer()) {
-      const std::string what = "initializer '" + initializer.name() + "'";
+      const std::string what = source_ + ": initializer '" + initializer.name() + "'";
       Tensor tensor = TensorFromProto(initializer, what);
       std::string name = Identifier(initializer.name());
       while (!used_names.insert(name).second) name += "_";
@@ -240,6 +240,7 @@ class GraphImporter {
       Fail("node " + name + ": operators of domain '" + node.domain() + "' are not supported");
     }
     const Converter* converter = FindConverter(node.op_type());
+    if (node.op_type().empty()) Fail("node " + name + " has no operator type");
     if (!converter) Fail("node " + name + ": operator " + node.op_type() + " is not supported");
     std::vector<std::optional<Value>> inputs;
     for (const std::string& input : node.input()) {

@@ -20,6 +20,7 @@
 #include "nimble/compiler/transform/pass_util.h"
 #include "nimble/compiler/typing/type_infer.h"
 #include "nimble/vm/error.h"
+#include "nimble/vm/tensor.h"
 
 namespace nimble::transform {
 
@@ -193,16 +194,28 @@ class CallLowering {
     return attrs;
   }
 
-  // Storage of constant size for `type`'s largest shape: its static shape,
-  // or with bounded `?` dims the shape at their bounds; nullopt for an
-  // unbounded `?` (or a size past int64).
-  static std::optional<int64_t> BoundBytes(const ir::TensorTypeNode& type) {
-    int64_t bytes = static_cast<int64_t>(type.dtype.bytes());
+  // `type`'s largest shape: its static shape, or with bounded `?` dims the
+  // shape at their bounds; nullopt for an unbounded `?`.
+  static std::optional<std::vector<int64_t>> BoundShape(const ir::TensorTypeNode& type) {
+    std::vector<int64_t> shape;
     for (const ir::Dim& dim : type.shape) {
       const std::optional<int64_t> bound = dim.upper_bound();
-      if (!bound || __builtin_mul_overflow(bytes, *bound, &bytes)) return std::nullopt;
+      if (!bound) return std::nullopt;
+      shape.push_back(*bound);
     }
-    return bytes;
+    return shape;
+  }
+
+  // The bytes of BoundShape; nullopt for an unbounded `?` or a size past
+  // int64.
+  static std::optional<int64_t> BoundBytes(const ir::TensorTypeNode& type) {
+    const std::optional<std::vector<int64_t>> shape = BoundShape(type);
+    if (!shape) return std::nullopt;
+    try {
+      return ShapeBytes(*shape, type.dtype);
+    } catch (const Error&) {
+      return std::nullopt;
+    }
   }
 
   ir::Var ConstantStorage(int64_t bytes, DataType dtype) {
@@ -212,12 +225,13 @@ class CallLowering {
 
   // Storage of constant size and a tensor of static `type` in it.
   ir::Var StaticAlloc(const ir::TensorType& type, const ir::Var& var, const std::string& hint) {
-    const std::optional<int64_t> bytes = BoundBytes(*type);
-    if (!bytes) {
-      throw Error("ManifestAlloc: " + ir::TypeToString(type) + At(span_) +
-                  " has more bytes than int64 holds");
+    int64_t bytes = 0;
+    try {
+      bytes = ShapeBytes(BoundShape(*type).value(), type->dtype);
+    } catch (const Error& error) {
+      throw Error("ManifestAlloc: " + ir::TypeToString(type) + At(span_) + ": " + error.what());
     }
-    const ir::Var storage = ConstantStorage(*bytes, type->dtype);
+    const ir::Var storage = ConstantStorage(bytes, type->dtype);
     return Bind(
         var, hint, type,
         op::MakeOpCall("memory.alloc_tensor", {storage, Int64Scalar(0)}, TensorAttrs(*type)));

@@ -442,5 +442,48 @@ TEST(OnnxImport, SplitTakesItsSizesWhereItsOpsetHasThem) {
   }
 }
 
+// An int64 initializer named `name` holding `values`, of shape (values.size()).
+void AddInt64Initializer(onnx::GraphProto& graph, const std::string& name,
+                         const std::vector<int64_t>& values) {
+  onnx::TensorProto& tensor = *graph.add_initializer();
+  tensor.set_name(name);
+  tensor.set_data_type(onnx::TensorProto::INT64);
+  tensor.add_dims(static_cast<int64_t>(values.size()));
+  for (int64_t value : values) tensor.add_int64_data(value);
+}
+
+// ConstantOfShape of (1, 1, 2^62): its float32 bytes wrap past 2^64 (to 0),
+// and a fill of them overran a tiny buffer (SIGSEGV). Too large to fold at
+// import, it is refused where it is compiled.
+TEST(OnnxImport, AConstantWhoseBytesOverflowIsAnError) {
+  onnx::ModelProto model = ModelOfX(13);
+  onnx::GraphProto& graph = *model.mutable_graph();
+  AddInt64Initializer(graph, "shape", {1, 1, int64_t{1} << 62});
+  onnx::NodeProto& node = *graph.add_node();
+  node.set_op_type("ConstantOfShape");
+  node.add_input("shape");
+  node.add_output("Y");
+  graph.add_output()->set_name("Y");
+  const ir::IRModule module = ImportOnnx(model.SerializeAsString(), "model.onnx");
+  backend::CompileOptions options;
+  options.tuning_database.clear();
+  EXPECT_THAT(ErrorOf([&] { backend::Compile(module, options); }),
+              HasSubstr("storage for shape (1, 1, 4611686018427387904) of float32 overflows"));
+}
+
+// Errors name the file: an initializer's too, and a node without an
+// operator type says so (it printed "operator  is not supported").
+TEST(OnnxImport, InitializerAndOperatorTypeErrorsNameTheFile) {
+  onnx::ModelProto initializer = ReluChain(1);
+  onnx::TensorProto& weight = *initializer.mutable_graph()->add_initializer();
+  weight.set_name("W");
+  weight.set_data_type(onnx::TensorProto::FLOAT);
+  weight.add_dims(-3);
+  EXPECT_EQ(ImportError(initializer), "model.onnx: initializer 'W': bad dimension -3");
+  onnx::ModelProto untyped = ReluChain(2);
+  untyped.mutable_graph()->mutable_node(1)->clear_op_type();
+  EXPECT_EQ(ImportError(untyped), "model.onnx: node #1 has no operator type");
+}
+
 }  // namespace
 }  // namespace nimble::onnx_import

@@ -623,7 +623,8 @@ TEST(ManifestAllocTest, AStaticOutputTooLargeToSizeIsAnError) {
     return "def @main(%x: Tensor[(" + rows + ", 4), float32]) {\n  let %y = fn (%p0: Tensor[(" +
            rows + ", 4), float32], Primitive=1) { negative(%p0) }(%x);\n  %y\n}\n";
   };
-  ExpectError(program("4611686018427387904"), "has more bytes than int64 holds");
+  ExpectError(program("4611686018427387904"),
+              "storage for shape (4611686018427387904, 4) of float32 overflows");
   const AllocationStats stats = CountAllocations(Manifest(program("?<=4611686018427387904")));
   EXPECT_EQ(stats.dynamic_allocations, 1);
 }
