@@ -88,10 +88,13 @@ class Agent {
         last_contact = Clock::now();
         backoff = 0.1;
       } catch (const protocol::Refused& refused) {
-        // A wrong secret or protocol version does not mend itself.
-        Log(name_, std::string(refused.what()) + "; exiting");
-        exit_code_ = 1;
-        break;
+        if (!refused.temporary()) {
+          // A wrong secret or protocol version does not mend itself.
+          Log(name_, std::string(refused.what()) + "; exiting");
+          exit_code_ = 1;
+          break;
+        }
+        Log(name_, std::string(refused.what()) + "; retrying");
       } catch (const std::exception& error) {
         if (connection_) last_contact = Clock::now();
         Log(name_, std::string("connection to the coordinator: ") + error.what());

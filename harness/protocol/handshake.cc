@@ -62,7 +62,8 @@ asio::awaitable<Json> PeerHandshake(Connection& connection, const std::string& s
   }
   const Json& challenge = *first;
   if (MessageType(challenge) == "refused") {
-    throw Refused("the coordinator refused: " + Field<std::string>(challenge, "reason"));
+    throw Refused("the coordinator refused: " + Field<std::string>(challenge, "reason"),
+                  /*temporary=*/true);
   }
   if (MessageType(challenge) != "challenge") {
     throw ProtocolError("expected a challenge, got '" + Abbreviated(MessageType(challenge)) + "'");

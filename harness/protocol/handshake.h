@@ -26,16 +26,26 @@ boost::asio::awaitable<Socket> ConnectTo(const HostPort& address,
                                          std::chrono::steady_clock::duration timeout);
 
 // The coordinator refused this peer, or could not prove it holds the
-// secret: a configuration error, not worth retrying.
+// secret: a configuration error, not worth retrying, unless `temporary`. A
+// refusal in place of the challenge (the coordinator at its connection
+// limit) is temporary: it comes before either side has proved anything, so
+// it says nothing about this peer's secret or version, and anyone who can
+// reach the peer could send one.
 class Refused : public Error {
  public:
-  explicit Refused(const std::string& reason) : Error(reason) {}
+  explicit Refused(const std::string& reason, bool temporary = false)
+      : Error(reason), temporary_(temporary) {}
+  bool temporary() const { return temporary_; }
+
+ private:
+  bool temporary_;
 };
 
 // The peer's side: sends `hello` (its role-specific members; the handshake
 // adds type, protocol, role, name, nonce and proof) and returns the
 // coordinator's welcome. Throws Refused when refused (with the
-// coordinator's reason) or when the coordinator's proof is wrong.
+// coordinator's reason; temporary when in place of the challenge) or when
+// the coordinator's proof is wrong.
 boost::asio::awaitable<Json> PeerHandshake(Connection& connection, const std::string& secret,
                                            const std::string& role, const std::string& name,
                                            Json hello);

@@ -647,6 +647,23 @@ TEST_F(FleetTest, HostileClientsAreRefusedAndOthersServed) {
       ElementsAre(AnyOf(HasSubstr("handshake"), HasSubstr("deadline"), HasSubstr("timed out"))));
 }
 
+// A coordinator at its connection limit refuses in place of the challenge;
+// an agent takes that for what it is, a temporary refusal, and connects once
+// a slot is free, where it used to exit for good: anyone who could reach the
+// port could knock off reconnecting agents by holding its slots.
+TEST_F(FleetTest, AnAgentRefusedAtTheConnectionLimitRetries) {
+  const uint16_t port = StartCoordinator("127.0.0.1:0", "coordinator", {"--max-connections", "1"});
+  ASSERT_GT(port, 0);
+  Fd idle(ConnectTcp("127.0.0.1", port));  // holds the only slot until its handshake deadline
+  Process& agent = StartAgent("agent-r");
+  ASSERT_TRUE(
+      WaitFor([&] { return agent.Log().find("(the limit); retrying") != std::string::npos; }, 10s))
+      << agent.Log();
+  idle.Close();
+  EXPECT_TRUE(AgentConnects("agent-r")) << agent.Log();
+  EXPECT_TRUE(agent.Running()) << agent.Log();
+}
+
 // A baseline job per PyTorch variant, each recording one peer run on the
 // agent's host; a variant the framework lacks fails its job with the names
 // of those it has.

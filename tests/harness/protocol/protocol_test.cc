@@ -249,9 +249,14 @@ TEST(Messages, JobSpecsRoundTripAndAreChecked) {
               HasSubstr("'min_cores' has the wrong type"));
 }
 
+struct HandshakeOutcome {
+  std::string error;       // empty: welcomed
+  bool temporary = false;  // Refused::temporary()
+};
+
 // The coordinator's side of the handshake, by hand: a challenge, then a
 // reply built by `reply` from the peer's hello.
-std::string HandshakeError(
+HandshakeOutcome Handshake(
     const std::function<Json(const Json& hello, const std::string& nonce)>& reply) {
   SocketPair pair;
   auto peer = std::make_shared<Connection>(std::move(pair.client), std::chrono::seconds(5));
@@ -260,7 +265,7 @@ std::string HandshakeError(
   server->Start();
   const std::string nonce = RandomNonce();
   server->Send({{"type", "challenge"}, {"protocol", kProtocolVersion}, {"nonce", nonce}});
-  std::string error;
+  HandshakeOutcome outcome;
   asio::co_spawn(
       pair.io,
       [&]() -> asio::awaitable<void> {
@@ -270,13 +275,20 @@ std::string HandshakeError(
       asio::detached);
   try {
     pair.Await(PeerHandshake(*peer, "secret", "client", "me", Json::object()));
+  } catch (const Refused& refused) {
+    outcome = {refused.what(), refused.temporary()};
   } catch (const std::exception& thrown) {
-    error = thrown.what();
+    outcome.error = thrown.what();
   }
   peer->Close();
   server->Close();
   pair.io.poll();
-  return error;
+  return outcome;
+}
+
+std::string HandshakeError(
+    const std::function<Json(const Json& hello, const std::string& nonce)>& reply) {
+  return Handshake(reply).error;
 }
 
 TEST(Handshake, AcceptsOnlyACoordinatorThatProvesTheSecret) {
@@ -291,10 +303,12 @@ TEST(Handshake, AcceptsOnlyACoordinatorThatProvesTheSecret) {
                             {"proof", CoordinatorProof("other", nonce, hello["nonce"])}};
               }),
               HasSubstr("did not prove it holds the secret"));
-  EXPECT_THAT(HandshakeError([](const Json&, const std::string&) {
-                return Json{{"type", "refused"}, {"reason", "wrong proof of the shared secret"}};
-              }),
-              HasSubstr("refused: wrong proof of the shared secret"));
+  // A refusal of the hello (a wrong secret) is final.
+  const HandshakeOutcome refused = Handshake([](const Json&, const std::string&) {
+    return Json{{"type", "refused"}, {"reason", "wrong proof of the shared secret"}};
+  });
+  EXPECT_THAT(refused.error, HasSubstr("refused: wrong proof of the shared secret"));
+  EXPECT_FALSE(refused.temporary);
 }
 
 // A coordinator at its connection limit says so in place of the challenge;
@@ -306,9 +320,16 @@ TEST(Handshake, ARefusalInPlaceOfTheChallengeIsReported) {
   asio::write(pair.server,
               asio::buffer(EncodeFrame(
                   {{"type", "refused"}, {"reason", "3 connections open (the limit)"}})));
-  EXPECT_THAT(
-      ErrorOf([&] { pair.Await(PeerHandshake(*peer, "secret", "client", "me", Json::object())); }),
-      HasSubstr("the coordinator refused: 3 connections open (the limit)"));
+  // Temporary: it comes before anything is proved, so it cannot be about
+  // this peer's secret or version (an agent retries it).
+  try {
+    pair.Await(PeerHandshake(*peer, "secret", "client", "me", Json::object()));
+    ADD_FAILURE() << "the handshake succeeded";
+  } catch (const Refused& refused) {
+    EXPECT_THAT(refused.what(),
+                HasSubstr("the coordinator refused: 3 connections open (the limit)"));
+    EXPECT_TRUE(refused.temporary());
+  }
   peer->Close();
   pair.io.poll();
 }
