@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -168,6 +169,34 @@ std::optional<KernelChoice> TunedChoice(const MatMulSite& site, const CompileOpt
 constexpr int64_t kLargeExtents[] = {128, 256};
 constexpr double kLargeExtentMargin = 1.03;
 
+// The most a call measured at a large extent may do and hold. Where every
+// dimension is `?` (nn.batch_matmul of two (?, ?, ?)) a call at 256 is 4.3e9
+// multiply-adds over three 64 MiB tensors, and the site measured for 38 s at
+// 1.1 GB resident before compiling; BERT's largest site at 256 tokens (the
+// intermediate dense) is 0.6e9 and 13 MiB, well inside.
+constexpr int64_t kMaxMeasuredMultiplyAdds = int64_t{1} << 30;
+constexpr int64_t kMaxMeasuredBytes = int64_t{256} << 20;
+
+// The extents of kLargeExtents at which `site` is within the bounds above;
+// says on stderr which it leaves out and why, since the choice then rests on
+// fewer lengths.
+std::vector<int64_t> MeasurableLargeExtents(const MatMulSite& site) {
+  std::vector<int64_t> extents;
+  for (int64_t extent : kLargeExtents) {
+    const MatMulSite at = site.AtExtent(extent);
+    if (at.MultiplyAdds() <= kMaxMeasuredMultiplyAdds && at.Bytes() <= kMaxMeasuredBytes) {
+      extents.push_back(extent);
+      continue;
+    }
+    std::cerr << "nimble: " << site.op << " at " << ShapesText(site.input_class)
+              << ": kernels not measured with ? = " << extent << " (" << at.MultiplyAdds()
+              << " multiply-adds and " << at.Bytes() << " bytes a call, past the bounds of "
+              << kMaxMeasuredMultiplyAdds << " and " << kMaxMeasuredBytes
+              << "); the choice rests on the shorter extents\n";
+  }
+  return extents;
+}
+
 // A runtime kernel that beats `chosen` (the site's choice at kDynamicExtent)
 // by kLargeExtentMargin at the largest of kLargeExtents and at each one down
 // to where it takes over. The libraries lose on short sequences, where their
@@ -177,8 +206,9 @@ std::optional<LargeExtentKernel> LargeExtentChoice(const MatMulSite& site,
                                                    const std::string& chosen, SiteTimer& timer) {
   // Every extent is measured before any is weighed, so that what the
   // database holds for a site does not depend on which kernel won where.
+  const std::vector<int64_t> extents = MeasurableLargeExtents(site);
   std::vector<MatMulSite> sites;
-  for (int64_t extent : kLargeExtents) sites.push_back(site.AtExtent(extent));
+  for (int64_t extent : extents) sites.push_back(site.AtExtent(extent));
   std::vector<std::vector<Candidate>> candidates;
   std::vector<std::vector<double>> seconds;
   for (const MatMulSite& at : sites) {
@@ -202,7 +232,7 @@ std::optional<LargeExtentKernel> LargeExtentChoice(const MatMulSite& site,
         (large && kernel != large->kernel)) {
       break;
     }
-    large = LargeExtentKernel{kernel, 0, 0, kLargeExtents[e]};
+    large = LargeExtentKernel{kernel, 0, 0, extents[e]};
   }
   if (!large) return std::nullopt;
   // The switch reads the first `?` (every `?` of a site is the same extent).

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -157,6 +158,29 @@ bool MatMulSite::dynamic() const {
     if (std::find(shape.begin(), shape.end(), kSymbolicDim) != shape.end()) return true;
   }
   return false;
+}
+
+int64_t MatMulSite::MultiplyAdds() const {
+  // The reduction runs along the first operand's last axis, or its middle
+  // one for a batch product with transpose_a.
+  const Shape& data = inputs.front();
+  const bool transposed = op == "nn.batch_matmul" && attrs.GetBool("transpose_a");
+  const int64_t reduced = data[transposed ? data.size() - 2 : data.size() - 1];
+  int64_t product = 0;
+  if (__builtin_mul_overflow(ShapeNumel(output), reduced, &product)) {
+    return std::numeric_limits<int64_t>::max();
+  }
+  return product;
+}
+
+int64_t MatMulSite::Bytes() const {
+  int64_t total = ShapeBytes(output, DataType::Float32());
+  for (const Shape& shape : inputs) {
+    if (__builtin_add_overflow(total, ShapeBytes(shape, DataType::Float32()), &total)) {
+      return std::numeric_limits<int64_t>::max();
+    }
+  }
+  return total;
 }
 
 MatMulSite MatMulSite::AtExtent(int64_t extent) const {

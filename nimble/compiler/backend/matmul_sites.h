@@ -81,6 +81,10 @@ struct MatMulSite {
   int weight_input() const;
   // The site measured with every `?` at `extent`.
   MatMulSite AtExtent(int64_t extent) const;
+  // A call's multiply-adds and the bytes of its operands and result at the
+  // measured shapes (`inputs`, `output`), saturated at INT64_MAX.
+  int64_t MultiplyAdds() const;
+  int64_t Bytes() const;
 };
 
 // Every site of `module` (after the pipeline), `?` at kDynamicExtent, in
