@@ -136,7 +136,8 @@ constexpr size_t kMaxNestedCalls = 100000;
 
 class Evaluator {
  public:
-  explicit Evaluator(ir::IRModule module) : module_(std::move(module)) {}
+  Evaluator(ir::IRModule module, int64_t max_tensor_bytes)
+      : module_(std::move(module)), max_tensor_bytes_(max_tensor_bytes) {}
 
   // The closure of global `name` (cached: globals capture nothing).
   Closure GlobalClosure(const std::string& name, const ir::Span& span) {
@@ -312,10 +313,12 @@ class Evaluator {
     return Call(std::move(closure), std::move(args), call->span);
   }
 
-  static Ref<Object> InvokeOp(const ir::OpNode* op, const ir::CallNode* call,
-                              const std::vector<Ref<Object>>& args) {
+  Ref<Object> InvokeOp(const ir::OpNode* op, const ir::CallNode* call,
+                       const std::vector<Ref<Object>>& args) const {
     try {
-      return op::InvokeOp(*op->def, args, call->attrs);
+      return op::InvokeOp(*op->def, args, call->attrs, max_tensor_bytes_);
+    } catch (const op::OutputTooLarge&) {
+      throw;
     } catch (const Error& error) {
       Fail(call->span, error.what());  // InvokeOp's messages already name the op
     }
@@ -426,6 +429,7 @@ class Evaluator {
   }
 
   const ir::IRModule module_;
+  const int64_t max_tensor_bytes_;
   size_t nested_calls_ = 0;
   std::unordered_map<std::string, Closure> globals_;
   std::unordered_map<const ir::FunctionNode*, std::vector<ir::Var>> free_vars_;
@@ -435,9 +439,9 @@ class Evaluator {
 }  // namespace
 
 Ref<Object> Evaluate(const ir::IRModule& module, const std::string& function,
-                     const std::vector<Ref<Object>>& args) {
+                     const std::vector<Ref<Object>>& args, int64_t max_tensor_bytes) {
   return RunWithDeepStack([&]() -> Ref<Object> {
-    Evaluator evaluator(module);
+    Evaluator evaluator(module, max_tensor_bytes);
     return evaluator.Call(evaluator.GlobalClosure(function, ir::Span{}), args, ir::Span{});
   });
 }

@@ -9,6 +9,8 @@
 // constructor's tag) and closures.
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,8 +47,11 @@ using Closure = Ref<ClosureNode>;
 // Calls the global `function` of `module` on `args`. Throws nimble::Error when
 // the arguments do not fit the function's parameter annotations (naming the
 // parameter and both types; Any dimensions accept any size), and on any
-// run-time error (prefixed with the line:col of the expression that failed).
+// run-time error (prefixed with the line:col of the expression that failed);
+// op::OutputTooLarge, as it is, when an op's output would be past
+// `max_tensor_bytes` (folding's bound).
 Ref<Object> Evaluate(const ir::IRModule& module, const std::string& function,
-                     const std::vector<Ref<Object>>& args);
+                     const std::vector<Ref<Object>>& args,
+                     int64_t max_tensor_bytes = std::numeric_limits<int64_t>::max());
 
 }  // namespace nimble::eval

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "nimble/compiler/ir/functor.h"
+#include "nimble/compiler/op/invoke.h"
 #include "nimble/compiler/op/op.h"
 #include "nimble/vm/error.h"
 
@@ -20,6 +21,10 @@ constexpr int64_t kMaxElements = int64_t{1} << 40;
 // Values known at import time are computed then up to this size; larger
 // ones (a ConstantOfShape of a big static shape) are left to run time.
 constexpr int64_t kMaxFoldedElements = int64_t{1} << 24;
+// The same bound in bytes (of int64 elements, the widest) on every tensor a
+// fold computes, for what a static type does not tell: an output typed `?`,
+// or a small result (a ReduceMean) of a large value left to run time.
+constexpr int64_t kMaxFoldedBytes = kMaxFoldedElements * 8;
 
 using Values = std::vector<Value>;
 
@@ -809,7 +814,8 @@ NodeContext::NodeContext(
     const onnx::NodeProto& node, std::string name, int64_t opset,
     std::vector<std::optional<Value>> inputs,
     std::function<ir::TensorType(const ir::Expr&)> type_of,
-    std::function<bool(const ir::Expr&)> reads_inputs, std::function<Tensor(const ir::Expr&)> fold,
+    std::function<bool(const ir::Expr&)> reads_inputs,
+    std::function<Tensor(const ir::Expr&, int64_t max_bytes)> fold,
     std::function<ir::GlobalVar(const std::string&, const std::string&)> define)
     : node_(node),
       name_(std::move(name)),
@@ -942,8 +948,11 @@ Value NodeContext::Expr(const ir::Expr& expr) const {
       numel *= dim.value();
     }
   }
-  const Tensor value = fold_(expr);
-  return Known(value);
+  try {
+    return Known(fold_(expr, kMaxFoldedBytes));
+  } catch (const op::OutputTooLarge&) {
+    return {expr, std::nullopt, {}};
+  }
 }
 
 void NodeContext::Fail(const std::string& reason) const {

@@ -49,14 +49,15 @@ class NodeContext {
   // `type_of` infers (and remembers) the type of an expression;
   // `reads_inputs` says (and remembers) whether an expression reads a graph
   // input, so that its value is not known at import time; `fold` evaluates a
-  // call whose arguments are all known; `define` adds a global function given
+  // call whose arguments are all known, throwing op::OutputTooLarge rather
+  // than computing a tensor past `max_bytes`; `define` adds a global function given
   // as Relay text (`def @name(...) { ... }`) to the module being built, once
   // per name, and returns it.
   NodeContext(const onnx::NodeProto& node, std::string name, int64_t opset,
               std::vector<std::optional<Value>> inputs,
               std::function<ir::TensorType(const ir::Expr&)> type_of,
               std::function<bool(const ir::Expr&)> reads_inputs,
-              std::function<Tensor(const ir::Expr&)> fold,
+              std::function<Tensor(const ir::Expr&, int64_t max_bytes)> fold,
               std::function<ir::GlobalVar(const std::string&, const std::string&)> define);
 
   const onnx::NodeProto& node() const { return node_; }
@@ -100,7 +101,7 @@ class NodeContext {
   std::vector<std::optional<Value>> inputs_;
   std::function<ir::TensorType(const ir::Expr&)> type_of_;
   std::function<bool(const ir::Expr&)> reads_inputs_;
-  std::function<Tensor(const ir::Expr&)> fold_;
+  std::function<Tensor(const ir::Expr&, int64_t max_bytes)> fold_;
   std::function<ir::GlobalVar(const std::string&, const std::string&)> define_;
 };
 

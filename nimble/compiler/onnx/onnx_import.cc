@@ -210,13 +210,14 @@ class GraphImporter {
     return reads;
   }
 
-  static Tensor Fold(const ir::Expr& expr) {
+  // Throws op::OutputTooLarge when it would compute a tensor past max_bytes.
+  static Tensor Fold(const ir::Expr& expr, int64_t max_bytes) {
     ir::IRModule module = ir::MakeModule();
     module->Add(
         Make<ir::GlobalVarNode>("main"),
         Make<ir::FunctionNode>(std::vector<ir::Var>{}, expr, nullptr, std::vector<ir::TypeVar>{}));
     typing::InferTypes(module);
-    const Ref<Object> value = eval::Evaluate(module, "main", {});
+    const Ref<Object> value = eval::Evaluate(module, "main", {}, max_bytes);
     const Tensor tensor = value.as<TensorNode>();
     if (!tensor) throw Error("a value known at import time is not a tensor");
     return tensor;

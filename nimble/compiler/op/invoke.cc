@@ -123,8 +123,8 @@ ir::Type TypeOfValue(const Ref<Object>& value) {
   throw Error("value has no tensor or tuple type");
 }
 
-Ref<Object> InvokeOp(const OpDef& def, const std::vector<Ref<Object>>& args,
-                     const ir::Attrs& attrs) {
+Ref<Object> InvokeOp(const OpDef& def, const std::vector<Ref<Object>>& args, const ir::Attrs& attrs,
+                     int64_t max_output_bytes) {
   if (def.dialect) {
     throw Error(def.name + ": a memory-dialect op runs only in compiled programs (the VM)");
   }
@@ -175,6 +175,11 @@ Ref<Object> InvokeOp(const OpDef& def, const std::vector<Ref<Object>>& args,
       throw Error(def.name + ": output shape " + ShapeToString(out_shapes[i]) +
                   " does not match its type " + ir::TypeToString(type) + " for inputs " +
                   ShapesToString(input_shapes));
+    }
+    if (ShapeBytes(out_shapes[i], type->dtype) > max_output_bytes) {
+      throw OutputTooLarge(def.name + ": output " + ShapeToString(out_shapes[i]) + " of " +
+                           type->dtype.name() + " is past " + std::to_string(max_output_bytes) +
+                           " bytes");
     }
     outputs.push_back(TensorNode::Empty(out_shapes[i], type->dtype));
   }

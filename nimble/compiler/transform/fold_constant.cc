@@ -71,7 +71,12 @@ class ConstantFolder : public ir::ExprMutator {
     }
     Tensor result;
     try {
-      result = op::InvokeOp(def, args, call->attrs).as<TensorNode>();
+      // A result larger than its inputs is not kept (it would grow the
+      // program), so it is not computed either: `zeros` of a large static
+      // shape was allocated whole at compile time. A scalar (at most 8
+      // bytes) is always kept.
+      const int64_t kept_bytes = std::max<int64_t>(static_cast<int64_t>(input_bytes), 8);
+      result = op::InvokeOp(def, args, call->attrs, kept_bytes).as<TensorNode>();
     } catch (const Error&) {
       return rewritten;  // the program fails here at run time, which reports it
     }

@@ -1,5 +1,6 @@
 // Seeded random mutations of real ONNX models: PyTorch's exports of a BERT
-// encoder, an operator graph and a 2-layer LSTM (export_models.py, where PyTorch is
+// encoder, an operator graph, a 2-layer LSTM and a GRU, whose initial state is folded
+// at import (export_models.py, where PyTorch is
 // installed) and a graph built here of every converted operator. Bytes are
 // flipped, cut and inserted, and the model's structure is edited (op types,
 // attributes, inputs, dims, initializer data, opsets). Every import must
@@ -143,7 +144,7 @@ std::vector<std::string> ExportedModels() {
                               "/tests/compiler/onnx/export_models.py " + dir.string() +
                               " > /dev/null 2>&1";
   if (std::system(command.c_str()) == 0) {
-    for (const char* name : {"bert_opset14.onnx", "ops.onnx", "lstm2.onnx"}) {
+    for (const char* name : {"bert_opset14.onnx", "ops.onnx", "lstm2.onnx", "gru1.onnx"}) {
       std::ifstream file(dir / name, std::ios::binary);
       models.emplace_back(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
     }

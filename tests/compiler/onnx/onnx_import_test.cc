@@ -489,6 +489,28 @@ TEST(OnnxImport, AConstantWhoseBytesOverflowIsAnError) {
   EXPECT_THAT(ErrorOf([&] { backend::Compile(module, options); }), HasSubstr(overflow));
 }
 
+// A small result of a large value is not folded, since folding would
+// compute the large one first: the sum of a ConstantOfShape of 2^31 floats
+// (left to run time for its size) allocated and filled 8 GiB at import.
+TEST(OnnxImport, ASmallResultOfALargeValueIsLeftToRunTime) {
+  onnx::ModelProto model = ModelOfX(13);
+  onnx::GraphProto& graph = *model.mutable_graph();
+  AddInt64Initializer(graph, "shape", {int64_t{1} << 31});
+  onnx::NodeProto& fill = *graph.add_node();
+  fill.set_op_type("ConstantOfShape");
+  fill.add_input("shape");
+  fill.add_output("C");
+  onnx::NodeProto& sum = *graph.add_node();
+  sum.set_op_type("ReduceSum");
+  sum.add_input("C");
+  sum.add_output("Y");
+  graph.add_output()->set_name("Y");
+  const ir::IRModule module = ImportOnnx(model.SerializeAsString(), "model.onnx");
+  const ir::Expr& body = module->Lookup("main")->body;
+  EXPECT_NE(body->kind, ir::ExprKind::kConstant) << text::PrintModule(module);
+  EXPECT_THAT(text::PrintModule(module), HasSubstr("sum("));
+}
+
 // Errors name the file: an initializer's too, and a node without an
 // operator type says so (it printed "operator  is not supported").
 TEST(OnnxImport, InitializerAndOperatorTypeErrorsNameTheFile) {

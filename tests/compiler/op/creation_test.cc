@@ -67,6 +67,23 @@ TEST(CreationOps, ZerosRejectsBadShapes) {
   EXPECT_EQ(Def("zeros").max_inputs, 0);
 }
 
+// Folding bounds what it computes: an output past the bound is refused by
+// its shape, before anything is allocated (a 4 TiB zeros here), with its own
+// type so that a folder leaves the call to run time.
+TEST(CreationOps, AnOutputPastTheBoundIsRefusedBeforeItIsAllocated) {
+  const OpDef& def = Def("zeros");
+  const ir::Attrs huge =
+      NormalizeAttrs(def, MakeAttrs({{"shape", std::vector<int64_t>{1LL << 40}}}));
+  try {
+    InvokeOp(def, {}, huge, 1024);
+    ADD_FAILURE() << "no error";
+  } catch (const OutputTooLarge& error) {
+    EXPECT_STREQ(error.what(), "zeros: output (1099511627776,) of float32 is past 1024 bytes");
+  }
+  const ir::Attrs small = NormalizeAttrs(def, MakeAttrs({{"shape", std::vector<int64_t>{256}}}));
+  EXPECT_EQ(InvokeOp(def, {}, small, 1024).as<TensorNode>()->numel(), 256);
+}
+
 TEST(CreationOps, FullCastsTheFillValue) {
   const Tensor fill = Scalar(DataType::Float32(), 2.5);
   const ir::Attrs shape22 = MakeAttrs({{"shape", std::vector<int64_t>{2, 2}}});
