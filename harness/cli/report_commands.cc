@@ -15,6 +15,8 @@ namespace nimble::bench {
 namespace {
 
 constexpr int kRegression = 1;
+// A timing the runs could not decide (too few or too noisy): neither pass nor fail.
+constexpr int kInconclusive = 3;  // 2 is CLI11's for a usage error
 
 struct ReportCommand {
   std::string db = "results.db";
@@ -26,6 +28,7 @@ struct GateCommand {
   std::string baseline = "results/baseline.db";
   std::string current = "results.db";
   double max_regression_percent = 5;
+  double alpha = 0.05;
   std::vector<std::string> metrics;
   bool update_baseline = false;
   bool prune = false;
@@ -48,7 +51,7 @@ std::string Describe(const reports::RunFilter& filter) {
   }
   if (!filter.commit.empty()) add("commit " + filter.commit);
   if (!filter.host.empty()) add("host " + filter.host);
-  return "the latest finished run per configuration and host" +
+  return "every finished run, aggregated per configuration and host" +
          (text.empty() ? std::string() : ", of " + text);
 }
 
@@ -80,11 +83,13 @@ int RunGate(const GateCommand& command) {
   }
   const auto baseline = OpenExisting(command.baseline);
   reports::GateOptions options{.max_regression = command.max_regression_percent / 100,
-                               .metrics = command.metrics};
+                               .metrics = command.metrics,
+                               .alpha = command.alpha};
   const reports::GateResult result =
       reports::Gate(reports::SelectRuns(*baseline, {}), current_runs, options);
   std::cout << reports::FormatGate(result, options);
-  return result.failed() ? kRegression : 0;
+  if (result.failed()) return kRegression;
+  return result.inconclusive() ? kInconclusive : 0;
 }
 
 }  // namespace
@@ -107,7 +112,8 @@ std::vector<std::pair<CLI::App*, CommandRunner>> AddReportCommands(CLI::App& app
   CLI::App* gate_command = app.add_subcommand(
       "gate",
       "Compare results.db with a baseline, like with like; exit 1 on a regression past the "
-      "threshold or a figure missing from the current runs");
+      "threshold or a figure missing from the current runs, 2 when a timing's runs are too few "
+      "or too noisy to decide");
   gate_command->add_option("--baseline", gate->baseline, "The baseline database")
       ->capture_default_str();
   gate_command->add_option("--current", gate->current, "The database to check")
@@ -123,7 +129,13 @@ std::vector<std::pair<CLI::App*, CommandRunner>> AddReportCommands(CLI::App& app
       ->capture_default_str();
   gate_command->add_option("--metrics", gate->metrics,
                            "Figures to gate (default: the deterministic ones: allocations, "
-                           "bytes, VM instructions, peak memory)");
+                           "bytes, VM instructions, peak memory); a timing is tested over all "
+                           "the runs of each side (Mann-Whitney U)");
+  gate_command
+      ->add_option("--alpha", gate->alpha,
+                   "A timing's test: the two-sided p-value below which the sides differ")
+      ->check(CLI::Range(0.0001, 0.5))
+      ->capture_default_str();
   gate_command->add_flag("--update-baseline", gate->update_baseline,
                          "Replace the baseline's runs with the current ones (needs --reason)");
   gate_command->add_flag("--prune", gate->prune,

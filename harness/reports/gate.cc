@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "harness/bench/build_info.h"
+#include "harness/bench/statistics.h"
+#include "harness/reports/statistics.h"
 #include "nimble/compiler/support/sqlite_util.h"
 #include "nimble/vm/error.h"
 
@@ -36,17 +38,44 @@ std::string Label(const bench::RunInfo& info) {
   return label;
 }
 
-// The latest run per comparison key: the gate compares kinds of machine,
-// not host names.
-std::map<std::string, const SelectedRun*> LatestByKey(const std::vector<SelectedRun>& runs) {
-  std::map<std::string, const SelectedRun*> latest;
-  for (const SelectedRun& run : runs) {
-    const SelectedRun*& slot = latest[ComparisonKey(run.record.info)];
-    if (slot == nullptr ||
-        std::tie(slot->finished_at, slot->id) < std::tie(run.finished_at, run.id))
-      slot = &run;
+// The runs of each comparison key, oldest first: the gate compares kinds of
+// machine, not host names.
+std::map<std::string, std::vector<const SelectedRun*>> RunsByKey(
+    const std::vector<SelectedRun>& runs) {
+  std::map<std::string, std::vector<const SelectedRun*>> by_key;
+  for (const SelectedRun& run : runs) by_key[ComparisonKey(run.record.info)].push_back(&run);
+  for (auto& [key, group] : by_key) {
+    std::sort(group.begin(), group.end(), [](const SelectedRun* a, const SelectedRun* b) {
+      return std::tie(a->finished_at, a->id) < std::tie(b->finished_at, b->id);
+    });
   }
-  return latest;
+  return by_key;
+}
+
+// The runs among `runs` that recorded `metric` (and, when given, ran on `cpu_model`).
+std::vector<const SelectedRun*> Recording(const std::vector<const SelectedRun*>& runs,
+                                          const std::string& metric,
+                                          const std::string* cpu_model = nullptr) {
+  std::vector<const SelectedRun*> recording;
+  for (const SelectedRun* run : runs) {
+    if (run->Find(metric) != nullptr &&
+        (cpu_model == nullptr || run->record.info.cpu_model == *cpu_model))
+      recording.push_back(run);
+  }
+  return recording;
+}
+
+std::vector<double> ValuesOf(const std::vector<const SelectedRun*>& runs,
+                             const std::string& metric) {
+  std::vector<double> values;
+  for (const SelectedRun* run : runs) values.push_back(run->Find(metric)->value);
+  return values;
+}
+
+std::string Short(double value) {
+  std::ostringstream out;
+  out << std::setprecision(2) << value;
+  return out.str();
 }
 
 const char* VerdictText(GateVerdict verdict) {
@@ -65,6 +94,8 @@ const char* VerdictText(GateVerdict verdict) {
       return "not measured in current";
     case GateVerdict::kOtherCpu:
       return "not compared (other CPU model)";
+    case GateVerdict::kInconclusive:
+      return "INCONCLUSIVE";
   }
   return "";
 }
@@ -97,6 +128,53 @@ GateVerdict Compare(double baseline, double current, double threshold) {
   return GateVerdict::kSame;
 }
 
+// A timing over all the runs of each side on the current side's CPU model:
+// the two-sided Mann–Whitney U test decides whether the sides differ, the
+// medians whether the difference passes the threshold.
+void CompareTimings(const std::vector<const SelectedRun*>& before,
+                    const std::vector<const SelectedRun*>& after, const std::string& metric,
+                    const GateOptions& options, GateRow& row) {
+  const std::vector<double> x = ValuesOf(before, metric);
+  const std::vector<double> y = ValuesOf(after, metric);
+  const int64_t n1 = static_cast<int64_t>(x.size());
+  const int64_t n2 = static_cast<int64_t>(y.size());
+  row.baseline = bench::Median(x);
+  row.current = bench::Median(y);
+  row.baseline_runs = n1;
+  row.current_runs = n2;
+  row.baseline_run = before.back()->id;
+  row.current_run = after.back()->id;
+  const std::string alpha = Short(options.alpha);
+  if (SmallestPValue(n1, n2) > options.alpha) {
+    const int64_t needed = RunsPerSideToReach(n1, n2, options.alpha);
+    row.verdict = GateVerdict::kInconclusive;
+    row.note = "too few runs (" + std::to_string(n1) + " and " + std::to_string(n2) +
+               "): none could reach p < " + alpha + "; needs " + std::to_string(needed) +
+               " runs a side, " + std::to_string(std::max<int64_t>(0, needed - n1)) +
+               " more in the baseline and " + std::to_string(std::max<int64_t>(0, needed - n2)) +
+               " more in the current";
+    return;
+  }
+  const MannWhitney test = MannWhitneyU(x, y);
+  row.p_value = test.p_value;
+  const GateVerdict direction = Compare(*row.baseline, *row.current, options.max_regression);
+  row.note = "runs " + std::to_string(n1) + "/" + std::to_string(n2) +
+             ", p = " + Short(test.p_value) + (test.exact ? "" : " (normal approximation)");
+  if (test.p_value < options.alpha) {
+    row.verdict = direction;
+  } else if (direction == GateVerdict::kRegressed) {
+    // Worse past the threshold, but not significantly: the noise hides it.
+    row.verdict = GateVerdict::kInconclusive;
+    const int64_t estimate = RunsPerSideForEffect(std::min(n1, n2), test.p_value, options.alpha);
+    row.note += " >= " + alpha + ": too noisy to tell" +
+                (estimate > 0 ? "; about " + std::to_string(estimate) +
+                                    " runs a side might, if the difference is real"
+                              : "");
+  } else {
+    row.verdict = GateVerdict::kSame;
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& DeterministicMetrics() {
@@ -114,6 +192,10 @@ const std::vector<std::string>& DeterministicMetrics() {
   return metrics;
 }
 
+bool IsTimingMetric(const std::string& metric) {
+  return Contains(TimingMetrics(), metric);
+}
+
 const std::vector<std::string>& GateableMetrics() {
   static const std::vector<std::string> metrics = [] {
     std::vector<std::string> all = DeterministicMetrics();
@@ -129,9 +211,16 @@ bool GateResult::failed() const {
   });
 }
 
+bool GateResult::inconclusive() const {
+  return !failed() && std::any_of(rows.begin(), rows.end(), [](const GateRow& row) {
+    return row.verdict == GateVerdict::kInconclusive;
+  });
+}
+
 GateResult Gate(const std::vector<SelectedRun>& baseline, const std::vector<SelectedRun>& current,
                 const GateOptions& options) {
   if (!(options.max_regression >= 0)) throw Error("--max-regression must be at least 0%");
+  if (!(options.alpha > 0 && options.alpha < 1)) throw Error("--alpha must be between 0 and 1");
   const std::vector<std::string>& metrics =
       options.metrics.empty() ? DeterministicMetrics() : options.metrics;
   for (const std::string& metric : metrics) {
@@ -142,15 +231,19 @@ GateResult Gate(const std::vector<SelectedRun>& baseline, const std::vector<Sele
                   "' (not a lower-is-better figure); gateable:" + known);
     }
   }
-  const auto baseline_runs = LatestByKey(baseline);
-  const auto current_runs = LatestByKey(current);
-  std::map<std::string, std::pair<const SelectedRun*, const SelectedRun*>> pairs;
-  for (const auto& [key, run] : baseline_runs) pairs[key].first = run;
-  for (const auto& [key, run] : current_runs) pairs[key].second = run;
+  const auto baseline_runs = RunsByKey(baseline);
+  const auto current_runs = RunsByKey(current);
+  using Sides = std::pair<std::vector<const SelectedRun*>, std::vector<const SelectedRun*>>;
+  std::map<std::string, Sides> pairs;
+  for (const auto& [key, runs] : baseline_runs) pairs[key].first = runs;
+  for (const auto& [key, runs] : current_runs) pairs[key].second = runs;
 
   GateResult result;
-  for (const auto& [key, pair] : pairs) {
-    const auto [old_run, new_run] = pair;
+  for (const auto& [key, sides] : pairs) {
+    const auto& [old_runs, new_runs] = sides;
+    // The deterministic figures are the latest run's: every run has the same.
+    const SelectedRun* old_run = old_runs.empty() ? nullptr : old_runs.back();
+    const SelectedRun* new_run = new_runs.empty() ? nullptr : new_runs.back();
     const bench::RunInfo& info = (old_run ? old_run : new_run)->record.info;
     if (old_run == nullptr || new_run == nullptr) {
       // A configuration measured on one side only: one line, not a row per
@@ -164,25 +257,37 @@ GateResult Gate(const std::vector<SelectedRun>& baseline, const std::vector<Sele
       continue;
     }
     for (const std::string& metric : metrics) {
-      const bench::Measurement* before = old_run->Find(metric);
-      const bench::Measurement* after = new_run->Find(metric);
-      if (before == nullptr && after == nullptr) continue;
+      const bool timing = IsTimingMetric(metric);
+      // A timing's sides: the runs that recorded it; its latest run's otherwise.
+      const std::vector<const SelectedRun*> before =
+          Recording(timing ? old_runs : std::vector{old_run}, metric);
+      const std::vector<const SelectedRun*> after =
+          Recording(timing ? new_runs : std::vector{new_run}, metric);
+      if (before.empty() && after.empty()) continue;
       GateRow row;
       row.configuration = Label(info);
       row.metric = metric;
-      if (before) row.baseline = before->value;
-      if (after) row.current = after->value;
-      row.baseline_run = old_run->id;
-      row.current_run = new_run->id;
-      if (!after) {
+      row.baseline_run = before.empty() ? old_run->id : before.back()->id;
+      row.current_run = after.empty() ? new_run->id : after.back()->id;
+      if (!before.empty()) row.baseline = before.back()->Find(metric)->value;
+      if (!after.empty()) row.current = after.back()->Find(metric)->value;
+      if (after.empty()) {
         row.verdict = GateVerdict::kMissingCurrent;
-      } else if (!before) {
+      } else if (before.empty()) {
         row.verdict = GateVerdict::kMissingBaseline;
-      } else if (Contains(TimingMetrics(), metric) &&
-                 old_run->record.info.cpu_model != new_run->record.info.cpu_model) {
-        row.verdict = GateVerdict::kOtherCpu;
-      } else {
+      } else if (!timing) {
         row.verdict = Compare(*row.baseline, *row.current, options.max_regression);
+      } else {
+        // Timings compare only on the CPU model the current runs last used.
+        const std::string& cpu_model = after.back()->record.info.cpu_model;
+        const std::vector<const SelectedRun*> same_cpu_before =
+            Recording(before, metric, &cpu_model);
+        if (same_cpu_before.empty()) {
+          row.verdict = GateVerdict::kOtherCpu;
+        } else {
+          CompareTimings(same_cpu_before, Recording(after, metric, &cpu_model), metric, options,
+                         row);
+        }
       }
       result.rows.push_back(std::move(row));
     }
@@ -191,24 +296,28 @@ GateResult Gate(const std::vector<SelectedRun>& baseline, const std::vector<Sele
 }
 
 std::string FormatGate(const GateResult& result, const GateOptions& options) {
-  std::vector<std::array<std::string, 5>> cells = {
-      {"metric", "baseline", "current", "change", "verdict"}};
+  std::vector<std::array<std::string, 6>> cells = {
+      {"metric", "baseline", "current", "change", "verdict", "test"}};
   std::ostringstream out;
   std::string configuration;
-  std::array<size_t, 5> widths{};
+  std::array<size_t, 6> widths{};
   for (const GateRow& row : result.rows) {
     cells.push_back({row.metric.empty() ? "(configuration)" : row.metric, FormatValue(row.baseline),
-                     FormatValue(row.current), FormatChange(row), VerdictText(row.verdict)});
+                     FormatValue(row.current), FormatChange(row), VerdictText(row.verdict),
+                     row.note});
   }
   for (const auto& line : cells) {
     for (size_t i = 0; i < line.size(); ++i) widths[i] = std::max(widths[i], line[i].size());
   }
-  auto print = [&](const std::array<std::string, 5>& line) {
-    out << " ";
+  auto print = [&](const std::array<std::string, 6>& line) {
+    std::ostringstream padded;
+    padded << " ";
     for (size_t i = 0; i < line.size(); ++i) {
-      out << " " << std::left << std::setw(static_cast<int>(widths[i])) << line[i];
+      padded << " " << std::left << std::setw(static_cast<int>(widths[i])) << line[i];
     }
-    out << "\n";
+    // The last column is often empty: no trailing blanks.
+    const std::string text = padded.str();
+    out << text.substr(0, text.find_last_not_of(' ') + 1) << "\n";
   };
   print(cells[0]);
   for (size_t i = 0; i < result.rows.size(); ++i) {
@@ -225,9 +334,12 @@ std::string FormatGate(const GateResult& result, const GateOptions& options) {
     return std::count_if(result.rows.begin(), result.rows.end(),
                          [&](const GateRow& row) { return row.verdict == verdict; });
   };
-  out << (result.failed() ? "FAIL: " : "PASS: ") << count(GateVerdict::kRegressed)
-      << " regressed past " << 100 * options.max_regression << "%, "
-      << count(GateVerdict::kMissingCurrent) << " missing, " << count(GateVerdict::kImproved)
+  out << (result.failed()         ? "FAIL: "
+          : result.inconclusive() ? "INCONCLUSIVE: "
+                                  : "PASS: ")
+      << count(GateVerdict::kRegressed) << " regressed past " << 100 * options.max_regression
+      << "%, " << count(GateVerdict::kMissingCurrent) << " missing, "
+      << count(GateVerdict::kInconclusive) << " inconclusive, " << count(GateVerdict::kImproved)
       << " improved, " << count(GateVerdict::kSame) << " unchanged, "
       << count(GateVerdict::kMissingBaseline) << " new, " << count(GateVerdict::kOtherCpu)
       << " not compared, " << count(GateVerdict::kNotMeasured)
@@ -267,9 +379,9 @@ int64_t UpdateBaseline(const std::string& baseline_path, const std::vector<Selec
       baseline.RecordRun(info, run.record.measurements);
     }
     sqlite::Statement note(baseline.handle(),
-                          "INSERT INTO baseline_updates (updated_at, commit_id, source, runs, "
-                          "reason) VALUES (?, ?, ?, ?, ?)",
-                          baseline.path());
+                           "INSERT INTO baseline_updates (updated_at, commit_id, source, runs, "
+                           "reason) VALUES (?, ?, ?, ?, ?)",
+                           baseline.path());
     note.Bind(1, sqlite::NowUtc())
         .Bind(2, std::string(kBuildCommit))
         .Bind(3, source)

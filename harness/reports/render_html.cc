@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -125,12 +126,17 @@ struct ChartScale {
   }
 };
 
-ChartScale ScaleFor(const std::vector<Bar>& bars) {
+// The right end of a bar or of its whisker.
+double BarEnd(const Bar& bar) {
+  return bar.high ? std::max(bar.value, *bar.high) : bar.value;
+}
+
+ChartScale ScaleFor(const std::vector<Bar>& bars, std::optional<double> reference) {
   size_t longest_label = 0;
-  double largest = 0;
+  double largest = reference.value_or(0);
   for (const Bar& bar : bars) {
     longest_label = std::max(longest_label, DisplayLength(bar.label));
-    if (std::isfinite(bar.value)) largest = std::max(largest, bar.value);
+    if (std::isfinite(BarEnd(bar))) largest = std::max(largest, BarEnd(bar));
   }
   if (largest <= 0) largest = 1;
   ChartScale scale;
@@ -147,6 +153,22 @@ std::string OpenRect(const std::string& role, bool paper, const std::string& pap
   return "<rect class=\"" + role + (paper ? " paper\"" + paper_fill : " measured\"");
 }
 
+// A median's interval as a line across its bar's middle, with end ticks.
+constexpr const char* kWhiskerStroke = " stroke=\"#1f2328\" stroke-width=\"1.5\"";
+
+std::string Whisker(const ChartScale& scale, double low, double high, double middle) {
+  const double left = scale.plot_left + scale.Length(low);
+  const double right = scale.plot_left + scale.Length(high);
+  std::string svg = "<line class=\"whisker\"" + std::string(kWhiskerStroke) +
+                    Attribute("x1", left) + Attribute("y1", middle) + Attribute("x2", right) +
+                    Attribute("y2", middle) + "/>";
+  for (const double x : {left, right}) {
+    svg += "<line class=\"whisker\"" + std::string(kWhiskerStroke) + Attribute("x1", x) +
+           Attribute("y1", middle - 4) + Attribute("x2", x) + Attribute("y2", middle + 4) + "/>";
+  }
+  return svg;
+}
+
 // The legend above the bars, naming only the kinds of bar the chart has.
 std::string ChartLegend(const std::vector<Bar>& bars, const ChartScale& scale,
                         const std::string& paper_fill) {
@@ -157,11 +179,17 @@ std::string ChartLegend(const std::vector<Bar>& bars, const ChartScale& scale,
                      [&](const Bar& bar) { return bar.paper == paper; })) {
       continue;
     }
-    const std::string text = paper ? "the paper's figure" : "measured here";
+    const std::string text = paper ? "the paper's figure" : "measured here (median)";
     legend += OpenRect("swatch", paper, paper_fill) + Attribute("x", x) +
               " y=\"4\" width=\"14\" height=\"12\"/><text" + Attribute("x", x + 20) + " y=\"15\">" +
               text + "</text>\n";
     x += 28 + DisplayLength(text) * kCharWidth;
+  }
+  if (std::any_of(bars.begin(), bars.end(), [](const Bar& bar) { return bar.low && bar.high; })) {
+    const std::string text = "95% interval or range";
+    legend += "<line class=\"whisker\"" + std::string(kWhiskerStroke) + Attribute("x1", x) +
+              " y1=\"10\"" + Attribute("x2", x + 14) + " y2=\"10\"/><text" +
+              Attribute("x", x + 20) + " y=\"15\">" + text + "</text>\n";
   }
   return legend;
 }
@@ -183,8 +211,10 @@ std::string ChartBars(const std::vector<Bar>& bars, const ChartScale& scale,
       svg += OpenRect("bar", bar->paper, paper_fill) + Attribute("x", scale.plot_left) +
              Attribute("y", y) + Attribute("width", length) + Attribute("height", kBarHeight) +
              "/>";
-      svg += "<text class=\"bar-value\"" + Attribute("x", scale.plot_left + length + 4) +
-             Attribute("y", y + 11) + ">" + ShortNumber(bar->value) + "</text>\n";
+      if (bar->low && bar->high) svg += Whisker(scale, *bar->low, *bar->high, y + kBarHeight / 2);
+      const double label_x = scale.plot_left + std::max(length, scale.Length(BarEnd(*bar))) + 4;
+      svg += "<text class=\"bar-value\"" + Attribute("x", label_x) + Attribute("y", y + 11) + ">" +
+             ShortNumber(bar->value) + "</text>\n";
       y += kBarPitch;
     }
     y += kGroupGap;
@@ -193,9 +223,17 @@ std::string ChartBars(const std::vector<Bar>& bars, const ChartScale& scale,
   return svg;
 }
 
-// Grid lines from `top` to the axis at `axis_y`, tick labels and the unit.
-std::string ChartAxis(const ChartScale& scale, double top, double axis_y, const std::string& unit) {
+// Grid lines from `top` to the axis at `axis_y`, tick labels, the unit and
+// the reference value (1 for a ratio) as a solid line.
+std::string ChartAxis(const ChartScale& scale, double top, double axis_y, const std::string& unit,
+                      std::optional<double> reference) {
   std::string svg;
+  if (reference) {
+    const double x = scale.plot_left + scale.Length(*reference);
+    svg += "<line class=\"reference\" stroke=\"#6e7781\" stroke-width=\"1.5\"" +
+           Attribute("x1", x) + Attribute("y1", top) + Attribute("x2", x) +
+           Attribute("y2", axis_y) + "/>\n";
+  }
   const long tick_count = std::lround(scale.axis_end / scale.step);
   for (long i = 0; i <= tick_count; ++i) {
     const double tick = i * scale.step;
@@ -217,7 +255,7 @@ std::string ChartAxis(const ChartScale& scale, double top, double axis_y, const 
 // which, and a scale axis in the table's unit. Pure SVG styled by the page's
 // CSS, so it draws without script.
 std::string BarChart(const Table& table) {
-  const ChartScale scale = ScaleFor(table.chart);
+  const ChartScale scale = ScaleFor(table.chart, table.chart_reference);
   const std::string hatch_id = Escape("hatch-" + table.id);
   const std::string paper_fill = " fill=\"url(#" + hatch_id + ")\"";
   const std::string title_id = Escape("chart-" + table.id);
@@ -234,7 +272,8 @@ std::string BarChart(const Table& table) {
          "patternTransform=\"rotate(45)\"><rect class=\"hatch-ground\" width=\"6\" height=\"6\"/>"
          "<line class=\"hatch-stroke\" x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\"/></pattern></defs>\n" +
          ChartLegend(table.chart, scale, paper_fill) +
-         ChartAxis(scale, kLegendHeight, axis_y, table.chart_unit) + bars + "</svg></figure>\n";
+         ChartAxis(scale, kLegendHeight, axis_y, table.chart_unit, table.chart_reference) + bars +
+         "</svg></figure>\n";
 }
 
 // One cell: a measured figure right-aligned with its exact value and a link
@@ -244,7 +283,16 @@ std::string TableCell(const Cell& cell) {
   if (cell.gap) td += " class=\"gap\"";
   if (cell.value) td += " data-value=\"" + ExactNumber(*cell.value) + "\"";
   td += ">";
-  if (cell.run) {
+  if (cell.runs.size() == 1) {
+    const std::string id = std::to_string(cell.runs[0]);
+    td += "<a href=\"#run-" + id + "\">run " + id + "</a>";
+  } else if (!cell.runs.empty()) {
+    td += "runs";
+    for (size_t i = 0; i < cell.runs.size(); ++i) {
+      const std::string id = std::to_string(cell.runs[i]);
+      td += std::string(i == 0 ? " " : ", ") + "<a href=\"#run-" + id + "\">" + id + "</a>";
+    }
+  } else if (cell.run) {
     td += "<a href=\"#run-" + std::to_string(*cell.run) + "\">" + Escape(cell.text) + "</a>";
   } else {
     td += Escape(cell.text);
@@ -267,7 +315,9 @@ std::string TableSection(const Table& table) {
     html += "</tr>\n";
   }
   html += "</tbody>\n</table></div>\n";
-  if (!table.chart_unit.empty()) html += BarChart(table);
+  if (!table.not_measured.empty())
+    html += "<p class=\"note not-measured\">" + Escape(table.not_measured) + "</p>\n";
+  if (!table.chart_unit.empty() && !table.chart.empty()) html += BarChart(table);
   return html + "</section>\n";
 }
 
@@ -296,9 +346,15 @@ std::string RenderHtml(const Report& report) {
       "<header>\n<h1>Nimble: the paper's tables, measured</h1>\n<p class=\"meta\">Runs from "
       "<code>" +
       Escape(report.database) + "</code> (selection: " + Escape(report.filter) + "), generated " +
-      Escape(report.generated_at) + ".</p>\n<p class=\"note\">Each measured figure links to " +
-      "the run that measured it; greyed italic cells are gaps (no data, emulated or not " +
-      "comparable).</p>\n</header>\n";
+      Escape(report.generated_at) + ".</p>\n";
+  if (!report.hosts.empty()) {
+    std::string hosts;
+    for (const std::string& host : report.hosts) hosts += (hosts.empty() ? "" : "; ") + host;
+    html += "<p class=\"meta\">Hosts: " + Escape(hosts) + ".</p>\n";
+  }
+  html +=
+      "<p class=\"note\">Each row lists the runs it aggregates, each a link to its source; "
+      "greyed italic cells are gaps (no data, emulated or not comparable).</p>\n</header>\n";
 
   html += "<nav aria-label=\"Contents\">\n<h2>Contents</h2>\n<ol>\n";
   for (const Table& table : report.tables) {

@@ -25,17 +25,22 @@ struct Provenance {
 
 struct Cell {
   std::string text;             // as shown
-  std::optional<double> value;  // set when the cell is a measured figure
-  std::optional<int64_t> run;   // the run it came from (Report::sources)
-  bool gap = false;             // no data, emulated or not comparable: shown marked
+  std::optional<double> value;  // set when the cell is a measured figure (or a median of them)
+  std::optional<int64_t> run;   // the one run it came from (Report::sources)
+  // A list of runs (a median's, a row's): `text` reads "runs 3, 7" and the
+  // renderers link each id (Report::sources).
+  std::vector<int64_t> runs;
+  bool gap = false;  // no data, emulated or not comparable: shown marked
 };
 
 // One bar of a table's chart: a measured figure or the paper's.
 struct Bar {
-  std::string group;  // e.g. "LSTM 1 layer, intel"
-  std::string label;  // e.g. "Nimble", "PyTorch (mv_script)", "paper: Nimble"
+  std::string group;  // e.g. "LSTM 1 layer, intel, box-1"
+  std::string label;  // e.g. "PyTorch (mv_script)", "paper: PyTorch"
   double value = 0;
   bool paper = false;
+  std::optional<double> low;  // a median's interval (or range), drawn as a whisker
+  std::optional<double> high;
 };
 
 struct Table {
@@ -44,8 +49,11 @@ struct Table {
   std::string caption;
   std::vector<std::string> header;
   std::vector<std::vector<Cell>> rows;
-  std::string chart_unit;  // empty: no chart
-  std::vector<Bar> chart;
+  // The paper's figures that no row here measured, in one line (empty: none).
+  std::string not_measured;
+  std::string chart_unit;                 // empty: no chart
+  std::vector<Bar> chart;                 // empty: no chart either
+  std::optional<double> chart_reference;  // a value marked across the chart (1 for a ratio)
 };
 
 struct Report {
@@ -54,10 +62,15 @@ struct Report {
   std::string generated_at;
   std::vector<Table> tables;
   std::vector<Provenance> sources;  // every run a cell refers to, by id
+  // The hosts of those runs with their CPU, once each ("box-1 (Xeon ...)"):
+  // the tables name hosts only.
+  std::vector<std::string> hosts;
 };
 
 // The report of `runs` (run_selection.h), read from `database` with the
-// selection described by `filter`.
+// selection described by `filter`. The runs of one system, configuration
+// and host are one row: timings as their median with a 95% interval, peers'
+// speed-ups paired round by round with Nimble's runs (docs/reports.md).
 Report BuildReport(const std::vector<SelectedRun>& runs, const std::string& database,
                    const std::string& filter);
 

@@ -1,7 +1,6 @@
 #include "harness/reports/run_selection.h"
 
 #include <algorithm>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
@@ -40,9 +39,9 @@ std::vector<SelectedRun> SelectRuns(const bench::ResultsDb& db, const RunFilter&
   const std::set<int64_t> wanted(filter.run_ids.begin(), filter.run_ids.end());
   const std::set<std::string> kinds(filter.kinds.begin(), filter.kinds.end());
   sqlite::Statement select(db.handle(),
-                          "SELECT id, status, finished_at, commit_id, host, kind FROM runs "
-                          "ORDER BY finished_at, id",
-                          db.path());
+                           "SELECT id, status, finished_at, commit_id, host, kind FROM runs "
+                           "ORDER BY finished_at, id",
+                           db.path());
   std::set<int64_t> seen;
   std::vector<std::pair<int64_t, std::string>> finished;
   while (select.Step()) {
@@ -68,14 +67,8 @@ std::vector<SelectedRun> SelectRuns(const bench::ResultsDb& db, const RunFilter&
       throw Error(db.path() + ": no run " + std::to_string(id) + " of kind " + names);
     }
   }
-  // Later rows replace earlier ones of the same key and host.
-  std::map<std::pair<std::string, std::string>, SelectedRun> latest;
-  for (const auto& [id, finished_at] : finished) {
-    SelectedRun run{id, finished_at, db.Run(id)};
-    latest[{ComparisonKey(run.record.info), run.record.info.host}] = std::move(run);
-  }
   std::vector<SelectedRun> runs;
-  for (auto& [key, run] : latest) runs.push_back(std::move(run));
+  for (const auto& [id, finished_at] : finished) runs.push_back({id, finished_at, db.Run(id)});
   std::sort(runs.begin(), runs.end(), [](const SelectedRun& a, const SelectedRun& b) {
     const bench::RunInfo& x = a.record.info;
     const bench::RunInfo& y = b.record.info;

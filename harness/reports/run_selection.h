@@ -1,7 +1,8 @@
 // Which runs of a results.db a report or a gate reads (docs/reports.md):
-// finished runs of the kinds asked for (a gate: `run`), narrowed by the user's filters, then the
-// latest per comparison key, so a configuration measured ten times on a
-// host shows once, as last measured.
+// finished runs of the kinds asked for (a gate: `run`), narrowed by the
+// user's filters. Every such run is kept: a configuration measured in ten
+// rounds is ten values that the report and the timing gate aggregate, never
+// one of them standing for the rest.
 #pragma once
 
 #include <cstdint>
@@ -34,8 +35,8 @@ struct SelectedRun {
 // size, architecture and emulation. The host name is not part of it.
 std::string ComparisonKey(const bench::RunInfo& info);
 
-// The latest finished run per comparison key and host among the runs that
-// pass `filter`, in (model, configuration, framework, target, host) order.
+// The finished runs that pass `filter`, in (model, configuration,
+// framework, target, host, id) order.
 // A run id in `filter` that is absent or unfinished is an error naming it.
 std::vector<SelectedRun> SelectRuns(const bench::ResultsDb& db, const RunFilter& filter);
 

@@ -283,6 +283,22 @@ TEST_F(NimbleBenchCli, GateRefusesWhatItCannotCompare) {
   EXPECT_FALSE(fs::exists(dir_ / "new.db"));
 }
 
+// Timings are gated by a test over the runs of each side: two runs a side
+// can never reach p < 0.05, so the gate says so, with an exit status of its
+// own (neither pass nor fail nor a usage error).
+TEST_F(NimbleBenchCli, ATimingGateOnTwoRunsASideIsInconclusive) {
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_EQ(
+        Bench(With({"run", "--model", "lstm", "--hidden-size", "16", "--db", Db()}, kQuick)).status,
+        0);
+  }
+  const Outcome gate =
+      Bench({"gate", "--baseline", Db(), "--current", Db(), "--metrics", "us_per_token"});
+  EXPECT_EQ(gate.status, 3) << gate.out;
+  EXPECT_THAT(gate.out, HasSubstr("inconclusive"));
+  EXPECT_THAT(gate.out, HasSubstr("2 more"));
+}
+
 // A counted run: callgrind's count of one pass on one thread, and no times.
 // Its options reach the counted child (--no-fusion shows in its
 // configuration).
@@ -356,10 +372,11 @@ TEST_F(NimbleBenchCli, ADispatchMicrobenchmarkIsRecordedAndReported) {
   ASSERT_EQ(report.status, 0) << report.out;
   std::ifstream markdown(dir_ / "report" / "report.md");
   const std::string text((std::istreambuf_iterator<char>(markdown)), {});
-  EXPECT_THAT(text, ::testing::ContainsRegex("\\| dense_16x8 \\| intel \\| [^\n]*\\| 1 \\| "
-                                             "[0-9.]+ \\| \\*not measured\\* \\| "
-                                             "\\*not measured\\* \\| [0-9.]+ \\([0-9.]+\\) "
-                                             "\\| [0-9.]+ \\([0-9.]+\\) \\| \\[run 1\\]"));
+  // One row per shape and dispatch/k: one run gives no interval, so no verdict.
+  EXPECT_THAT(text, ::testing::ContainsRegex(
+                        "\\| dense_16x8 \\| dispatch/2 \\| intel \\| [^\n]*\\| 1 \\| [0-9.]+ "
+                        "\\| [0-9.]+ \\| 1 run: no interval \\| [0-9.]+ \\| [^|]+ \\| "
+                        "inconclusive: [^|]+ \\| \\[run 1\\]"));
 
   const Outcome shape = Bench({"microbench", "dispatch", "--shapes", "16by8", "--db", Db()});
   EXPECT_EQ(shape.status, 2);

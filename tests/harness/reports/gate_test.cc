@@ -1,7 +1,8 @@
 // Gate between two real results.db files (temporary files filled through
 // ResultsDb, read back with SelectRuns): like is compared with like, a
 // figure past the threshold or missing fails, timings are gated only when
-// asked for and only on the same CPU model; UpdateBaseline copies runs with
+// asked for, only on the same CPU model, and by a Mann–Whitney U test over
+// every run of each side (regressed, unchanged or inconclusive); UpdateBaseline copies runs with
 // their provenance and records why, read back with SQLite itself.
 #include "harness/reports/gate.h"
 
@@ -276,16 +277,111 @@ TEST_F(GateTest, TimingsAreNotGatedByDefault) {
   EXPECT_FALSE(result.failed());
 }
 
-TEST_F(GateTest, ATimingAskedForFailsOnTheSameCpuModel) {
-  baseline_->RecordRun(Info(), Figures(1000, 50));
-  current_->RecordRun(Info(), Figures(1000, 60));
+// `count` runs of Info() with us_per_token = `base` times 1 + a small
+// deterministic jitter (-1%, 0, +1%, -0.5%, +0.5%, ...).
+void RecordTimings(bench::ResultsDb& db, int count, double base) {
+  for (int i = 0; i < count; ++i) {
+    db.RecordRun(Info(), Figures(1000, base * (1 + 0.005 * ((i * 7) % 5 - 2))));
+  }
+}
+
+GateOptions Timings() {
   GateOptions options;
   options.metrics = {"us_per_token"};
-  const GateResult result = GateAll(options);
+  return options;
+}
+
+TEST_F(GateTest, ATwentyPercentSlowdownOverEightRunsASideRegresses) {
+  RecordTimings(*baseline_, 8, 50);
+  RecordTimings(*current_, 8, 60);
+  const GateResult result = GateAll(Timings());
   ASSERT_EQ(result.rows.size(), 1u);
-  EXPECT_EQ(result.rows[0].metric, "us_per_token");
-  EXPECT_EQ(result.rows[0].verdict, GateVerdict::kRegressed);
+  const GateRow& row = result.rows[0];
+  EXPECT_EQ(row.metric, "us_per_token");
+  EXPECT_EQ(row.verdict, GateVerdict::kRegressed);
+  EXPECT_EQ(row.baseline_runs, 8);
+  EXPECT_EQ(row.current_runs, 8);
+  EXPECT_NEAR(*row.baseline, 50, 0.5);  // the medians
+  EXPECT_NEAR(*row.current, 60, 0.6);
+  ASSERT_TRUE(row.p_value.has_value());
+  EXPECT_NEAR(*row.p_value, 2.0 / 12870, 1e-12);  // no overlap: 2 / C(16, 8)
   EXPECT_TRUE(result.failed());
+  EXPECT_FALSE(result.inconclusive());
+  const std::string text = FormatGate(result, Timings());
+  EXPECT_THAT(LastLine(text), StartsWith("FAIL"));
+  EXPECT_THAT(text, HasSubstr("runs 8/8, p = 0.00016"));
+}
+
+TEST_F(GateTest, EqualDistributionsAreUnchanged) {
+  RecordTimings(*baseline_, 8, 50);
+  RecordTimings(*current_, 8, 50);
+  const GateResult result = GateAll(Timings());
+  ASSERT_EQ(result.rows.size(), 1u);
+  EXPECT_EQ(result.rows[0].verdict, GateVerdict::kSame);
+  EXPECT_GT(*result.rows[0].p_value, 0.05);
+  EXPECT_FALSE(result.failed());
+  EXPECT_FALSE(result.inconclusive());
+  EXPECT_THAT(LastLine(FormatGate(result, Timings())), StartsWith("PASS"));
+}
+
+TEST_F(GateTest, ASignificantSlowdownWithinTheThresholdIsUnchanged) {
+  RecordTimings(*baseline_, 8, 50);
+  RecordTimings(*current_, 8, 51.5);  // +3%, every run slower
+  const GateResult result = GateAll(Timings());
+  EXPECT_LT(*result.rows[0].p_value, 0.05);
+  EXPECT_EQ(result.rows[0].verdict, GateVerdict::kSame);
+}
+
+TEST_F(GateTest, TwoRunsASideAreInconclusiveAndSayHowManyMoreAreNeeded) {
+  RecordTimings(*baseline_, 2, 50);
+  RecordTimings(*current_, 2, 60);
+  const GateResult result = GateAll(Timings());
+  ASSERT_EQ(result.rows.size(), 1u);
+  const GateRow& row = result.rows[0];
+  EXPECT_EQ(row.verdict, GateVerdict::kInconclusive);
+  EXPECT_FALSE(row.p_value.has_value());
+  // Two and two runs can give p = 1/3 at best.
+  EXPECT_EQ(row.note,
+            "too few runs (2 and 2): none could reach p < 0.05; needs 4 runs a side, 2 more in "
+            "the baseline and 2 more in the current");
+  EXPECT_FALSE(result.failed());
+  EXPECT_TRUE(result.inconclusive());
+  const std::string text = FormatGate(result, Timings());
+  EXPECT_THAT(LastLine(text), StartsWith("INCONCLUSIVE"));
+  EXPECT_THAT(LastLine(text), HasSubstr("1 inconclusive"));
+}
+
+TEST_F(GateTest, ANoisySlowdownIsInconclusive) {
+  for (const double us : {40.0, 70.0, 45.0, 65.0, 50.0, 60.0, 42.0, 68.0}) {
+    baseline_->RecordRun(Info(), Figures(1000, us));
+  }
+  for (const double us : {44.0, 75.0, 52.0, 69.0, 58.0, 63.0, 47.0, 71.0}) {
+    current_->RecordRun(Info(), Figures(1000, us));
+  }
+  const GateResult result = GateAll(Timings());
+  ASSERT_EQ(result.rows.size(), 1u);
+  const GateRow& row = result.rows[0];
+  EXPECT_EQ(row.verdict, GateVerdict::kInconclusive);
+  EXPECT_GT(*row.p_value, 0.05);
+  EXPECT_GT(*row.current, *row.baseline * 1.05);
+  EXPECT_THAT(row.note, HasSubstr("too noisy to tell; about "));
+  EXPECT_THAT(row.note, HasSubstr(" runs a side might"));
+  EXPECT_TRUE(result.inconclusive());
+}
+
+TEST_F(GateTest, TheDeterministicGateReadsTheLatestRunPerKey) {
+  baseline_->RecordRun(Info(), Figures(900));
+  const int64_t latest = baseline_->RecordRun(Info(), Figures(1000));
+  current_->RecordRun(Info(), Figures(2000));
+  const int64_t now = current_->RecordRun(Info(), Figures(1000));
+  const GateResult result = GateAll();
+  const GateRow* peak = Row(result, "peak_bytes_planned");
+  ASSERT_NE(peak, nullptr);
+  EXPECT_EQ(peak->verdict, GateVerdict::kSame);
+  EXPECT_EQ(peak->baseline_run, latest);
+  EXPECT_EQ(peak->current_run, now);
+  EXPECT_EQ(peak->baseline_runs, 0);  // not a test over runs
+  EXPECT_FALSE(result.failed());
 }
 
 TEST_F(GateTest, ATimingOnAnotherCpuModelIsNotCompared) {
@@ -319,6 +415,9 @@ TEST_F(GateTest, ANegativeThresholdIsAnError) {
   GateOptions options;
   options.max_regression = -0.01;
   EXPECT_THAT(GateError(options), HasSubstr("--max-regression"));
+  options.max_regression = 0.05;
+  options.alpha = 0;
+  EXPECT_THAT(GateError(options), HasSubstr("--alpha"));
 }
 
 TEST(GateMetrics, DeterministicMetricsAreGateableAndHaveNoTimings) {
@@ -471,21 +570,26 @@ TEST_F(GateTest, UpdateBaselineRefusesNoRuns) {
 }
 
 TEST_F(GateTest, TheCurrentRunsPassAgainstABaselineTakenFromThem) {
-  current_->RecordRun(Info(), Figures(1000, 50));
-  current_->RecordRun(Bert(), Figures(2000, 300));
   bench::RunInfo arm = Info("pi-4");
   arm.target = "arm";
   arm.arch = "aarch64";
   arm.cpu_model = "Cortex-A72";
-  current_->RecordRun(arm, Figures(1000, 180));
+  // Four runs of each: enough for the timings' test to decide.
+  for (int round = 0; round < 4; ++round) {
+    current_->RecordRun(Info(), Figures(1000, 50));
+    current_->RecordRun(Bert(), Figures(2000, 300));
+    current_->RecordRun(arm, Figures(1000, 180));
+  }
   const std::string path = Path("committed.db");
-  UpdateBaseline(path, SelectRuns(*current_, {}), Path("current.db"), "first baseline");
+  EXPECT_EQ(UpdateBaseline(path, SelectRuns(*current_, {}), Path("current.db"), "first baseline"),
+            12);
 
   const bench::ResultsDb committed(path);
   GateOptions options;
   options.metrics = GateableMetrics();
   const GateResult result = Gate(SelectRuns(committed, {}), SelectRuns(*current_, {}), options);
   EXPECT_FALSE(result.failed());
+  EXPECT_FALSE(result.inconclusive());
   EXPECT_EQ(result.rows.size(), 12u);  // four figures of three configurations
   for (const GateRow& row : result.rows) {
     EXPECT_EQ(row.verdict, GateVerdict::kSame) << row.configuration << " " << row.metric;

@@ -36,11 +36,11 @@ Report SampleReport() {
                {PlainCell("LSTM 2 layers"), MeasuredCell("25.00", 25, 3), GapCell("no data"),
                 PlainCell("97.2")}};
   lstm.chart_unit = "µs/token";
-  lstm.chart = {{"LSTM 1 layer", "Nimble", 12.5, false},
-                {"LSTM 1 layer", "PyTorch <mv_script>", 0.1 + 0.2, false},
-                {"LSTM 1 layer", "paper: Nimble", 47.8, true},
-                {"LSTM 2 layers", "Nimble", 25, false},
-                {"LSTM 2 layers", "paper: Nimble", 97.2, true}};
+  lstm.chart = {{"LSTM 1 layer", "Nimble", 12.5, false, 11.5, 14.25},
+                {"LSTM 1 layer", "PyTorch <mv_script>", 0.1 + 0.2, false, {}, {}},
+                {"LSTM 1 layer", "paper: Nimble", 47.8, true, {}, {}},
+                {"LSTM 2 layers", "Nimble", 25, false, {}, {}},
+                {"LSTM 2 layers", "paper: Nimble", 97.2, true, {}, {}}};
   Table memory;
   memory.id = "memory";
   memory.title = "Memory, MiB";
@@ -162,10 +162,63 @@ TEST(RenderHtml, ChartsOneBarPerFigureWithItsValue) {
       {"12.5"}, {"0.3"}, {"47.8"}, {"25"}, {"97.2"}};
   EXPECT_EQ(Captures(chart, R"re(<text class="bar-value"[^>]*>([^<]*)</text>)re"), values);
   EXPECT_EQ(Count(chart, "<text class=\"group-label\""), 2u);
-  EXPECT_THAT(chart, HasSubstr(">measured here</text>"));
+  EXPECT_THAT(chart, HasSubstr(">measured here (median)</text>"));
   EXPECT_THAT(chart, HasSubstr(">the paper's figure</text>"));
   EXPECT_THAT(chart, HasSubstr("<text class=\"unit\""));
   EXPECT_GE(Count(chart, "<text class=\"tick-label\""), 3u);
+}
+
+TEST(RenderHtml, AnIntervalIsAWhiskerAcrossItsBar) {
+  const std::string chart = Section(RenderHtml(SampleReport()), "table1");
+  // One bar has an interval: its line and two end ticks, and the legend's.
+  EXPECT_EQ(Count(chart, "<line class=\"whisker\""), 4u);
+  EXPECT_THAT(chart, HasSubstr(">95% interval or range</text>"));
+  EXPECT_THAT(chart, Not(HasSubstr("class=\"reference\"")));
+  // The bar's value label sits right of its whisker (the first after the
+  // legend's), not inside it.
+  const auto whisker_ends =
+      Captures(chart, R"re(<line class="whisker"[^>]* x1="([0-9.]+)"[^>]* x2="([0-9.]+)")re");
+  const auto first_label = Captures(chart, R"re(<text class="bar-value" x="([0-9.]+)")re");
+  ASSERT_GE(whisker_ends.size(), 2u);
+  ASSERT_FALSE(first_label.empty());
+  EXPECT_GT(std::stod(first_label[0][0]), std::stod(whisker_ends[1][1]));
+}
+
+TEST(RenderHtml, ARatioChartMarksOne) {
+  Report report = SampleReport();
+  report.tables[0].chart_reference = 1;
+  EXPECT_EQ(Count(Section(RenderHtml(report), "table1"), "<line class=\"reference\""), 1u);
+}
+
+TEST(RenderHtml, ATableWithAUnitButNoBarsHasNoChart) {
+  Report report = SampleReport();
+  report.tables[0].chart.clear();
+  EXPECT_THAT(Section(RenderHtml(report), "table1"), Not(HasSubstr("<svg")));
+}
+
+TEST(RenderHtml, ARunListLinksEachRun) {
+  Report report = SampleReport();
+  Cell runs = PlainCell("runs 3, 4");
+  runs.runs = {3, 4};
+  report.tables[1].rows[0][1] = runs;
+  EXPECT_THAT(Section(RenderHtml(report), "memory"),
+              HasSubstr("<td>runs <a href=\"#run-3\">3</a>, <a href=\"#run-4\">4</a></td>"));
+  runs.runs = {3};
+  report.tables[1].rows[0][1] = runs;
+  EXPECT_THAT(Section(RenderHtml(report), "memory"),
+              HasSubstr("<td><a href=\"#run-3\">run 3</a></td>"));
+}
+
+TEST(RenderHtml, TheFoldedLineFollowsItsTableEscaped) {
+  Report report = SampleReport();
+  report.tables[0].not_measured = "Not measured here: MXNet (paper: 4.45x on <intel>).";
+  const std::string section = Section(RenderHtml(report), "table1");
+  const size_t line = section.find(
+      "<p class=\"note not-measured\">Not measured here: MXNet (paper: 4.45x on &lt;intel&gt;)."
+      "</p>");
+  ASSERT_NE(line, std::string::npos);
+  EXPECT_GT(line, section.find("</table>"));
+  EXPECT_THAT(Section(RenderHtml(report), "memory"), Not(HasSubstr("not-measured")));
 }
 
 TEST(RenderHtml, TableWithoutUnitHasNoChart) {

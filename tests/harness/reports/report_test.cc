@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <set>
@@ -77,30 +78,27 @@ const Cell& At(const Table& table, const std::vector<Cell>& row, const std::stri
   return none;
 }
 
-// The row whose Run column links to `run`, or nullptr.
+// The cell of `row` that lists its runs ("Runs", or "Run" in the tables of
+// counts that show the latest run).
+const Cell& RunsOf(const Table& table, const std::vector<Cell>& row) {
+  const bool one = std::find(table.header.begin(), table.header.end(), "Run") != table.header.end();
+  return At(table, row, one ? "Run" : "Runs");
+}
+
+// The row whose runs include `run`, or nullptr.
 const std::vector<Cell>* RowOfRun(const Table& table, int64_t run) {
   for (const std::vector<Cell>& row : table.rows) {
-    if (At(table, row, "Run").text == "run " + std::to_string(run)) return &row;
+    const Cell& runs = RunsOf(table, row);
+    if (runs.run == run || std::find(runs.runs.begin(), runs.runs.end(), run) != runs.runs.end())
+      return &row;
   }
   return nullptr;
 }
 
-// The rows no run measured: the paper's figures alone.
-std::vector<const std::vector<Cell>*> PaperRows(const Table& table) {
-  std::vector<const std::vector<Cell>*> rows;
+// The row whose System is `system`, or nullptr.
+const std::vector<Cell>* RowOfSystem(const Table& table, const std::string& system) {
   for (const std::vector<Cell>& row : table.rows) {
-    if (At(table, row, "Run").text.empty()) rows.push_back(&row);
-  }
-  return rows;
-}
-
-// Table 1's paper row of `system` at `layers` on `target`, or nullptr.
-const std::vector<Cell>* PaperRow(const Table& table, const std::string& system,
-                                  const std::string& layers, const std::string& target) {
-  for (const std::vector<Cell>* row : PaperRows(table)) {
-    if (At(table, *row, "System").text == system && At(table, *row, "Layers").text == layers &&
-        At(table, *row, "Target").text == target)
-      return row;
+    if (At(table, row, "System").text == system) return &row;
   }
   return nullptr;
 }
@@ -129,30 +127,67 @@ TEST_F(ReportTest, ANimbleRunAtThePapersSizesStandsBesideThePapersFigure) {
   const int64_t run = Record(RunInfoOf("lstm", kLstmAtPaperSizes), 52.0);
   const Report report = Build();
   const Table& table = TableOf(report, "table1");
+  ASSERT_THAT(table.rows, SizeIs(1));
   const std::vector<Cell>* row = RowOfRun(table, run);
   ASSERT_NE(row, nullptr);
   EXPECT_EQ(At(table, *row, "System").text, "Nimble");
   EXPECT_EQ(At(table, *row, "Layers").text, "1");
   EXPECT_EQ(At(table, *row, "Target").text, "intel");
-  EXPECT_EQ(At(table, *row, "Host").text, "box-1 (Xeon Platinum 8259CL)");
+  EXPECT_EQ(At(table, *row, "Host").text, "box-1");
+  EXPECT_THAT(report.hosts, ElementsAre("box-1 (Xeon Platinum 8259CL)"));
   EXPECT_EQ(At(table, *row, "Model, data, threads").text, "300/512, synthetic, 1 thread");
   const Cell& figure = At(table, *row, "µs/token");
   EXPECT_EQ(figure.text, "52.0");
   EXPECT_THAT(figure.value, Optional(52.0));
-  EXPECT_THAT(figure.run, Optional(run));
   EXPECT_FALSE(figure.gap);
-  EXPECT_EQ(At(table, *row, "Paper").text, "47.8");
-  EXPECT_EQ(At(table, *row, "Ours / paper").text, "1.09x");
+  EXPECT_EQ(At(table, *row, "95% interval, runs").text, "1 run: no interval");
+  EXPECT_EQ(At(table, *row, "Paper (ours / paper)").text, "47.8 (1.09x)");
   EXPECT_EQ(At(table, *row, "Nimble's speed-up").text, "");
-  EXPECT_THAT(At(table, *row, "Run").run, Optional(run));
-  // Measured, so the paper's figure for Nimble, 1 layer, Intel has no gap row.
-  EXPECT_EQ(PaperRow(table, "Nimble", "1", "intel"), nullptr);
-  EXPECT_NE(PaperRow(table, "Nimble", "2", "intel"), nullptr);
-  bool charted = false;
-  for (const Bar& bar : table.chart) {
-    if (bar.label == "Nimble" && !bar.paper && bar.value == 52.0) charted = true;
+  EXPECT_EQ(At(table, *row, "Verdict").text, "");
+  EXPECT_EQ(At(table, *row, "Runs").text, "run " + std::to_string(run));
+  EXPECT_THAT(At(table, *row, "Runs").runs, ElementsAre(run));
+  // Measured, so the paper's Nimble at 1 layer on Intel leaves the folded line.
+  EXPECT_THAT(table.not_measured, HasSubstr("Nimble (paper: 1 layer: 93.0 µs/token on nvidia, "
+                                            "182.2 µs/token on arm; 2 layers: 97.2 µs/token on "
+                                            "intel"));
+  EXPECT_THAT(table.not_measured, Not(HasSubstr("47.8")));
+  // Nimble alone has no speed-up to chart.
+  EXPECT_THAT(table.chart, IsEmpty());
+}
+
+TEST_F(ReportTest, RoundsOfOneConfigurationAreOneRowWithTheirMedianAndInterval) {
+  std::vector<int64_t> runs;
+  for (const double us : {55.0, 51.0, 60.0, 52.0, 50.0, 58.0, 53.0, 54.0, 57.0, 56.0}) {
+    runs.push_back(Record(RunInfoOf("lstm", kLstmAtPaperSizes), us));
   }
-  EXPECT_TRUE(charted);
+  const Report report = Build();
+  const Table& table = TableOf(report, "table1");
+  ASSERT_THAT(table.rows, SizeIs(1));
+  const std::vector<Cell>& row = table.rows[0];
+  EXPECT_EQ(At(table, row, "µs/token").text, "54.5");
+  EXPECT_THAT(At(table, row, "µs/token").value, Optional(54.5));
+  // Ten values: the 2nd and 9th smallest, 51 and 58 (coverage 97.9%).
+  EXPECT_EQ(At(table, row, "95% interval, runs").text, "51.0–58.0, 10 runs");
+  EXPECT_EQ(At(table, row, "Paper (ours / paper)").text, "47.8 (1.14x)");
+  EXPECT_EQ(At(table, row, "Runs").runs, runs);
+}
+
+TEST_F(ReportTest, MarkdownLinksEachRunOfARow) {
+  const int64_t first = Record(RunInfoOf("lstm", kLstmAtPaperSizes), 50.0);
+  const int64_t second = Record(RunInfoOf("lstm", kLstmAtPaperSizes), 54.0);
+  const std::string a = std::to_string(first), b = std::to_string(second);
+  EXPECT_THAT(RenderMarkdown(Build()),
+              HasSubstr("| runs [" + a + "](#run-" + a + "), [" + b + "](#run-" + b + ") |\n"));
+}
+
+TEST_F(ReportTest, FewerThanSixRunsShowTheirRangeMarked) {
+  for (const double us : {50.0, 54.0, 52.0}) Record(RunInfoOf("lstm", kLstmAtPaperSizes), us);
+  const Report report = Build();
+  const Table& table = TableOf(report, "table1");
+  ASSERT_THAT(table.rows, SizeIs(1));
+  EXPECT_EQ(At(table, table.rows[0], "µs/token").text, "52.0");
+  EXPECT_EQ(At(table, table.rows[0], "95% interval, runs").text,
+            "range 50.0–54.0, 3 runs (n too small for a 95% interval)");
 }
 
 TEST_F(ReportTest, ARunAtOtherSizesHasNoPaperFigure) {
@@ -164,10 +199,9 @@ TEST_F(ReportTest, ARunAtOtherSizesHasNoPaperFigure) {
   ASSERT_NE(row, nullptr);
   EXPECT_EQ(At(table, *row, "µs/token").text, "12.5");
   EXPECT_EQ(At(table, *row, "Model, data, threads").text, "64/128, synthetic, 1 thread");
-  EXPECT_EQ(At(table, *row, "Paper").text, "");
-  EXPECT_EQ(At(table, *row, "Ours / paper").text, "");
+  EXPECT_EQ(At(table, *row, "Paper (ours / paper)").text, "");
   // The paper's Nimble figure still has no run at its sizes.
-  EXPECT_NE(PaperRow(table, "Nimble", "1", "intel"), nullptr);
+  EXPECT_THAT(table.not_measured, HasSubstr("1 layer: 47.8 µs/token on intel"));
 }
 
 TEST_F(ReportTest, APeerRunShowsNimblesSpeedUpOnTheSameHost) {
@@ -183,15 +217,109 @@ TEST_F(ReportTest, APeerRunShowsNimblesSpeedUpOnTheSameHost) {
   ASSERT_NE(row, nullptr);
   EXPECT_EQ(At(table, *row, "System").text, "PyTorch (mv_script)");
   EXPECT_EQ(At(table, *row, "µs/token").text, "104.0");
-  EXPECT_EQ(At(table, *row, "Paper").text, "79.3");
-  EXPECT_EQ(At(table, *row, "Ours / paper").text, "1.31x");
+  EXPECT_EQ(At(table, *row, "Paper (ours / paper)").text, "79.3 (1.31x)");
   EXPECT_EQ(At(table, *row, "Nimble's speed-up").text, "2.00x");
+  EXPECT_THAT(At(table, *row, "Nimble's speed-up").value, Optional(2.0));
+  EXPECT_EQ(At(table, *row, "95% interval, rounds").text, "1 round: no interval");
+  EXPECT_EQ(At(table, *row, "Paper's speed-up").text, "1.66x");  // 79.3 / 47.8
+  EXPECT_EQ(At(table, *row, "Verdict").text, "inconclusive: 5 more rounds needed");
   // No Nimble run on box-2 to compare with.
   ASSERT_NE(RowOfRun(table, elsewhere), nullptr);
-  EXPECT_EQ(At(table, *RowOfRun(table, elsewhere), "Nimble's speed-up").text, "");
+  const Cell& unpaired = At(table, *RowOfRun(table, elsewhere), "Nimble's speed-up");
+  EXPECT_EQ(unpaired.text, "no Nimble run to pair with");
+  EXPECT_TRUE(unpaired.gap);
+  EXPECT_FALSE(unpaired.value.has_value());
+  EXPECT_EQ(At(table, *RowOfRun(table, elsewhere), "Verdict").text, "");
   ASSERT_NE(RowOfRun(table, nimble), nullptr);
   EXPECT_EQ(At(table, *RowOfRun(table, nimble), "Nimble's speed-up").text, "");
-  EXPECT_EQ(PaperRow(table, "PyTorch", "1", "intel"), nullptr);
+  EXPECT_THAT(table.not_measured, Not(HasSubstr("PyTorch (paper: 1 layer: 1.66x on intel")));
+  EXPECT_THAT(table.not_measured, HasSubstr("PyTorch (paper: 1 layer: 1.19x on nvidia"));
+  // The chart: ours with its range, beside the paper's speed-up.
+  ASSERT_THAT(table.chart, SizeIs(2));
+  EXPECT_EQ(table.chart[0].label, "PyTorch (mv_script)");
+  EXPECT_DOUBLE_EQ(table.chart[0].value, 2.0);
+  EXPECT_FALSE(table.chart[0].paper);
+  EXPECT_THAT(table.chart[0].low, Optional(2.0));
+  EXPECT_EQ(table.chart[1].label, "paper: PyTorch");
+  EXPECT_NEAR(table.chart[1].value, 79.3 / 47.8, 1e-12);
+  EXPECT_TRUE(table.chart[1].paper);
+  EXPECT_EQ(table.chart[0].group, table.chart[1].group);
+}
+
+// Rounds as scripts/paper-runs.sh runs them: Nimble, then the peer; each
+// peer run is divided by the Nimble run that finished last before it.
+TEST_F(ReportTest, PeerRunsPairWithTheNimbleRunOfTheirRound) {
+  const int64_t early = Record(PyTorch("eager"), 999.0);  // before any Nimble run
+  const std::vector<std::pair<double, double>> rounds = {{50, 100}, {40, 100}, {25, 75},
+                                                         {60, 90},  {50, 110}, {50, 90}};
+  for (const auto& [nimble_us, peer_us] : rounds) {
+    Record(RunInfoOf("lstm", kLstmAtPaperSizes), nimble_us);
+    // Neither another host's Nimble nor another Nimble configuration starts a round.
+    Record(RunInfoOf("lstm", kLstmAtPaperSizes, "box-2"), 1);
+    Record(RunInfoOf("lstm", R"({"input_size":300,"hidden_size":512,"layers":1,"seed":1,)"
+                             R"("kernels":"generated"})"),
+           1);
+    // Nor a Nimble run on other threads.
+    bench::RunInfo two_threads = RunInfoOf("lstm", kLstmAtPaperSizes);
+    two_threads.threads = 2;
+    Record(two_threads, 1);
+    Record(PyTorch("eager"), peer_us);
+  }
+  const Report report = Build();
+  const Table& table = TableOf(report, "table1");
+  const std::vector<Cell>* row = RowOfRun(table, early);
+  ASSERT_NE(row, nullptr);
+  // Ratios 2.0, 2.5, 3.0, 1.5, 2.2, 1.8: median 2.1, six rounds span [1.5, 3.0].
+  EXPECT_EQ(At(table, *row, "Nimble's speed-up").text, "2.10x");
+  EXPECT_THAT(At(table, *row, "Nimble's speed-up").value, Optional(DoubleNear(2.1, 1e-12)));
+  EXPECT_EQ(At(table, *row, "95% interval, rounds").text,
+            "1.50–3.00, 6 rounds; unpaired (no Nimble run before): run " + std::to_string(early));
+  EXPECT_EQ(At(table, *row, "Verdict").text, "holds");
+  // The unpaired run still counts among the peer's timings.
+  EXPECT_EQ(At(table, *row, "µs/token").text, "100.0");
+  EXPECT_EQ(At(table, *row, "95% interval, runs").text, "75.0–999.0, 7 runs");
+  EXPECT_THAT(At(table, *row, "Runs").runs, SizeIs(7));
+}
+
+TEST_F(ReportTest, APeerFasterInEveryRoundDoesNotHoldThePapersSpeedUp) {
+  for (int round = 0; round < 6; ++round) {
+    Record(RunInfoOf("lstm", kLstmAtPaperSizes), 50 + round);
+    Record(PyTorch("mv_script"), 40 + round);
+  }
+  const Report report = Build();
+  const Table& table = TableOf(report, "table1");
+  ASSERT_THAT(table.rows, SizeIs(2));
+  const std::vector<Cell>* peer = RowOfSystem(table, "PyTorch (mv_script)");
+  ASSERT_NE(peer, nullptr);
+  EXPECT_EQ(At(table, *peer, "Verdict").text, "does not hold");
+}
+
+TEST_F(ReportTest, ARoundsIntervalSpanningOneIsInconclusive) {
+  for (const auto& [nimble_us, peer_us] : std::vector<std::pair<double, double>>{
+           {50, 60}, {50, 45}, {50, 55}, {50, 48}, {50, 52}, {50, 49}}) {
+    Record(RunInfoOf("lstm", kLstmAtPaperSizes), nimble_us);
+    Record(PyTorch("mv_script"), peer_us);
+  }
+  const Report report = Build();
+  const Table& table = TableOf(report, "table1");
+  const std::vector<Cell>* peer = RowOfSystem(table, "PyTorch (mv_script)");
+  ASSERT_NE(peer, nullptr);
+  EXPECT_EQ(At(table, *peer, "Verdict").text, "inconclusive: the interval spans 1");
+}
+
+TEST_F(ReportTest, OnnxRuntimeHasASpeedUpButNoPaperFigure) {
+  Record(RunInfoOf("lstm", kLstmAtPaperSizes), 50);
+  bench::RunInfo onnx = RunInfoOf("lstm", kLstmAtPaperSizes);
+  onnx.framework = "onnxruntime";
+  Record(onnx, 60);
+  const Report report = Build();
+  const Table& table = TableOf(report, "table1");
+  ASSERT_THAT(table.rows, SizeIs(2));
+  const std::vector<Cell>* row = RowOfSystem(table, "ONNX Runtime");
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(At(table, *row, "Nimble's speed-up").text, "1.20x");
+  EXPECT_EQ(At(table, *row, "Paper's speed-up").text, "");
+  EXPECT_EQ(At(table, *row, "Verdict").text, "");
 }
 
 TEST_F(ReportTest, AnEmulatedRunShowsAGapNeverItsLatency) {
@@ -209,42 +337,37 @@ TEST_F(ReportTest, AnEmulatedRunShowsAGapNeverItsLatency) {
   EXPECT_TRUE(figure.gap);
   EXPECT_THAT(figure.text, HasSubstr("emulated (qemu-aarch64)"));
   EXPECT_FALSE(figure.value.has_value());
-  EXPECT_EQ(At(table, *row, "Ours / paper").text, "");
+  EXPECT_EQ(At(table, *row, "Paper (ours / paper)").text, "182.2");  // no latency to divide
   for (const Bar& bar : table.chart) EXPECT_NE(bar.value, 999.5) << bar.label;
   // The paper's ARM figure still waits for a real measurement.
-  ASSERT_NE(PaperRow(table, "Nimble", "1", "arm"), nullptr);
-  EXPECT_EQ(At(table, *PaperRow(table, "Nimble", "1", "arm"), "µs/token").text, "no data yet");
+  EXPECT_THAT(table.not_measured, HasSubstr("182.2 µs/token on arm"));
   EXPECT_THAT(RenderMarkdown(report), Not(HasSubstr("999.5")));
   EXPECT_THAT(RenderHtml(report), Not(HasSubstr("999.5")));
 }
 
-TEST_F(ReportTest, PaperFiguresWithoutARunAreMarkedGaps) {
+TEST_F(ReportTest, PaperFiguresWithoutARunFoldIntoOneLinePerTable) {
   const Report report = Build();
   const Table& lstm = TableOf(report, "table1");
-  EXPECT_THAT(lstm.rows, SizeIs(24));  // 4 systems, 1 and 2 layers, 3 targets
-  for (const std::vector<Cell>& row : lstm.rows) {
-    const std::string system = At(lstm, row, "System").text;
-    const Cell& figure = At(lstm, row, "µs/token");
-    EXPECT_TRUE(figure.gap) << system;
-    EXPECT_FALSE(figure.value.has_value()) << system;
-    EXPECT_FALSE(figure.run.has_value()) << system;
-    if (system == "Nimble" || system == "PyTorch") {
-      EXPECT_EQ(figure.text, "no data yet") << system;
-    } else {
-      EXPECT_THAT(system, testing::AnyOf("MXNet", "TensorFlow"));
-      EXPECT_EQ(figure.text, "not measured here") << system;
-    }
-  }
-  ASSERT_NE(PaperRow(lstm, "Nimble", "1", "intel"), nullptr);
-  EXPECT_EQ(At(lstm, *PaperRow(lstm, "Nimble", "1", "intel"), "Paper").text, "47.8");
-  ASSERT_NE(PaperRow(lstm, "TensorFlow", "2", "arm"), nullptr);
-  EXPECT_EQ(At(lstm, *PaperRow(lstm, "TensorFlow", "2", "arm"), "Paper").text, "2192.8");
-
+  EXPECT_THAT(lstm.rows, IsEmpty());
+  EXPECT_EQ(lstm.not_measured,
+            "Not measured here: "
+            "Nimble (paper: 1 layer: 47.8 µs/token on intel, 93.0 µs/token on nvidia, 182.2 "
+            "µs/token on arm; 2 layers: 97.2 µs/token on intel, 150.9 µs/token on nvidia, 686.4 "
+            "µs/token on arm), "
+            "PyTorch (paper: 1 layer: 1.66x on intel, 1.19x on nvidia, 9.49x on arm; 2 layers: "
+            "1.63x on intel, 1.42x on nvidia, 4.92x on arm), "
+            "MXNet (paper: 1 layer: 4.45x on intel, 1.46x on nvidia, 20.28x on arm; 2 layers: "
+            "4.13x on intel, 1.48x on nvidia, 11.32x on arm), "
+            "TensorFlow (paper: 1 layer: 6.31x on intel, 3.28x on nvidia, 5.37x on arm; 2 layers: "
+            "7.07x on intel, 2.70x on nvidia, 3.19x on arm).");
   const Table& treelstm = TableOf(report, "table2");
-  EXPECT_THAT(treelstm.rows, SizeIs(5));  // Nimble, PyTorch on Intel and ARM; TF Fold on Intel
-  EXPECT_EQ(At(treelstm, treelstm.rows.back(), "System").text, "TF Fold");
-  EXPECT_EQ(At(treelstm, treelstm.rows.back(), "µs/token").text, "not measured here");
-  EXPECT_THAT(TableOf(report, "table3").rows, SizeIs(12));
+  EXPECT_EQ(treelstm.not_measured,
+            "Not measured here: Nimble (paper: 40.3 µs/token on intel, 86.3 µs/token on arm), "
+            "PyTorch (paper: 17.41x on intel, 19.90x on arm), TF Fold (paper: 5.21x on intel).");
+  const Table& bert = TableOf(report, "table3");
+  EXPECT_THAT(bert.not_measured, HasSubstr("PyTorch (paper: 1.56x on intel, 2.32x on nvidia"));
+  EXPECT_THAT(bert.not_measured, HasSubstr("MXNet (paper: 1.48x on intel"));
+  EXPECT_THAT(bert.not_measured, HasSubstr("TensorFlow (paper: 2.50x on intel"));
   EXPECT_THAT(report.sources, IsEmpty());
 }
 
@@ -261,30 +384,55 @@ TEST_F(ReportTest, TableFourGivesMillisecondsAtTheRunsLength) {
   Record(RunInfoOf("bert", kBertBase), 200);  // no static length: not in Table 4
   const Report report = Build();
   const Table& table = TableOf(report, "table4");
-  EXPECT_THAT(table.rows, SizeIs(4));  // the run and the paper's three targets
+  ASSERT_THAT(table.rows, SizeIs(1));
   const std::vector<Cell>* row = RowOfRun(table, run);
   ASSERT_NE(row, nullptr);
   EXPECT_EQ(At(table, *row, "Target").text, "intel");
   EXPECT_EQ(At(table, *row, "L").text, "128");
   EXPECT_EQ(At(table, *row, "Static (ms)").text, "19.20");
   EXPECT_THAT(At(table, *row, "Static (ms)").value, Optional(DoubleNear(150.0 * 128 / 1000, 1e-9)));
-  EXPECT_THAT(At(table, *row, "Static (ms)").run, Optional(run));
   EXPECT_EQ(At(table, *row, "Dynamic (ms)").text, "24.32");
   EXPECT_EQ(At(table, *row, "Kernels (ms)").text, "21.06");
   EXPECT_EQ(At(table, *row, "Others (ms)").text, "3.26");
   EXPECT_THAT(At(table, *row, "Others (ms)").value, Optional(DoubleNear(3.264, 1e-9)));
   EXPECT_EQ(At(table, *row, "Dynamic / static").text, "1.023");
+  EXPECT_EQ(At(table, *row, "95% interval, runs").text, "1 run: no interval");
+  EXPECT_EQ(At(table, *row, "Paper's dynamic / static").text, "1.255");  // 24.32 / 19.38
+  EXPECT_EQ(At(table, *row, "Verdict").text, "inconclusive: 5 more runs needed");
   EXPECT_EQ(At(table, *row, "Paper: static / dynamic / kernels / others").text,
             "19.38 / 24.32 / 21.06 / 3.26");
-  const auto paper = PaperRows(table);
-  ASSERT_THAT(paper, SizeIs(3));
-  EXPECT_EQ(At(table, *paper[0], "Static (ms)").text, "paper only");
-  EXPECT_TRUE(At(table, *paper[0], "Static (ms)").gap);
+  EXPECT_THAT(At(table, *row, "Runs").runs, ElementsAre(run));
+  // The other targets fold into one line.
+  EXPECT_EQ(table.not_measured,
+            "Not measured here (the paper's BERT-base at L = 128, static / dynamic / kernels / "
+            "others in ms): arm 223.50 / 237.41 / 228.59 / 8.82 (dynamic / static 1.062), nvidia "
+            "5.58 / 5.86 / 5.60 / 0.26 (dynamic / static 1.050).");
   // In Table 3 it is a row apart from the plain run's.
   const Table& table3 = TableOf(report, "table3");
   const std::vector<Cell>* in_table3 = RowOfRun(table3, run);
   ASSERT_NE(in_table3, nullptr);
   EXPECT_EQ(At(table3, *in_table3, "System").text, "Nimble (with static L=128)");
+}
+
+TEST_F(ReportTest, TableFourTakesTheMedianRatioOverRunsAndJudgesIt) {
+  const std::string bert_128 =
+      R"({"hidden_size":768,"layers":12,"heads":12,"ffn_size":3072,"static_seq_len":128})";
+  for (const double ratio : {1.10, 1.04, 1.08, 1.06, 1.12, 1.07}) {
+    Record(RunInfoOf("bert", bert_128), {{"fixed_len_static_us_per_token", 150, "us"},
+                                         {"fixed_len_dynamic_us_per_token", 150 * ratio, "us"},
+                                         {"fixed_len_dynamic_over_static", ratio, "ratio"}});
+  }
+  const Report report = Build();
+  const Table& table = TableOf(report, "table4");
+  ASSERT_THAT(table.rows, SizeIs(1));
+  EXPECT_EQ(At(table, table.rows[0], "Dynamic / static").text, "1.075");
+  EXPECT_EQ(At(table, table.rows[0], "95% interval, runs").text, "1.040–1.120, 6 runs");
+  EXPECT_EQ(At(table, table.rows[0], "Verdict").text, "holds");  // slower, as in the paper
+  EXPECT_EQ(At(table, table.rows[0], "Static (ms)").text, "19.20");
+  ASSERT_THAT(table.chart, SizeIs(2));
+  EXPECT_DOUBLE_EQ(table.chart[0].value, 1.075);
+  EXPECT_THAT(table.chart[0].high, Optional(1.12));
+  EXPECT_TRUE(table.chart[1].paper);
 }
 
 TEST_F(ReportTest, TableFourShowsAnUnrecordedFigureAsAGap) {
@@ -300,6 +448,8 @@ TEST_F(ReportTest, TableFourShowsAnUnrecordedFigureAsAGap) {
   EXPECT_EQ(At(table, *row, "Static (ms)").text, "not recorded");
   EXPECT_EQ(At(table, *row, "Dynamic / static").text, "not recorded");
   EXPECT_EQ(At(table, *row, "Paper: static / dynamic / kernels / others").text, "");
+  EXPECT_EQ(At(table, *row, "Verdict").text, "");
+  EXPECT_THAT(table.not_measured, HasSubstr("intel 19.38 / 24.32"));  // L = 32 is not the paper's
 }
 
 TEST_F(ReportTest, TableFourShowsAnEmulatedRunAsGaps) {
@@ -416,12 +566,15 @@ TEST_F(ReportTest, TheOnnxTableComparesAnImportWithTheNativeBuilder) {
   EXPECT_EQ(At(table, *row, "ONNX µs/token").text, "1611.7");
   EXPECT_EQ(At(table, *row, "Native µs/token").text, "1635.7");
   EXPECT_EQ(At(table, *row, "ONNX / native").text, "0.981");
-  EXPECT_THAT(At(table, *row, "ONNX / native").run, Optional(against));
+  EXPECT_THAT(At(table, *row, "ONNX / native").value, Optional(0.9814));
+  EXPECT_EQ(At(table, *row, "95% interval, runs").text, "1 run: no interval");
+  EXPECT_THAT(At(table, *row, "Runs").runs, ElementsAre(against));
   const std::vector<Cell>* other = RowOfRun(table, alone);
   ASSERT_NE(other, nullptr);
   EXPECT_EQ(At(table, *other, "Bounds").text, "none");
   EXPECT_TRUE(At(table, *other, "ONNX / native").gap);
   EXPECT_EQ(At(table, *other, "ONNX / native").text, "not measured (--against-native)");
+  EXPECT_EQ(At(table, *other, "95% interval, runs").text, "");
 }
 
 TEST_F(ReportTest, FigureThreeHasNoRowsAndSaysSo) {
@@ -450,26 +603,52 @@ TEST_F(ReportTest, FigureThreeShowsADispatchMicrobenchmarkPerShape) {
   filter.kinds = {"run", "microbench"};
   const Report report = BuildReport(SelectRuns(*db_, filter), db_->path(), "all");
   const Table& table = TableOf(report, "figure3");
-  ASSERT_THAT(table.rows, SizeIs(2));
-  const std::vector<Cell>& square = table.rows[0];
-  EXPECT_EQ(At(table, square, "Shape").text, "dense_768x768");
-  EXPECT_EQ(At(table, square, "Threads").text, "2");
-  EXPECT_EQ(At(table, square, "Static (µs)").text, "1100.0");
-  EXPECT_EQ(At(table, square, "dispatch/8").text, "1.010 (1.04)");
-  EXPECT_THAT(At(table, square, "dispatch/8").value, Optional(DoubleNear(1.01, 1e-12)));
-  EXPECT_THAT(At(table, square, "dispatch/8").run, Optional(run));
-  EXPECT_EQ(At(table, square, "dispatch/1").text, "1.250");
-  EXPECT_TRUE(At(table, square, "dispatch/4").gap);
-  EXPECT_EQ(At(table, square, "Run").text, "run " + std::to_string(run));
+  // A row per dispatch/k measured, and one saying the second shape has none.
+  ASSERT_THAT(table.rows, SizeIs(3));
+  const std::vector<Cell>& full = table.rows[0];
+  EXPECT_EQ(At(table, full, "Shape").text, "dense_768x768");
+  EXPECT_EQ(At(table, full, "Kernels").text, "dispatch/8");
+  EXPECT_EQ(At(table, full, "Threads").text, "2");
+  EXPECT_EQ(At(table, full, "Static (µs)").text, "1100.0");
+  EXPECT_EQ(At(table, full, "× static").text, "1.010");
+  EXPECT_THAT(At(table, full, "× static").value, Optional(DoubleNear(1.01, 1e-12)));
+  EXPECT_EQ(At(table, full, "Worst length").text, "1.04");
+  EXPECT_EQ(At(table, full, "Paper").text, "≈ 1 (as fast as static)");
+  EXPECT_EQ(At(table, full, "Verdict").text, "inconclusive: 5 more runs needed");
+  EXPECT_THAT(At(table, full, "Runs").runs, ElementsAre(run));
+  const std::vector<Cell>& none = table.rows[1];
+  EXPECT_EQ(At(table, none, "Kernels").text, "dispatch/1");
+  EXPECT_EQ(At(table, none, "× static").text, "1.250");
+  EXPECT_EQ(At(table, none, "Paper").text, "> 1 (up to 1.42–2.04)");
+  EXPECT_TRUE(At(table, none, "Worst length").gap);
   // The second shape recorded only its static time.
-  EXPECT_EQ(At(table, table.rows[1], "Static (µs)").text, "4600.0");
-  EXPECT_TRUE(At(table, table.rows[1], "dispatch/8").gap);
+  EXPECT_EQ(At(table, table.rows[2], "Shape").text, "dense_768x3072");
+  EXPECT_EQ(At(table, table.rows[2], "Static (µs)").text, "4600.0");
+  EXPECT_TRUE(At(table, table.rows[2], "Kernels").gap);
   ASSERT_THAT(table.chart, SizeIs(2));
   EXPECT_EQ(table.chart[0].label, "dispatch/8");
   EXPECT_EQ(table.chart[1].label, "dispatch/1");
   EXPECT_THAT(table.caption, Not(HasSubstr("No data yet")));
   // Without the microbenchmark kind selected, the figure is empty again.
   EXPECT_THAT(TableOf(Build(), "figure3").rows, IsEmpty());
+}
+
+TEST_F(ReportTest, FigureThreeJudgesFullDispatchAsNearlyStaticAndFewerKernelsAsSlower) {
+  bench::RunInfo info = RunInfoOf("dispatch", R"({"shapes":[[768,768]],"degrees":[8,1]})");
+  info.kind = "microbench";
+  for (const double jitter : {0.0, 0.01, -0.01, 0.005, -0.005, 0.002}) {
+    Record(info, {{"dense_768x768.static_us", 1100, "us"},
+                  {"dense_768x768.dispatch8_relative", 1.0 + jitter, "ratio"},
+                  {"dense_768x768.dispatch1_relative", 1.3 + jitter, "ratio"}});
+  }
+  RunFilter filter;
+  filter.kinds = {"microbench"};
+  const Report report = BuildReport(SelectRuns(*db_, filter), db_->path(), "all");
+  const Table& table = TableOf(report, "figure3");
+  ASSERT_THAT(table.rows, SizeIs(2));
+  EXPECT_EQ(At(table, table.rows[0], "95% interval, runs").text, "0.990–1.010, 6 runs");
+  EXPECT_EQ(At(table, table.rows[0], "Verdict").text, "holds");
+  EXPECT_EQ(At(table, table.rows[1], "Verdict").text, "holds");
 }
 
 // Runs of every kind the tables show, and one no table shows.
@@ -506,6 +685,7 @@ TEST_F(ReportSourcesTest, SourcesAreExactlyTheRunsTheCellsCite) {
       EXPECT_EQ(row.size(), table.header.size()) << table.id;
       for (const Cell& cell : row) {
         if (cell.run) cited.insert(*cell.run);
+        cited.insert(cell.runs.begin(), cell.runs.end());
       }
     }
   }
@@ -562,17 +742,37 @@ TEST_F(ReportSourcesTest, MarkdownHasATablePerSectionWithItsHeaderRow) {
 
 TEST_F(ReportSourcesTest, MarkdownItalicisesGapsAndLinksRuns) {
   const std::string markdown = RenderMarkdown(Build());
-  EXPECT_THAT(markdown, HasSubstr("| *no data yet* |"));
-  EXPECT_THAT(markdown, HasSubstr("| *not measured here* |"));
   EXPECT_THAT(markdown, HasSubstr("| *emulated (qemu-aarch64): correctness only* |"));
-  EXPECT_THAT(markdown, HasSubstr("| 52.0 | 47.8 | 1.09x |  | [run " + std::to_string(nimble_) +
-                                  "](#run-" + std::to_string(nimble_) + ") |\n"));
-  EXPECT_THAT(markdown, HasSubstr("| 104.0 | 79.3 | 1.31x | 2.00x |"));
+  EXPECT_THAT(markdown,
+              HasSubstr("| 52.0 | 1 run: no interval | 47.8 (1.09x) |  |  |  |  | [run " +
+                        std::to_string(nimble_) + "](#run-" + std::to_string(nimble_) + ") |\n"));
+  EXPECT_THAT(markdown,
+              HasSubstr("| 104.0 | 1 run: no interval | 79.3 (1.31x) | 2.00x | 1 round: "
+                        "no interval | 1.66x | inconclusive: 5 more rounds needed | [run "));
+}
+
+TEST_F(ReportSourcesTest, MarkdownGivesTheFoldedLineAfterItsTable) {
+  const Report report = Build();
+  const std::string markdown = RenderMarkdown(report);
+  const Table& table1 = TableOf(report, "table1");
+  ASSERT_THAT(table1.not_measured, testing::StartsWith("Not measured here: Nimble (paper: "));
+  const size_t line = markdown.find("\n" + table1.not_measured + "\n");
+  ASSERT_NE(line, std::string::npos);
+  EXPECT_GT(line, markdown.find("| PyTorch (mv_script) |"));
+  EXPECT_LT(line, markdown.find("## Table 2"));
+  // Table 2 (its one run emulated) has its line too.
+  EXPECT_THAT(markdown, HasSubstr(TableOf(report, "table2").not_measured));
 }
 
 TEST_F(ReportSourcesTest, MarkdownEscapesAPipeInAHostName) {
   const std::string markdown = RenderMarkdown(Build());
-  EXPECT_THAT(markdown, HasSubstr("| rack\\|7 (Xeon Platinum 8259CL) |"));
+  EXPECT_THAT(markdown, HasSubstr("| rack\\|7 |"));
+  // The Hosts line names each host once with its CPU.
+  const size_t hosts = markdown.find("\nHosts: ");
+  ASSERT_NE(hosts, std::string::npos);
+  const std::string line = markdown.substr(hosts + 1, markdown.find('\n', hosts + 1) - hosts - 1);
+  EXPECT_EQ(Count(line, "rack|7 (Xeon Platinum 8259CL)"), 1u);
+  EXPECT_EQ(Count(line, "box-1 (Xeon Platinum 8259CL)"), 1u);
   EXPECT_THAT(markdown, Not(HasSubstr("| rack|7")));
 }
 

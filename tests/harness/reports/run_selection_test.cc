@@ -1,6 +1,6 @@
 // SelectRuns on a real results.db (a file in a temporary folder, rows
-// written through ResultsDb): the latest finished run per comparison key and
-// host, the user's filters, and the errors for run ids that cannot be
+// written through ResultsDb): every finished run of the kinds asked for, the
+// user's filters, and the errors for run ids that cannot be
 // reported; ComparisonKey's notion of "the same thing measured".
 #include "harness/reports/run_selection.h"
 #include "tests/harness/reports/reports_test_util.h"
@@ -54,8 +54,8 @@ TEST_F(RunSelectionTest, AnEmptyDatabaseSelectsNothing) {
   EXPECT_THAT(Ids(), IsEmpty());
 }
 
-TEST_F(RunSelectionTest, KeepsTheLatestFinishedRunPerConfigurationAndHost) {
-  Record(Info("a"), 60);
+TEST_F(RunSelectionTest, KeepsEveryFinishedRunOfEachConfigurationAndHost) {
+  const int64_t first = Record(Info("a"), 60);
   const int64_t later = Record(Info("a"), 55);
   const int64_t other_host = Record(Info("b"), 70);
   db_->BeginRun(Info("a"));  // still running
@@ -66,19 +66,22 @@ TEST_F(RunSelectionTest, KeepsTheLatestFinishedRunPerConfigurationAndHost) {
   Record(microbench, 1);
 
   const std::vector<SelectedRun> runs = SelectRuns(*db_, {});
-  ASSERT_EQ(runs.size(), 2u);
-  EXPECT_EQ(runs[0].id, later);
-  EXPECT_EQ(runs[0].record.info.host, "a");
-  EXPECT_THAT(runs[0].finished_at, Not(IsEmpty()));
-  ASSERT_NE(runs[0].Find("us_per_token"), nullptr);
-  EXPECT_DOUBLE_EQ(runs[0].Find("us_per_token")->value, 55);
-  EXPECT_EQ(runs[0].Find("latency_p99"), nullptr);
-  EXPECT_EQ(runs[1].id, other_host);
-  EXPECT_EQ(runs[1].record.info.host, "b");
-  EXPECT_DOUBLE_EQ(runs[1].Find("us_per_token")->value, 70);
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].id, first);
+  EXPECT_DOUBLE_EQ(runs[0].Find("us_per_token")->value, 60);
+  EXPECT_EQ(runs[1].id, later);
+  EXPECT_EQ(runs[1].record.info.host, "a");
+  EXPECT_THAT(runs[1].finished_at, Not(IsEmpty()));
+  EXPECT_LE(runs[0].finished_at, runs[1].finished_at);
+  ASSERT_NE(runs[1].Find("us_per_token"), nullptr);
+  EXPECT_DOUBLE_EQ(runs[1].Find("us_per_token")->value, 55);
+  EXPECT_EQ(runs[1].Find("latency_p99"), nullptr);
+  EXPECT_EQ(runs[2].id, other_host);
+  EXPECT_EQ(runs[2].record.info.host, "b");
+  EXPECT_DOUBLE_EQ(runs[2].Find("us_per_token")->value, 70);
 }
 
-TEST_F(RunSelectionTest, KeepsOneRunPerConfiguration) {
+TEST_F(RunSelectionTest, OrdersRunsByModelAndConfiguration) {
   const int64_t one_layer = Record(Info("a"));
   bench::RunInfo two_layers_info = Info("a");
   two_layers_info.configuration = R"({"input_size":300,"hidden_size":512,"layers":2})";
@@ -93,13 +96,15 @@ TEST_F(RunSelectionTest, KeepsOneRunPerConfiguration) {
 
 TEST_F(RunSelectionTest, ARunIdFilterKeepsOnlyThoseRuns) {
   const int64_t first = Record(Info("a"), 60);
-  Record(Info("a"), 55);
+  const int64_t second = Record(Info("a"), 55);
   const int64_t other_host = Record(Info("b"), 70);
   RunFilter filter;
   filter.run_ids = {first};
   EXPECT_THAT(Ids(filter), ElementsAre(first));
   filter.run_ids = {other_host, first};
   EXPECT_THAT(Ids(filter), ElementsAre(first, other_host));
+  filter.run_ids = {};
+  EXPECT_THAT(Ids(filter), ElementsAre(first, second, other_host));
 }
 
 TEST_F(RunSelectionTest, AnUnknownRunIdIsAnErrorNamingIt) {
@@ -144,7 +149,7 @@ TEST_F(RunSelectionTest, AnUnfinishedRunIdIsAnErrorNamingIt) {
   EXPECT_THAT(SelectError(filter), HasSubstr("run " + std::to_string(failed) + " is failed"));
 }
 
-TEST_F(RunSelectionTest, ACommitFilterMatchesAPrefixBeforeTakingTheLatest) {
+TEST_F(RunSelectionTest, ACommitFilterMatchesAPrefix) {
   bench::RunInfo old_commit = Info("a");
   old_commit.commit_id = "abc1234";
   bench::RunInfo new_commit = Info("a");
@@ -152,7 +157,7 @@ TEST_F(RunSelectionTest, ACommitFilterMatchesAPrefixBeforeTakingTheLatest) {
   const int64_t old_run = Record(old_commit);
   const int64_t new_run = Record(new_commit);
   RunFilter filter;
-  EXPECT_THAT(Ids(filter), ElementsAre(new_run));
+  EXPECT_THAT(Ids(filter), ElementsAre(old_run, new_run));
   filter.commit = "abc";
   EXPECT_THAT(Ids(filter), ElementsAre(old_run));
   filter.commit = "def5678";
@@ -178,9 +183,12 @@ TEST_F(RunSelectionTest, ConfigurationsDifferingOnlyInJsonLayoutAreOneConfigurat
   compact.configuration = R"({"layers":1,"hidden_size":512})";
   bench::RunInfo spaced = Info("a");
   spaced.configuration = "{ \"hidden_size\" : 512,\n  \"layers\" : 1 }";
-  Record(compact);
+  const int64_t earlier = Record(compact);
   const int64_t later = Record(spaced);
-  EXPECT_THAT(Ids(), ElementsAre(later));
+  const std::vector<SelectedRun> runs = SelectRuns(*db_, {});
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(ComparisonKey(runs[0].record.info), ComparisonKey(runs[1].record.info));
+  EXPECT_THAT(Ids(), testing::UnorderedElementsAre(earlier, later));
 }
 
 TEST(ComparisonKey, IgnoresJsonKeyOrderAndSpacing) {
