@@ -1,11 +1,22 @@
 #include "harness/baselines/peer_baseline.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "harness/agent/child_process.h"
 #include "harness/baselines/peer_bench_py.h"
+#include "harness/baselines/peer_dynet_py.h"
+#include "harness/baselines/peer_mxnet_py.h"
+#include "harness/baselines/peer_onnxruntime_py.h"
+#include "harness/baselines/peer_openvino_py.h"
+#include "harness/baselines/peer_pytorch_py.h"
+#include "harness/baselines/peer_tensorflow_py.h"
+#include "harness/baselines/peer_tvm_py.h"
 #include "harness/bench/scratch_dir.h"
 #include "nimble/compiler/backend/pipeline.h"
 #include "nimble/vm/error.h"
@@ -25,13 +36,106 @@ constexpr const char* kSystemPython = "/usr/bin/python3";
 // tests hold its outputs to 1e-4 of PyTorch's on these models.
 constexpr double kRelativeTolerance = 1e-3;
 constexpr double kAbsoluteTolerance = 1e-4;
-constexpr double kChildTimeoutS = 4 * 3600;
+// The protocol and its plug-ins, written into each work directory.
+constexpr std::pair<const char*, const char*> kPeerScripts[] = {
+    {"peer_bench.py", kPeerBenchScript},
+    {"peer_pytorch.py", kPeerPytorchScript},
+    {"peer_onnxruntime.py", kPeerOnnxruntimeScript},
+    {"peer_openvino.py", kPeerOpenvinoScript},
+    {"peer_tensorflow.py", kPeerTensorflowScript},
+    {"peer_mxnet.py", kPeerMxnetScript},
+    {"peer_tvm.py", kPeerTvmScript},
+    {"peer_dynet.py", kPeerDynetScript},
+};
+constexpr const char* kNoOnnxTreeLstm = "the model recurses over a tree (no ONNX export)";
 
-agent::ChildResult RunPython(const std::string& python, const std::vector<std::string>& args) {
+// A peer framework as `nimble-bench baseline` knows it: what the coordinator
+// queues without asking Python, and why a model has no baseline.
+struct PeerFramework {
+  std::string name;       // --framework and peer_NAME.py
+  std::string display;    // in messages
+  std::string module;     // what its interpreter must import
+  bool runs_onnx_export;  // the run needs model.onnx, exported under PyTorch first
+  std::map<std::string, std::vector<std::string>> variants;  // per model, in timing order
+  std::map<std::string, std::string> why_not;                // per model without a baseline
+};
+
+const std::vector<PeerFramework>& Frameworks() {
+  static const std::vector<PeerFramework> frameworks = {
+      {"pytorch",
+       "PyTorch",
+       "torch",
+       false,
+       {{"lstm", {"native", "mv_script"}},
+        {"treelstm", {"eager_recursive", "script_iter"}},
+        {"bert", {"eager", "nn_fastpath"}}},
+       {}},
+      {"onnxruntime",
+       "ONNX Runtime",
+       "onnxruntime",
+       true,
+       {{"lstm", {"onnxruntime"}}, {"bert", {"onnxruntime"}}},
+       {{"treelstm", kNoOnnxTreeLstm}}},
+      {"openvino",
+       "OpenVINO",
+       "openvino",
+       true,
+       {{"lstm", {"f32", "default"}}, {"bert", {"f32", "default"}}},
+       {{"treelstm", kNoOnnxTreeLstm}}},
+      {"tensorflow",
+       "TensorFlow",
+       "tensorflow",
+       false,
+       {{"lstm", {"keras_function"}},
+        {"treelstm", {"while_loop", "eager_recursive"}},
+        {"bert", {"function", "xla"}}},
+       {}},
+      {"mxnet",
+       "MXNet",
+       "mxnet",
+       false,
+       {{"lstm", {"gluon", "gluon_hybrid"}}, {"bert", {"gluon_hybrid"}}},
+       {{"treelstm", "the paper measured MXNet on LSTM and BERT only"}}},
+      {"tvm",
+       "TVM",
+       "tvm",
+       true,
+       {{"bert", {"relax_vm"}}},
+       {{"lstm", "TVM 0.27's Relax ONNX importer has no LSTM operator"},
+        {"treelstm", kNoOnnxTreeLstm}}},
+      {"dynet",
+       "DyNet",
+       "dynet",
+       false,
+       {{"lstm", {"vanilla_lstm"}}, {"treelstm", {"recursive"}}},
+       {{"bert", "the talk measured DyNet on LSTM and Tree-LSTM only"}}},
+  };
+  return frameworks;
+}
+
+const PeerFramework& FindFramework(const std::string& name) {
+  for (const PeerFramework& framework : Frameworks()) {
+    if (framework.name == name) return framework;
+  }
+  throw Error("unknown framework '" + name + "' (" + JoinStrings(PeerFrameworks(), ", ") + ")");
+}
+
+std::string ModelName(const std::string& model) {
+  if (model == "lstm") return "LSTM";
+  if (model == "treelstm") return "Tree-LSTM";
+  if (model == "bert") return "BERT";
+  return model;
+}
+
+// An interpreter's import probe takes seconds (TensorFlow's the most).
+constexpr double kProbeTimeoutS = 600;
+
+agent::ChildResult RunPython(const std::string& python, const std::vector<std::string>& args,
+                             double timeout_s = kProbeTimeoutS) {
   std::vector<std::string> argv = {python};
   argv.insert(argv.end(), args.begin(), args.end());
   agent::ChildOptions options;
-  options.timeout_s = kChildTimeoutS;
+  options.timeout_s = timeout_s;
   return agent::RunChild(argv, options);
 }
 
@@ -39,23 +143,26 @@ bool Imports(const std::string& python, const std::string& module) {
   return RunPython(python, {"-c", "import " + module}).ok();
 }
 
-std::string FindPython(const PeerOptions& options) {
+std::string FindPython(const PeerFramework& framework, const PeerOptions& options) {
   if (!options.python.empty()) return options.python;
-  if (options.framework == "pytorch") return kSystemPython;
+  const std::string installed = PeersDir() + "/" + framework.name + "/bin/python";
+  if (access(installed.c_str(), X_OK) == 0) return installed;
+  if (framework.name == "pytorch") return kSystemPython;
   for (const char* candidate : {"python3", kSystemPython}) {
-    if (Imports(candidate, "onnxruntime")) return candidate;
+    if (Imports(candidate, framework.module)) return candidate;
   }
-  throw Error(
-      "ONNX Runtime is not installed: neither python3 on PATH nor /usr/bin/python3 imports "
-      "onnxruntime (install it, e.g. python3 -m pip install onnxruntime, or name an "
-      "interpreter with --python)");
+  throw Error(framework.display + " is not installed: there is no " + installed +
+              ", and neither python3 on PATH nor /usr/bin/python3 imports " + framework.module +
+              " (install it with scripts/install-peers.sh " + framework.name +
+              ", or name an interpreter with --python)");
 }
 
-// Runs peer_bench.py COMMAND; its stdout, or an error with its last stderr line.
+// Runs peer_bench.py COMMAND for at most `timeout_s`; its stdout, or an
+// error with its last stderr line.
 std::string RunPeerScript(const std::string& python, const bench::ScratchDir& dir,
-                          const std::string& command) {
+                          const std::string& command, double timeout_s) {
   const agent::ChildResult result =
-      RunPython(python, {dir.File("peer_bench.py"), command, "--workdir", dir.File("")});
+      RunPython(python, {dir.File("peer_bench.py"), command, "--workdir", dir.File("")}, timeout_s);
   if (!result.ok()) {
     throw Error("baseline (" + python + " peer_bench.py " + command + "): " + result.Describe());
   }
@@ -83,7 +190,8 @@ std::vector<std::pair<std::string, Tensor>> NimbleOutputs(const bench::BenchOpti
   return outputs;
 }
 
-std::vector<PeerResult> ParseResults(const std::string& out) {
+std::vector<PeerResult> ParseResults(const std::string& out,
+                                     const std::vector<std::string>& expected_variants) {
   std::vector<PeerResult> results;
   std::istringstream lines(out);
   for (std::string line; std::getline(lines, line);) {
@@ -93,12 +201,24 @@ std::vector<PeerResult> ParseResults(const std::string& out) {
       PeerResult result{json.at("variant").get<std::string>(),
                         json.at("version").get<std::string>(),
                         json.value("omp_wait_policy", std::string()),
+                        json.value("configuration", nlohmann::json::object()),
                         {}};
+      if (!result.configuration.is_object()) {
+        throw Error("baseline: peer_bench.py's configuration is not an object: " +
+                    line.substr(0, 200));
+      }
+      if (std::find(expected_variants.begin(), expected_variants.end(), result.variant) ==
+          expected_variants.end()) {
+        throw Error("baseline: peer_bench.py timed variant '" + result.variant + "', not one of " +
+                    JoinStrings(expected_variants, ", "));
+      }
       for (const auto& [name, value] : json.at("figures").items()) {
         const bool count = name == "sentences" || name == "tokens";
+        const bool seconds = name.size() > 2 && name.ends_with("_s");
         result.measurements.push_back({name, value.get<double>(),
                                        count                     ? "count"
                                        : name == "max_abs_error" ? "abs"
+                                       : seconds                 ? "s"
                                                                  : "us"});
       }
       results.push_back(std::move(result));
@@ -113,25 +233,34 @@ std::vector<PeerResult> ParseResults(const std::string& out) {
 
 }  // namespace
 
+std::vector<std::string> PeerFrameworks() {
+  std::vector<std::string> names;
+  for (const PeerFramework& framework : Frameworks()) names.push_back(framework.name);
+  return names;
+}
+
+std::string PeersDir() {
+  if (const char* dir = std::getenv("NIMBLE_PEERS_DIR"); dir && *dir) return dir;
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : "") + "/.local/share/nimble/peers";
+}
+
 std::vector<std::string> PeerVariants(const std::string& framework, const std::string& model) {
-  if (framework == "onnxruntime") {
-    return model == "treelstm" ? std::vector<std::string>{} : std::vector<std::string>{framework};
+  for (const PeerFramework& known : Frameworks()) {
+    if (known.name != framework) continue;
+    const auto variants = known.variants.find(model);
+    return variants == known.variants.end() ? std::vector<std::string>{} : variants->second;
   }
-  if (framework != "pytorch") return {};
-  if (model == "lstm") return {"native", "mv_script"};
-  if (model == "treelstm") return {"eager_recursive", "script_iter"};
-  if (model == "bert") return {"eager", "nn_fastpath"};
   return {};
 }
 
 std::vector<PeerResult> RunPeerBaseline(const bench::BenchOptions& bench,
                                         const PeerOptions& options,
                                         const bench::Progress& progress) {
-  if (options.framework != "pytorch" && options.framework != "onnxruntime") {
-    throw Error("unknown framework '" + options.framework + "' (pytorch or onnxruntime)");
-  }
-  if (options.framework == "onnxruntime" && bench.model == "treelstm") {
-    throw Error("ONNX Runtime has no Tree-LSTM baseline: the model recurses over a tree");
+  const PeerFramework& framework = FindFramework(options.framework);
+  if (const auto why = framework.why_not.find(bench.model); why != framework.why_not.end()) {
+    throw Error(framework.display + " has no " + ModelName(bench.model) +
+                " baseline: " + why->second);
   }
   const bool on_gpu = bench.target == "nvidia";
   if (on_gpu && options.framework != "pytorch") {
@@ -145,7 +274,7 @@ std::vector<PeerResult> RunPeerBaseline(const bench::BenchOptions& bench,
                   " (it has " + JoinStrings(known, ", ") + ")");
     }
   }
-  const std::string python = FindPython(options);
+  const std::string python = FindPython(framework, options);
   const models::Model model = bench::BuildModel(bench);
   const ir::IRModule module = model.Module();
   progress("data", 0, 1);
@@ -180,14 +309,19 @@ std::vector<PeerResult> RunPeerBaseline(const bench::BenchOptions& bench,
                          {"check", check},
                          {"rtol", kRelativeTolerance},
                          {"atol", kAbsoluteTolerance},
+                         {"time_limit_s", options.time_limit_s},
                          {"device", on_gpu ? "cuda" : "cpu"}};
   if (!options.variants.empty()) spec["variants"] = options.variants;
   WriteFileText(dir.File("spec.json"), spec.dump());
-  WriteFileText(dir.File("peer_bench.py"), kPeerBenchScript);
+  for (const auto& [name, text] : kPeerScripts) WriteFileText(dir.File(name), text);
 
   progress(options.framework, 0, 1);
-  if (options.framework == "onnxruntime") RunPeerScript(kSystemPython, dir, "export");
-  std::vector<PeerResult> results = ParseResults(RunPeerScript(python, dir, "run"));
+  if (framework.runs_onnx_export) {
+    RunPeerScript(kSystemPython, dir, "export", options.time_limit_s);
+  }
+  std::vector<PeerResult> results =
+      ParseResults(RunPeerScript(python, dir, "run", options.time_limit_s),
+                   options.variants.empty() ? known : options.variants);
   progress(options.framework, 1, 1);
   return results;
 }

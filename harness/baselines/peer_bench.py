@@ -1,25 +1,31 @@
 """Peer baselines for `nimble-bench baseline`: the same model, weights and samples
-as a Nimble run, measured in PyTorch or ONNX Runtime with Nimble's protocol.
+as a Nimble run, measured in a peer framework with Nimble's protocol. This file
+is the protocol (work directory, output check, warmup and repeat, timing, the
+JSON lines); each framework is a plug-in beside it, peer_FRAMEWORK.py.
 
-The C++ side writes a work directory D, runs this script as a child process and
-records the JSON lines it prints. Two commands:
+The C++ side writes a work directory D, with this file and every plug-in, runs
+this script as a child process and records the JSON lines it prints. Two commands:
 
   /usr/bin/python3 peer_bench.py export --workdir D   # writes D/model.onnx (lstm, bert)
   PYTHON peer_bench.py run --workdir D                # prints one JSON line per variant
 
-`run` needs the interpreter that has the framework named in spec.json: torch
-for pytorch, onnxruntime for onnxruntime (numpy in both). torch is imported
-only by the code that needs it, onnxruntime only by the ONNX Runtime run, so
-each command works in an interpreter that lacks the other framework.
+`export` needs torch (peer_pytorch.py traces its model); `run` needs the
+interpreter that has the framework named in spec.json (torch, onnxruntime,
+openvino, tensorflow, mxnet, tvm or dynet, each with numpy; this file and
+the plug-ins run on Python 3.8, DyNet's last, and later). A plug-in imports its
+framework only when it runs, so each command works in an interpreter that
+lacks the others.
 
 Work directory (written by the caller)
   spec.json     {"model": "lstm" | "treelstm" | "bert",
-                 "framework": "pytorch" | "onnxruntime",
+                 "framework": one of FRAMEWORKS,
                  "threads": int >= 1, "warmup": int >= 0, "repeat": int >= 1,
                  "heads": int >= 1 (bert only: the weights do not tell it),
                  "check": K (1 <= K <= samples: leading samples with expected outputs),
                  "rtol": float, "atol": float,
                  "variants": [names] (optional: time only these; default all),
+                 "time_limit_s": float (optional: a variant whose timed passes
+                           would end past it, from the run's start, fails first),
                  "device": "cpu" | "cuda" (optional, default cpu; cuda: pytorch only,
                            the model on GPU 0)}
   weights.npz   float32 tensors named as the PyTorch state_dict; sizes and layer
@@ -45,74 +51,71 @@ Work directory (written by the caller)
   expected.npz  s{i} float32 for i < K: Nimble's output for sample i
                 (lstm: the top layer's last h (1, H); treelstm: the root's h
                 (1, H); bert: the logits (1, classes)).
-  model.onnx    written by `export` (ONNX, opset 14, dynamic sequence axis).
+  model.onnx    written by `export` (ONNX, opset 14, dynamic sequence axis
+                "tokens"; lstm's input x is (tokens, 1, input)).
 
-Variants: pytorch times the eager model and the fastest PyTorch form found for
-it (lstm: native = torch.nn.LSTM, mv_script = TorchScript with one GEMM for
-X·W_ihᵀ per layer and one GEMV per token; treelstm: eager_recursive = Python
-recursion over the tree, script_iter = the whole tree in TorchScript over the
-post-order arrays; bert: eager = hand-written, nn_fastpath = the same weights
-in nn.TransformerEncoder, whose inference fast path fuses each layer).
-onnxruntime times one variant, onnxruntime, running model.onnx.
+Plug-ins: peer_FRAMEWORK.py defines `variants(peer)`, a context manager
+yielding (the framework's version, [Variant]) for peer.spec's model, or
+raising PeerError (EXIT_NOT_IMPORTABLE when the framework does not import).
+`peer` (a Peer) holds the spec, the work directory, the samples (lstm: (tokens,
+input) float32; treelstm: (left, right, leaf_row, leaves) with leaf_row a
+node's row of leaves, -1 for a node; bert: (input_ids, token_type_ids) (1, L)
+int64), and, loaded on first use, the weights and the sizes read from them.
+A Variant's forward(i) returns sample i's output as an array; its precision
+(f32 unless it computes in less) and, for reduced precision, the looser
+tolerance it is checked with go into its line.
 
 Protocol (as Nimble's): every variant's outputs on the first K samples must
-match expected.npz (np.allclose with rtol, atol) before any variant is timed.
-Then `warmup` untimed single-sample runs cycling over the samples, then
-`repeat` timed passes over all samples, each sample timed on its own.
+match expected.npz (np.allclose with rtol, atol, or the variant's own) before
+any variant is timed. Then `warmup` untimed single-sample runs cycling over the
+samples, then `repeat` timed passes over all samples, each sample timed on its own.
 
 Output: one line per variant on stdout, nothing else:
-  {"framework": ..., "variant": ..., "version": the framework's __version__,
+  {"framework": ..., "variant": ..., "version": the framework's version,
    "omp_wait_policy": OMP_WAIT_POLICY as the run had it,
+   "configuration": {"precision": "f32" | what the variant computed in,
+                     "rtol", "atol": only where looser than spec.json's,
+                     and what else the plug-in records of the variant},
    "figures": {"us_per_token": the median pass's time / total tokens (µs),
                "latency_mean", "latency_p50", "latency_p90", "latency_p99":
                    over samples of each sample's median over passes (µs,
                    nearest-rank percentiles),
                "sentences": N, "tokens": total tokens,
-               "max_abs_error": the largest |output - expected| of the check}}
+               "max_abs_error": the largest |output - expected| of the check,
+               and the plug-in's own (compile_s: seconds to compile, where a
+               framework compiles ahead of the first run)}}
 Exit status: 0; 1 with one line on stderr for a bad work directory, an
-output mismatch or a framework error; 3 when the framework is not importable
-from this interpreter. Warnings (also one line each) go to stderr.
+output mismatch, a run past the time limit or a framework error; 3 when the
+framework is not importable from this interpreter. Warnings (also one line
+each) go to stderr.
 
-Threads: torch.set_num_threads(threads), or ONNX Runtime's intra-op pool of
-`threads` with inter-op 1, sequential execution and all graph optimisations.
-Unless the caller's environment sets them, OMP_NUM_THREADS and
+Threads: each plug-in sets its framework's own pool to `threads` (see its
+docstring). Unless the caller's environment sets them, OMP_NUM_THREADS and
 OPENBLAS_NUM_THREADS are set to `threads` and OMP_WAIT_POLICY to PASSIVE
-before numpy or torch is loaded. PyTorch runs under inference_mode with
-denormals flushed to zero.
-
-Device cuda: the weights and models live on GPU 0 in float32 (TF32 off for
-cuBLAS and cuDNN alike, as Nimble computes); each timed call copies its sample's
-inputs to the GPU and its output back, so its time ends when the GPU is done,
-as a Nimble run on --target nvidia copies in and out of @main.
+before numpy or a framework is loaded.
 """
-from __future__ import annotations  # the models' annotations name torch before it is imported
-
 import argparse
+import functools
 import gc
+import importlib
 import json
 import math
 import os
 import statistics
 import sys
 import time
-import warnings
-from typing import List, Tuple
 
-# numpy, torch and torch.nn.functional, imported by main() and import_torch()
-# once the thread settings are in the environment: OpenBLAS (under numpy and
-# torch) and libgomp (under torch) read them when they are loaded.
+# numpy, imported by main() once the thread settings are in the environment:
+# OpenBLAS (under numpy and the frameworks) and libgomp read them when loaded.
 np = None
-torch = None
-F = None
 
 MODELS = ("lstm", "treelstm", "bert")
-FRAMEWORKS = ("pytorch", "onnxruntime")
+FRAMEWORKS = ("pytorch", "onnxruntime", "openvino", "tensorflow", "mxnet", "tvm", "dynet")
+# The plug-ins that run the ONNX export rather than weights.npz.
+ONNX_FRAMEWORKS = ("onnxruntime", "openvino", "tvm")
 DEVICES = ("cpu", "cuda")
-LAYER_NORM_EPS = 1e-12
-ONNX_OPSET = 14
 EXIT_ERROR = 1
 EXIT_NOT_IMPORTABLE = 3
-NO_ONNX_TREELSTM = "ONNX Runtime has no Tree-LSTM baseline: the model recurses over a tree"
 
 
 class PeerError(Exception):
@@ -121,6 +124,70 @@ class PeerError(Exception):
     def __init__(self, message, status=EXIT_ERROR):
         super().__init__(message)
         self.status = status
+
+
+class Variant:
+    """One way of running the model, timed as a run of its own."""
+
+    def __init__(self, name, forward, precision="f32", tolerance=None, configuration=None,
+                 figures=None):
+        self.name = name
+        self.forward = forward  # forward(i) -> sample i's output
+        self.precision = precision
+        self.tolerance = tolerance  # (rtol, atol) looser than spec.json's, or None
+        self.configuration = configuration or {}
+        self.figures = figures or {}
+
+
+class Peer:
+    """What a plug-in builds its variants from."""
+
+    def __init__(self, workdir, spec, samples):
+        self.workdir = workdir
+        self.spec = spec
+        self.samples = samples
+
+    @functools.cached_property
+    def _checked_weights(self):
+        weights = load_npz(self.workdir, "weights.npz")
+        sizes = check_weights(self.spec["model"], weights)
+        check_heads(self.spec, sizes)
+        return weights, sizes
+
+    @property
+    def weights(self):
+        """weights.npz, its names and shapes checked for the model."""
+        return self._checked_weights[0]
+
+    @property
+    def sizes(self):
+        """The sizes read from the weights (check_weights)."""
+        return self._checked_weights[1]
+
+    def onnx_path(self):
+        path = os.path.join(self.workdir, "model.onnx")
+        if not os.path.isfile(path):
+            raise PeerError(f"{path} is missing: run `peer_bench.py export` (under torch) first")
+        return path
+
+    def onnx_feeds(self):
+        """Each sample as model.onnx's named inputs: lstm's x is (tokens, 1, input)."""
+        if self.spec["model"] == "lstm":
+            return [{"x": np.ascontiguousarray(x[:, None, :])} for x in self.samples]
+        return [{"input_ids": ids, "token_type_ids": types} for ids, types in self.samples]
+
+
+def no_onnx_treelstm(framework):
+    return f"{framework} has no Tree-LSTM baseline: the model recurses over a tree (no ONNX export)"
+
+
+def import_framework(module):
+    """The framework's module; PeerError (exit status 3) when it does not import."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise PeerError(f"{module} is not importable from {sys.executable}: {e}",
+                        EXIT_NOT_IMPORTABLE)
 
 
 # ----------------------------------------------------------------- work directory
@@ -164,6 +231,8 @@ def read_spec(workdir):
         spec[name] = float(field(name, (int, float), 0))
     if spec["model"] == "bert":
         field("heads", int, 1)
+    if "time_limit_s" in spec and not field("time_limit_s", (int, float), 0) > 0:
+        raise PeerError(f"{path}: 'time_limit_s' must be positive")
     wanted = spec.get("variants")
     if wanted is not None and (not isinstance(wanted, list) or not wanted or
                                not all(isinstance(name, str) for name in wanted)):
@@ -177,12 +246,12 @@ def chosen_variants(spec, variants):
     wanted = spec.get("variants")
     if wanted is None:
         return variants
-    names = [name for name, _ in variants]
+    names = [variant.name for variant in variants]
     for name in wanted:
         if name not in names:
             raise PeerError(f"{spec['framework']} has no variant '{name}' for {spec['model']} "
                             f"(it has {', '.join(names)})")
-    return [(name, forward) for name, forward in variants if name in wanted]
+    return [variant for variant in variants if variant.name in wanted]
 
 
 def load_npz(workdir, name):
@@ -268,7 +337,7 @@ def check_heads(spec, sizes):
 
 
 def load_samples(workdir, model):
-    """The samples as numpy arrays, in the form both frameworks take, and their tokens."""
+    """The samples as numpy arrays, in the form the plug-ins take, and their tokens."""
     arrays = load_npz(workdir, "samples.npz")
     file = "samples.npz"
     tokens = take(arrays, file, "tokens", np.int64, 1)
@@ -336,345 +405,24 @@ def set_thread_environment(threads):
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-def import_torch(threads=1, device="cpu"):
-    global torch, F
-    try:
-        import torch as torch_module
-        import torch.nn.functional as functional
-    except ImportError:
-        raise PeerError(f"torch is not importable from {sys.executable}", EXIT_NOT_IMPORTABLE)
-    torch, F = torch_module, functional
-    torch.set_num_threads(threads)
-    # numpy computes float limits on first use; with denormals flushed to zero
-    # it would get the smallest subnormals wrong, so compute them first.
-    np.finfo(np.float32), np.finfo(np.float64)
-    torch.set_flush_denormal(True)
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            raise PeerError(f"no CUDA device: torch {torch.__version__} from {sys.executable} "
-                            "sees none")
-        # float32 as Nimble computes it: cuDNN's RNNs would otherwise round
-        # their products to TF32.
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-
-
-# ----------------------------------------------------------------- PyTorch models
-# Functions of torch and F, which exist once import_torch() has run. Their
-# annotations stay strings in Python (from __future__ import annotations);
-# TorchScript reads them when it compiles lstm_gemv and tree_iter.
-
-
-def lstm_gemv(x: torch.Tensor, w_ih: List[torch.Tensor], w_hh: List[torch.Tensor],
-              bias: List[torch.Tensor]) -> torch.Tensor:
-    """Layer by layer: the input projection of the whole sentence as one GEMM,
-    then one GEMV (addmv) per token. nn.LSTM issues an M=1 GEMM per token, which
-    Debian's OpenBLAS runs several times slower than a GEMV."""
-    layer_input = x
-    h = torch.zeros(0)  # TorchScript wants it defined before the loop
-    for layer in range(len(w_ih)):
-        input_gates = torch.addmm(bias[layer], layer_input, w_ih[layer].t())
-        h = torch.zeros(w_hh[layer].size(1), device=x.device)
-        c = torch.zeros(w_hh[layer].size(1), device=x.device)
-        outputs: List[torch.Tensor] = []
-        for t in range(input_gates.size(0)):
-            i, f, g, o = torch.addmv(input_gates[t], w_hh[layer], h).chunk(4, 0)
-            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            h = torch.sigmoid(o) * torch.tanh(c)
-            outputs.append(h)
-        layer_input = torch.stack(outputs, 0)
-    return h.unsqueeze(0)
-
-
-def tree_leaf(x: torch.Tensor, weight: torch.Tensor,
-              bias: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(h, c) of a leaf from its input row x (1, input)."""
-    i, o, u = F.linear(x, weight, bias).chunk(3, 1)
-    c = torch.sigmoid(i) * torch.tanh(u)
-    return torch.sigmoid(o) * torch.tanh(c), c
-
-
-def tree_node(h_l: torch.Tensor, c_l: torch.Tensor, h_r: torch.Tensor, c_r: torch.Tensor,
-              weight: torch.Tensor, bias: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(h, c) of a node from its children's."""
-    i, f_l, f_r, o, u = F.linear(torch.cat([h_l, h_r], 1), weight, bias).chunk(5, 1)
-    c = torch.sigmoid(i) * torch.tanh(u) + torch.sigmoid(f_l) * c_l + torch.sigmoid(f_r) * c_r
-    return torch.sigmoid(o) * torch.tanh(c), c
-
-
-def tree_iter(left: List[int], right: List[int], leaf_row: List[int], leaves: torch.Tensor,
-              leaf_w: torch.Tensor, leaf_b: torch.Tensor, node_w: torch.Tensor,
-              node_b: torch.Tensor) -> torch.Tensor:
-    """The whole tree in one call: nodes in post-order, so a loop over them
-    finds every child's state computed (no recursion for TorchScript to run)."""
-    hs: List[torch.Tensor] = []
-    cs: List[torch.Tensor] = []
-    for n in range(len(left)):
-        if left[n] < 0:
-            h, c = tree_leaf(leaves[leaf_row[n]].unsqueeze(0), leaf_w, leaf_b)
-        else:
-            h, c = tree_node(hs[left[n]], cs[left[n]], hs[right[n]], cs[right[n]], node_w, node_b)
-        hs.append(h)
-        cs.append(c)
-    return hs[-1]
-
-
-def tree_recursive(left, right, leaf_row, leaves, w):
-    """The usual eager Tree-LSTM: Python recursion from the root."""
-
-    def visit(n):
-        if left[n] < 0:
-            return tree_leaf(leaves[leaf_row[n]:leaf_row[n] + 1], w["leaf.weight"], w["leaf.bias"])
-        h_l, c_l = visit(left[n])
-        h_r, c_r = visit(right[n])
-        return tree_node(h_l, c_l, h_r, c_r, w["node.weight"], w["node.bias"])
-
-    return visit(len(left) - 1)[0]
-
-
-def linear(w, name, x):
-    return F.linear(x, w[name + ".weight"], w[name + ".bias"])
-
-
-# The BERT functions take the sizes as Python ints (from check_weights), not
-# from tensor shapes: an ONNX trace records a shape as a computation, and
-# F.layer_norm's shape or the attention scale must be constants there. Only
-# the token count comes from the input, to keep the token axis dynamic.
-
-
-def layer_norm(w, name, x, hidden):
-    return F.layer_norm(x, (hidden,), w[name + ".weight"], w[name + ".bias"], LAYER_NORM_EPS)
-
-
-def bert_embed(w, hidden, input_ids, token_type_ids):
-    """(tokens, hidden): word + position + token type embeddings, layer-normed."""
-    tokens = input_ids.size(1)
-    x = (F.embedding(input_ids[0], w["word.weight"]) + w["pos.weight"][:tokens]
-         + F.embedding(token_type_ids[0], w["tok_type.weight"]))
-    return layer_norm(w, "ln", x, hidden)
-
-
-def bert_classify(w, x):
-    """Logits (1, classes) from the last layer's (tokens, hidden): a tanh pooler
-    on the first token, then the classifier."""
-    return linear(w, "cls", torch.tanh(linear(w, "pooler", x[:1])))
-
-
-def bert_eager(w, sizes, heads, input_ids, token_type_ids):
-    """Hand-written BERT, post-LN, as tests/models/torch_reference.py but in float32."""
-    hidden, tokens = sizes["hidden"], input_ids.size(1)
-    head_size = hidden // heads
-    x = bert_embed(w, hidden, input_ids, token_type_ids)
-
-    def split_heads(y):  # (tokens, hidden) -> (heads, tokens, head_size)
-        return y.reshape(tokens, heads, head_size).transpose(0, 1)
-
-    for n in range(sizes["layers"]):
-        p = f"layers.{n}."
-        q, k, v = (split_heads(linear(w, f"{p}attn.{part}", x))
-                   for part in ("query", "key", "value"))
-        probs = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(head_size), dim=-1)
-        context = (probs @ v).transpose(0, 1).reshape(tokens, hidden)
-        x = layer_norm(w, p + "ln1", x + linear(w, p + "attn_out", context), hidden)
-        feed_forward = linear(w, p + "out", F.gelu(linear(w, p + "inter", x)))
-        x = layer_norm(w, p + "ln2", x + feed_forward, hidden)
-    return bert_classify(w, x)
-
-
-def transformer_encoder(w, sizes, heads):
-    """nn.TransformerEncoder holding BERT's layers. Its fast path (one fused
-    _transformer_encoder_layer_fwd per layer) needs eval mode, no autograd,
-    batch_first, relu or gelu ("gelu" is the erf GELU), equal LayerNorm eps and
-    an even head count; norm_first=False is BERT's post-LN."""
-    layer = torch.nn.TransformerEncoderLayer(
-        sizes["hidden"], heads, sizes["ffn"], dropout=0.0, activation="gelu",
-        batch_first=True, norm_first=False, layer_norm_eps=LAYER_NORM_EPS)
-    encoder = torch.nn.TransformerEncoder(layer, sizes["layers"], enable_nested_tensor=False)
-    with torch.no_grad():
-        copy_bert_layers(w, encoder)
-    return encoder.eval()
-
-
-def copy_bert_layers(w, encoder):
-    for n, mine in enumerate(encoder.layers):
-        p = f"layers.{n}."
-        for suffix in ("weight", "bias"):
-            qkv = torch.cat([w[f"{p}attn.{part}.{suffix}"] for part in ("query", "key", "value")])
-            getattr(mine.self_attn, f"in_proj_{suffix}").copy_(qkv)
-            for module, name in ((mine.self_attn.out_proj, "attn_out"), (mine.linear1, "inter"),
-                                 (mine.linear2, "out"), (mine.norm1, "ln1"), (mine.norm2, "ln2")):
-                getattr(module, suffix).copy_(w[f"{p}{name}.{suffix}"])
-
-
-def count_fast_path_layers(forward, sample):
-    """How many encoder layers forward(sample) runs through the fused kernel."""
-    fused = torch._transformer_encoder_layer_fwd
-    calls = 0
-
-    def counted(*args):
-        nonlocal calls
-        calls += 1
-        return fused(*args)
-
-    torch._transformer_encoder_layer_fwd = counted
-    try:
-        forward(sample)
-    finally:
-        torch._transformer_encoder_layer_fwd = fused
-    return calls
-
-
-def torch_weights(weights, device="cpu"):
-    return {name: torch.from_numpy(value).to(device) for name, value in weights.items()}
-
-
-def native_lstm(w, sizes):
-    lstm = torch.nn.LSTM(sizes["input"], sizes["hidden"], num_layers=sizes["layers"],
-                         device=next(iter(w.values())).device)
-    lstm.load_state_dict(w)
-    return lstm.eval()
-
-
-def pytorch_variants(spec, weights, sizes, samples):
-    """[(variant, forward(i) -> output tensor on the CPU)]: the eager model
-    first, then the fastest. Samples stay on the CPU: each call copies its
-    inputs to the model's device."""
-    device = torch.device(spec["device"])
-    w = torch_weights(weights, device)
-    model = spec["model"]
-
-    def on_device(forward, inputs):
-        return lambda i: forward(*(x.to(device) for x in inputs[i])).cpu()
-
-    if model == "lstm":
-        xs = [(torch.from_numpy(x),) for x in samples]
-        lstm = native_lstm(w, sizes)
-        layers = range(sizes["layers"])
-        w_ih = [w[f"weight_ih_l{n}"] for n in layers]
-        w_hh = [w[f"weight_hh_l{n}"] for n in layers]
-        # The two biases summed once, as an LSTM compiler would.
-        bias = [w[f"bias_ih_l{n}"] + w[f"bias_hh_l{n}"] for n in layers]
-        # Scripted, not frozen: torch.jit.freeze mis-compiled this loop in 1.13
-        # (an index out of range on a later, shorter sentence).
-        scripted = torch.jit.script(lstm_gemv)
-        # (tokens, batch 1, input) for torch.nn.LSTM.
-        return [("native", on_device(lambda x: lstm(x.unsqueeze(1))[1][0][-1], xs)),
-                ("mv_script", on_device(lambda x: scripted(x, w_ih, w_hh, bias), xs))]
-    if model == "treelstm":
-        trees = [(l, r, rows, torch.from_numpy(leaves)) for l, r, rows, leaves in samples]
-        # Recursion depth is the tree's height, at most its node count.
-        sys.setrecursionlimit(max(sys.getrecursionlimit(), 2 * max(len(t[0]) for t in trees) + 100))
-        scripted = torch.jit.script(tree_iter)
-        cell = [w["leaf.weight"], w["leaf.bias"], w["node.weight"], w["node.bias"]]
-        # Only the leaf vectors are tensors: the tree's shape stays in Python lists.
-        return [("eager_recursive",
-                 lambda i: tree_recursive(*trees[i][:3], trees[i][3].to(device), w).cpu()),
-                ("script_iter",
-                 lambda i: scripted(*trees[i][:3], trees[i][3].to(device), *cell).cpu())]
-    inputs = [(torch.from_numpy(ids), torch.from_numpy(types)) for ids, types in samples]
-    heads, layers = spec["heads"], sizes["layers"]
-    encoder = transformer_encoder(w, sizes, heads).to(device)
-
-    def fast_path(input_ids, token_type_ids):
-        embedded = bert_embed(w, sizes["hidden"], input_ids, token_type_ids)
-        return bert_classify(w, encoder(embedded.unsqueeze(0))[0])  # batch of 1
-
-    fast_path_on_device = on_device(fast_path, inputs)
-    fused = count_fast_path_layers(fast_path_on_device, 0)
-    if fused != layers:
-        warn(f"pytorch/nn_fastpath: {fused} of {layers} encoder layers took the fused fast path "
-             f"(heads {heads}; it needs an even head count)")
-    return [("eager", on_device(lambda ids, types: bert_eager(w, sizes, heads, ids, types), inputs)),
-            ("nn_fastpath", fast_path_on_device)]
-
-
-# ----------------------------------------------------------------- ONNX
-
-
-def export(workdir, spec):
-    """Writes workdir/model.onnx: torch.nn.LSTM or the eager BERT, traced with a
-    dynamic token axis."""
-    if spec["model"] == "treelstm":
-        raise PeerError(NO_ONNX_TREELSTM)
-    import_torch()
-    weights = load_npz(workdir, "weights.npz")
-    sizes = check_weights(spec["model"], weights)
-    check_heads(spec, sizes)
-    if spec["model"] == "lstm":
-        lstm = native_lstm(torch_weights(weights), sizes)
-        forward = lambda x: lstm(x)[1][0][-1]  # noqa: E731
-        parts = lstm
-        example = (torch.zeros(3, 1, sizes["input"]),)
-        names, axes = ["x"], {"x": {0: "tokens"}}
-    else:
-        w = {name: torch.nn.Parameter(value, requires_grad=False)
-             for name, value in torch_weights(weights).items()}
-        forward = lambda ids, types: bert_eager(w, sizes, spec["heads"], ids, types)  # noqa: E731
-        parts = torch.nn.ParameterList(w.values())
-        length = min(4, w["pos.weight"].shape[0])
-        example = tuple(torch.zeros(1, length, dtype=torch.long) for _ in range(2))
-        names = ["input_ids", "token_type_ids"]
-        axes = {name: {1: "tokens"} for name in names}
-
-    class Exported(torch.nn.Module):
-        """torch.onnx.export takes a module; the weights registered in it (the
-        same tensor objects `forward` uses) become the graph's initializers."""
-
-        def __init__(self):
-            super().__init__()
-            self.parts = parts
-
-        def forward(self, *args):
-            return forward(*args)
-
-    path = os.path.join(workdir, "model.onnx")
-    partial = path + ".partial"  # never leave a half-written model.onnx behind
-    # The exporter warns about LSTM batch sizes (ours is 1) and shape inference
-    # of constants; the run's check against Nimble's outputs, on samples of
-    # other lengths than the example's, is the test of the exported graph.
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(Exported().eval(), example, partial, input_names=names,
-                          output_names=["output"], dynamic_axes=axes, opset_version=ONNX_OPSET)
-    os.replace(partial, path)
-
-
-def onnxruntime_variant(workdir, spec, samples):
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        raise PeerError(f"onnxruntime is not importable from {sys.executable}", EXIT_NOT_IMPORTABLE)
-    path = os.path.join(workdir, "model.onnx")
-    if not os.path.isfile(path):
-        raise PeerError(f"{path} is missing: run `peer_bench.py export` (under torch) first")
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = spec["threads"]
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    if spec["model"] == "lstm":
-        feeds = [{"x": np.ascontiguousarray(x[:, None, :])} for x in samples]
-    else:
-        feeds = [{"input_ids": ids, "token_type_ids": types} for ids, types in samples]
-    return ort.__version__, [("onnxruntime", lambda i: session.run(None, feeds[i])[0])]
-
 
 # ----------------------------------------------------------------- check and timing
 
 
-def check_outputs(framework, variant, forward, expected, spec):
+def check_outputs(framework, variant, expected, spec):
     """Largest |output - expected| over the checked samples; PeerError on a mismatch."""
+    rtol, atol = variant.tolerance or (spec["rtol"], spec["atol"])
     worst = 0.0
     for i, want in enumerate(expected):
-        got = np.asarray(forward(i), dtype=np.float32)
+        got = np.asarray(variant.forward(i), dtype=np.float32)
         if got.shape != want.shape:
-            raise PeerError(f"{framework}/{variant}: sample {i}: output shape {got.shape}, "
+            raise PeerError(f"{framework}/{variant.name}: sample {i}: output shape {got.shape}, "
                             f"Nimble's {want.shape}")
         diff = float(np.max(np.abs(got.astype(np.float64) - want))) if got.size else 0.0
-        if not np.allclose(got, want, rtol=spec["rtol"], atol=spec["atol"]):
-            raise PeerError(f"{framework}/{variant}: sample {i} differs from Nimble's output: max "
-                            f"abs diff {diff:.6g} (rtol {spec['rtol']:g}, atol {spec['atol']:g})")
+        if not np.allclose(got, want, rtol=rtol, atol=atol):
+            raise PeerError(f"{framework}/{variant.name} ({variant.precision}): sample {i} differs "
+                            f"from Nimble's output: max abs diff {diff:.6g} (rtol {rtol:g}, "
+                            f"atol {atol:g})")
         worst = max(worst, diff)
     return worst
 
@@ -687,7 +435,9 @@ def percentile(values, fraction):
     return ordered[min(len(ordered) - 1, max(rank, 1) - 1)]
 
 
-def time_variant(forward, tokens, warmup, repeat):
+def time_variant(name, forward, tokens, warmup, repeat, deadline):
+    """The figures of `repeat` timed passes; PeerError as soon as the passes
+    measured so far say the rest would end after `deadline` (a monotonic time)."""
     count = len(tokens)
     for i in range(warmup):
         forward(i % count)
@@ -698,7 +448,7 @@ def time_variant(forward, tokens, warmup, repeat):
     gc.collect()
     gc.disable()
     try:
-        for _ in range(repeat):
+        for done in range(1, repeat + 1):
             total = 0
             for i in range(count):
                 start = time.perf_counter_ns()
@@ -707,6 +457,11 @@ def time_variant(forward, tokens, warmup, repeat):
                 per_sample_ns[i].append(elapsed)
                 total += elapsed
             pass_ns.append(total)
+            left_s = (repeat - done) * statistics.mean(pass_ns) / 1e9
+            if time.monotonic() + left_s > deadline:
+                raise PeerError(f"{name}: {repeat} timed passes of {total / 1e9:.3g} s each would "
+                                f"end {time.monotonic() + left_s - deadline:.3g} s past the time "
+                                "limit; measured none")
     finally:
         gc.enable()
     latencies_us = [statistics.median(runs) / 1e3 for runs in per_sample_ns]
@@ -721,36 +476,39 @@ def time_variant(forward, tokens, warmup, repeat):
     }
 
 
-def run(workdir, spec):
-    if spec["framework"] == "onnxruntime" and spec["model"] == "treelstm":
-        raise PeerError(NO_ONNX_TREELSTM)
+def load_plugin(framework):
+    # The plug-ins import this file as peer_bench; it runs as __main__.
+    sys.modules.setdefault("peer_bench", sys.modules["__main__"])
+    return importlib.import_module("peer_" + framework)
+
+
+def run(workdir, spec, deadline):
+    framework = spec["framework"]
+    if framework in ONNX_FRAMEWORKS and spec["model"] == "treelstm":
+        raise PeerError(no_onnx_treelstm(framework))
     samples, tokens = load_samples(workdir, spec["model"])
     expected = load_expected(workdir, spec["check"], len(samples))
-    if spec["framework"] == "onnxruntime":
-        version, variants = onnxruntime_variant(workdir, spec, samples)
-        measure(spec, version, variants, expected, tokens)
-        return
-    import_torch(spec["threads"], spec["device"])
-    weights = load_npz(workdir, "weights.npz")
-    sizes = check_weights(spec["model"], weights)
-    check_heads(spec, sizes)
-    with torch.inference_mode():
-        variants = pytorch_variants(spec, weights, sizes, samples)
-        measure(spec, torch.__version__, variants, expected, tokens)
+    with load_plugin(framework).variants(Peer(workdir, spec, samples)) as (version, variants):
+        measure(spec, version, variants, expected, tokens, deadline)
 
 
-def measure(spec, version, variants, expected, tokens):
+def measure(spec, version, variants, expected, tokens, deadline):
     """Checks every chosen variant, then times each and prints its line. No
     variant is timed before all pass, so a mismatch leaves no figures on stdout."""
     framework = spec["framework"]
     variants = chosen_variants(spec, variants)
-    errors = [check_outputs(framework, name, forward, expected, spec) for name, forward in variants]
-    for (name, forward), error in zip(variants, errors):
-        figures = time_variant(forward, tokens, spec["warmup"], spec["repeat"])
+    errors = [check_outputs(framework, variant, expected, spec) for variant in variants]
+    for variant, error in zip(variants, errors):
+        figures = time_variant(f"{framework}/{variant.name}", variant.forward, tokens,
+                               spec["warmup"], spec["repeat"], deadline)
         figures["max_abs_error"] = error
-        print(json.dumps({"framework": framework, "variant": name, "version": version,
+        figures.update(variant.figures)
+        configuration = {"precision": variant.precision, **variant.configuration}
+        if variant.tolerance:
+            configuration["rtol"], configuration["atol"] = variant.tolerance
+        print(json.dumps({"framework": framework, "variant": variant.name, "version": version,
                           "omp_wait_policy": os.environ["OMP_WAIT_POLICY"],
-                          "figures": figures}), flush=True)
+                          "configuration": configuration, "figures": figures}), flush=True)
 
 
 def warn(message):
@@ -762,6 +520,7 @@ def main():
     parser.add_argument("command", choices=("export", "run"))
     parser.add_argument("--workdir", required=True, help="the work directory the caller wrote")
     args = parser.parse_args()
+    started = time.monotonic()
     global np
     try:
         if not os.path.isdir(args.workdir):
@@ -769,10 +528,13 @@ def main():
         spec = read_spec(args.workdir)
         set_thread_environment(spec["threads"])
         import numpy as np  # after the thread environment: OpenBLAS reads it on load
-        if args.command == "export":
-            export(args.workdir, spec)
+        deadline = started + spec.get("time_limit_s", math.inf)
+        if args.command == "run":
+            run(args.workdir, spec, deadline)
+        elif spec["model"] == "treelstm":
+            raise PeerError(no_onnx_treelstm("the ONNX export"))
         else:
-            run(args.workdir, spec)
+            load_plugin("pytorch").export(Peer(args.workdir, spec, samples=None))
     except PeerError as e:
         print(f"peer_bench: {e}", file=sys.stderr)
         return e.status

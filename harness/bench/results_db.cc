@@ -8,6 +8,7 @@
 #include "harness/bench/migration_002.h"
 #include "harness/bench/migration_003.h"
 #include "harness/bench/migration_004.h"
+#include "harness/bench/migration_005.h"
 #include "nimble/compiler/support/sqlite_util.h"
 #include "nimble/vm/error.h"
 
@@ -20,7 +21,8 @@ using sqlite::Statement;
 namespace {
 
 // results/migrations/NNN.sql, in order: entry i takes version i to i + 1.
-constexpr const char* kMigrations[] = {kMigration001, kMigration002, kMigration003, kMigration004};
+constexpr const char* kMigrations[] = {kMigration001, kMigration002, kMigration003, kMigration004,
+                                       kMigration005};
 static_assert(std::size(kMigrations) == ResultsDb::kSchemaVersion);
 
 }  // namespace

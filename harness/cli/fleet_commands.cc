@@ -450,7 +450,7 @@ std::vector<std::pair<CLI::App*, CommandRunner>> AddFleetCommands(CLI::App& app)
   submit_command->add_option("--degrees", submit->degrees, "microbench dispatch: degrees k");
   submit_command->add_option("--rounds", submit->rounds, "microbench dispatch: rounds");
   submit_command->add_option("--framework", submit->baseline.framework, "baseline: the peer")
-      ->check(CLI::IsMember({"pytorch", "onnxruntime"}));
+      ->check(CLI::IsMember(baselines::PeerFrameworks()));
   submit_command->add_option("--variant", submit->baseline.variants,
                              "baseline: a job for each of these variants (default: all)");
   submit_command->add_option(

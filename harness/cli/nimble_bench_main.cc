@@ -9,8 +9,10 @@
 //   nimble-bench submit|status --coordinator HOST:PORT --secret-file F ...
 //   nimble-bench agents start --via slurm --count N ... | agents stop
 //   nimble-bench probe
-//   nimble-bench baseline --model M --framework pytorch|onnxruntime [--variant V] [model and data
-//   options] nimble-bench report --db results.db --out DIR [--run-id N... | --commit C | --host H]
+//   nimble-bench baseline --model M --framework pytorch|onnxruntime|openvino|tensorflow|mxnet|tvm|
+//                         dynet [--variant V] [--python PY] [--time-limit S] [model and data
+//                         options]
+//   nimble-bench report --db results.db --out DIR [--run-id N... | --commit C | --host H]
 //   nimble-bench microbench dispatch [--target intel|arm] [--db results.db] [--threads N]
 //   nimble-bench tune --model M [--target intel|arm] [--trials N] [--tuning-db F]
 //                     [--coordinator HOST:PORT --secret-file F]
@@ -21,6 +23,7 @@
 #include <iostream>
 #include <string>
 
+#include "harness/baselines/peer_baseline.h"
 #include "harness/cli/fleet_commands.h"
 #include "harness/cli/microbench_command.h"
 #include "harness/cli/report_commands.h"
@@ -63,18 +66,25 @@ int Main(int argc, char** argv) {
   RunCommand baseline_run;
   BaselineCommand baseline;
   CLI::App* baseline_command = app.add_subcommand(
-      "baseline", "Run the same model, weights and samples in PyTorch or ONNX Runtime here");
+      "baseline", "Run the same model, weights and samples in a peer framework here");
   AddRunOptions(baseline_command, baseline_run);
   baseline_command->add_option("--framework", baseline.framework, "The peer")
-      ->check(CLI::IsMember({"pytorch", "onnxruntime"}))
+      ->check(CLI::IsMember(baselines::PeerFrameworks()))
       ->required();
-  baseline_command->add_option("--python", baseline.python,
-                               "The interpreter that has the framework (default: found)");
+  baseline_command->add_option(
+      "--python", baseline.python,
+      "The interpreter that has the framework (default: its scripts/install-peers.sh "
+      "environment, else found)");
   baseline_command->add_option("--db", baseline_run.db, "The results database")
       ->capture_default_str();
   baseline_command->add_flag("--json", baseline_run.json, "Print the runs as JSON");
   baseline_command->add_option("--variant", baseline.variants,
                                "Time only these variants (default: all the framework's)");
+  baseline_command
+      ->add_option("--time-limit", baseline.time_limit_s,
+                   "Seconds the peer may take; a run whose timed passes would "
+                   "end later fails after its first (default: 4 hours)")
+      ->check(CLI::PositiveNumber);
   baseline_command->add_flag("--record-json", baseline_run.record_json,
                              "Print each run's record as JSON and write no database (agents)");
   std::vector<std::pair<CLI::App*, CommandRunner>> commands = AddFleetCommands(app);

@@ -479,13 +479,14 @@ int RunBaseline(RunCommand command, const BaselineCommand& baseline) {
   if (command.threads > 0) setenv("NIMBLE_NUM_THREADS", std::to_string(threads).c_str(), 1);
   const RunInfo started = LocalRunInfo(command, host);
   ProgressBar bar(!command.json && !command.record_json && isatty(STDERR_FILENO));
+  baselines::PeerOptions peer{.framework = baseline.framework,
+                              .python = baseline.python,
+                              .threads = threads,
+                              .check_samples = 4,
+                              .variants = baseline.variants};
+  if (baseline.time_limit_s > 0) peer.time_limit_s = baseline.time_limit_s;
   const std::vector<baselines::PeerResult> results = baselines::RunPeerBaseline(
-      command.bench,
-      {.framework = baseline.framework,
-       .python = baseline.python,
-       .threads = threads,
-       .check_samples = 4,
-       .variants = baseline.variants},
+      command.bench, peer,
       [&](const std::string& phase, size_t done, size_t total) { bar(phase, done, total); });
   std::optional<ResultsDb> db;
   if (!command.record_json) db.emplace(command.db);
@@ -496,6 +497,8 @@ int RunBaseline(RunCommand command, const BaselineCommand& baseline) {
     nlohmann::ordered_json configuration = nlohmann::ordered_json::parse(info.configuration);
     configuration["variant"] = result.variant;
     configuration["version"] = result.version;
+    // Its precision, and a looser tolerance where reduced precision needed one.
+    for (const auto& [name, value] : result.configuration.items()) configuration[name] = value;
     // PyTorch's OpenMP pool waits as the policy says, which moves its
     // figures several times over (ONNX Runtime has its own pool).
     if (baseline.framework == "pytorch" && !result.omp_wait_policy.empty()) {
@@ -513,8 +516,10 @@ int RunBaseline(RunCommand command, const BaselineCommand& baseline) {
     if (command.json) {
       printed.push_back(nlohmann::ordered_json::parse(RunJson(info, run_id, result.measurements)));
     } else {
-      std::cout << baseline.framework << " " << result.variant << " " << result.version << ": "
-                << std::fixed << std::setprecision(1) << Value(result.measurements, "us_per_token")
+      const std::string precision = result.configuration.value("precision", std::string("f32"));
+      std::cout << baseline.framework << " " << result.variant << " " << result.version
+                << (precision == "f32" ? "" : " at " + precision) << ": " << std::fixed
+                << std::setprecision(1) << Value(result.measurements, "us_per_token")
                 << " us/token over " << Count(result.measurements, "tokens")
                 << " tokens (outputs within " << std::scientific << std::setprecision(1)
                 << Value(result.measurements, "max_abs_error") << " of Nimble's), run " << run_id

@@ -46,9 +46,10 @@ std::vector<std::string> ForwardedRunArgs(const CLI::App* command);
 
 // `nimble-bench baseline`: a peer framework on the run's model and data.
 struct BaselineCommand {
-  std::string framework;              // pytorch or onnxruntime
+  std::string framework;              // one of baselines::PeerFrameworks()
   std::string python;                 // the framework's interpreter ("" finds it)
   std::vector<std::string> variants;  // empty: all the framework's variants
+  double time_limit_s = 0;            // 0: PeerOptions' default
 };
 
 // Measures the peer on this host and records one run per variant (the

@@ -494,12 +494,14 @@ TEST_F(NimbleBenchCli, OnnxRuntimeBaseline) {
   EXPECT_THAT(
       Bench({"baseline", "--framework", "onnxruntime", "--model", "treelstm", "--db", Db()}).out,
       HasSubstr("ONNX Runtime has no Tree-LSTM baseline"));
-  if (!PythonImports("python3", "onnxruntime") && !PythonImports("/usr/bin/python3", "onnxruntime"))
-    GTEST_SKIP() << "ONNX Runtime is not installed (python3 -m pip install onnxruntime)";
   const Outcome baseline =
       Bench(With({"baseline", "--framework", "onnxruntime", "--model", "bert", "--layers", "1",
                   "--hidden-size", "32", "--heads", "2", "--ffn-size", "64", "--db", Db()},
                  kQuick));
+  // Its environment (scripts/install-peers.sh) or an interpreter that imports it.
+  if (baseline.out.find("ONNX Runtime is not installed") != std::string::npos) {
+    GTEST_SKIP() << baseline.out;
+  }
   ASSERT_EQ(baseline.status, 0) << baseline.out;
   EXPECT_THAT(
       Query("SELECT framework || ' ' || json_extract(configuration, '$.variant') FROM runs"),
