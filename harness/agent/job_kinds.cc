@@ -1,5 +1,7 @@
 #include "harness/agent/job_kinds.h"
 
+#include <algorithm>
+
 #include "harness/bench/run_record.h"
 #include "nimble/vm/error.h"
 
@@ -8,6 +10,7 @@ namespace nimble::agent {
 namespace {
 
 constexpr double kRunTimeout = 3600;
+constexpr double kBaselineStopMargin = 60;
 constexpr double kMicrobenchTimeout = 1800;
 constexpr double kProbeTimeout = 60;
 constexpr double kTuneTimeout = 6 * 3600;
@@ -96,7 +99,12 @@ JobCommand CommandFor(const protocol::JobSpec& spec, const JobContext& context) 
                              Required(spec, "variant"), "--target", spec.target, "--record-json"});
     if (spec.options.contains("python"))
       argv.insert(argv.end(), {"--python", Required(spec, "python")});
-    return {argv, timeout > 0 ? timeout : kRunTimeout};
+    // The peer stops itself a minute before the child's hard limit, so that
+    // a run too slow to finish fails saying so instead of being killed.
+    const double limit = timeout > 0 ? timeout : kRunTimeout;
+    argv.insert(argv.end(),
+                {"--time-limit", std::to_string(std::max(1.0, limit - kBaselineStopMargin))});
+    return {argv, limit};
   }
   if (spec.kind == "microbench" && spec.options.value("suite", "") == "dispatch") {
     // Timings under an emulator would be the emulator's.

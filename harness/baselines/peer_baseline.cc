@@ -245,6 +245,21 @@ std::string PeersDir() {
   return std::string(home ? home : "") + "/.local/share/nimble/peers";
 }
 
+std::vector<std::string> InstalledPeers() {
+  std::vector<std::string> installed;
+  for (const PeerFramework& framework : Frameworks()) {
+    try {
+      const std::string python = FindPython(framework, PeerOptions{});
+      // FindPython names Debian's interpreter for PyTorch without importing it.
+      if (python != kSystemPython || Imports(python, framework.module)) {
+        installed.push_back(framework.name);
+      }
+    } catch (const Error&) {
+    }
+  }
+  return installed;
+}
+
 std::vector<std::string> PeerVariants(const std::string& framework, const std::string& model) {
   for (const PeerFramework& known : Frameworks()) {
     if (known.name != framework) continue;

@@ -26,6 +26,12 @@ std::vector<std::string> PeerFrameworks();
 // $NIMBLE_PEERS_DIR, else $HOME/.local/share/nimble/peers; FRAMEWORK/ under it.
 std::string PeersDir();
 
+// The frameworks this host can run a baseline of without --python: those
+// with an environment under PeersDir(), or whose module an interpreter
+// `nimble-bench baseline` would try imports (PyTorch: Debian's python3-torch).
+// An agent reports them, and a coordinator gives it only their baseline jobs.
+std::vector<std::string> InstalledPeers();
+
 struct PeerOptions {
   std::string framework;  // one of PeerFrameworks()
   // The interpreter with the framework; empty: the framework's environment

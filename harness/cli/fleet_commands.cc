@@ -156,6 +156,7 @@ int RunAgentCommand(const AgentCommand& command) {
   protocol::AgentInfo& info = jobs.agent;
   info.host = DescribeHost();
   info.commit_id = kBuildCommit;
+  info.peers = baselines::InstalledPeers();
   const char* slurm_job = std::getenv("SLURM_JOB_ID");
   info.slurm_job_id = slurm_job ? slurm_job : "";
   info.name = !command.name.empty()        ? command.name

@@ -1,5 +1,6 @@
 #include "harness/coordinator/coordinator.h"
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -114,6 +115,15 @@ std::string WhyNotRunnable(const protocol::JobSpec& spec, const protocol::AgentI
     if (!HasFlag(host.cpu_flags, flag)) return "the CPU lacks " + flag;
   }
   if (host.cores < spec.min_cores) return "fewer than " + std::to_string(spec.min_cores) + " cores";
+  // A baseline with a named interpreter (--python) trusts it.
+  if (spec.kind == "baseline" && !spec.options.contains("python")) {
+    const auto named = spec.options.find("framework");
+    const std::string framework =
+        named != spec.options.end() && named->is_string() ? named->get<std::string>() : "";
+    if (std::find(agent.peers.begin(), agent.peers.end(), framework) == agent.peers.end()) {
+      return "the agent has no " + framework + " (scripts/install-peers.sh " + framework + ")";
+    }
+  }
   return "";
 }
 

@@ -67,7 +67,8 @@ Json ToJson(const AgentInfo& agent) {
           {"memory_bytes", host.memory_bytes},
           {"gpus", host.gpus},
           {"commit", agent.commit_id},
-          {"slurm_job_id", agent.slurm_job_id}};
+          {"slurm_job_id", agent.slurm_job_id},
+          {"peers", agent.peers}};
 }
 
 AgentInfo AgentInfoFromJson(const Json& json) {
@@ -89,6 +90,7 @@ AgentInfo AgentInfoFromJson(const Json& json) {
   host.gpus = Optional<std::vector<std::string>>(json, "gpus", {});
   agent.commit_id = Optional<std::string>(json, "commit", "unknown");
   agent.slurm_job_id = Optional<std::string>(json, "slurm_job_id", "");
+  agent.peers = Optional<std::vector<std::string>>(json, "peers", {});
   return agent;
 }
 

@@ -40,6 +40,8 @@ struct AgentInfo {
   bench::HostInfo host;
   std::string commit_id;
   std::string slurm_job_id;  // from SLURM_JOB_ID when Slurm placed it
+  // The peer frameworks it can run baselines of (baselines::InstalledPeers).
+  std::vector<std::string> peers;
 };
 
 Json ToJson(const AgentInfo& agent);

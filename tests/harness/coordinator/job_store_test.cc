@@ -11,8 +11,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "harness/bench/migration_001.h"
-#include "nimble/compiler/support/sqlite_util.h"
 #include "harness/coordinator/coordinator.h"
+#include "nimble/compiler/support/sqlite_util.h"
 
 namespace nimble::coordinator {
 namespace {
@@ -231,6 +231,28 @@ TEST(Matching, JobsGoOnlyToHardwareThatProducesTheirFigures) {
   job.cpu_flags = {"avx2"};
   job.min_cores = 4;
   EXPECT_EQ(WhyNotRunnable(job, x86), "fewer than 4 cores");
+}
+
+// A baseline job goes only to an agent that reported the framework's
+// environment, unless the job names its interpreter.
+TEST(Matching, BaselineJobsGoOnlyToAgentsWithTheirFramework) {
+  protocol::AgentInfo agent;
+  agent.host.arch = "x86_64";
+  agent.host.cores = 2;
+  agent.peers = {"pytorch", "openvino"};
+  protocol::JobSpec job;
+  job.kind = "baseline";
+  job.target = "intel";
+  job.options = {{"framework", "openvino"}, {"variant", "f32"}};
+  EXPECT_EQ(WhyNotRunnable(job, agent), "");
+  job.options["framework"] = "mxnet";
+  EXPECT_EQ(WhyNotRunnable(job, agent), "the agent has no mxnet (scripts/install-peers.sh mxnet)");
+  job.options["python"] = "/opt/mxnet/bin/python";
+  EXPECT_EQ(WhyNotRunnable(job, agent), "");
+  // Reported and read back through the handshake's `hardware`.
+  agent.name = "a";
+  agent.host.host = "h";
+  EXPECT_EQ(protocol::AgentInfoFromJson(protocol::ToJson(agent)).peers, agent.peers);
 }
 
 TEST(Migration, AVersionOneDatabaseMovesToVersionTwo) {
