@@ -24,9 +24,24 @@ class OrderedSet {
   std::vector<Ref<Node>> order_;
 };
 
-// Records every variable occurrence and, separately, every binder.
+bool IsScope(ExprKind kind) {
+  return kind == ExprKind::kFunction || kind == ExprKind::kIf || kind == ExprKind::kMatch;
+}
+
+// Records every variable occurrence and, separately, every binder. With a
+// cache, the scopes nested in the walked expression count with the free
+// variables the cache has for them, and are not walked.
 class VarCollector : public ExprVisitor {
  public:
+  VarCollector() = default;
+  VarCollector(FreeVarCache* cache, const ExprNode* root) : cache_(cache), root_(root) {}
+
+  void VisitExpr(const Expr& expr) override {
+    if (!cache_ || expr.get() == root_ || !IsScope(expr->kind)) return ExprVisitor::VisitExpr(expr);
+    if (!visited_.insert(expr.get()).second) return;
+    for (const Var& var : cache_->OfScope(expr)) used_.Insert(var.get());
+  }
+
   std::vector<Var> Free() const {
     std::vector<Var> free;
     for (const Var& var : used_.items()) {
@@ -56,6 +71,8 @@ class VarCollector : public ExprVisitor {
   }
 
  private:
+  FreeVarCache* cache_ = nullptr;
+  const ExprNode* root_ = nullptr;
   OrderedSet<VarNode> used_;
   OrderedSet<VarNode> bound_;
 };
@@ -119,6 +136,26 @@ class TypeVarCollector {
 
 std::vector<Var> FreeVars(const Expr& expr) {
   return CollectVars(expr, &VarCollector::Free);
+}
+
+std::vector<Var> FreeVarCache::operator()(const Expr& expr) {
+  return IsScope(expr->kind) ? OfScope(expr) : Collect(expr);
+}
+
+const std::vector<Var>& FreeVarCache::OfScope(const Expr& scope) {
+  if (const auto found = scopes_.find(scope.get()); found != scopes_.end()) {
+    return found->second.second;
+  }
+  std::vector<Var> free = Collect(scope);
+  return scopes_.emplace(scope.get(), std::pair{scope, std::move(free)}).first->second.second;
+}
+
+std::vector<Var> FreeVarCache::Collect(const Expr& expr) {
+  return RunWithDeepStack([&] {
+    VarCollector collector(this, expr.get());
+    collector.VisitExpr(expr);
+    return collector.Free();
+  });
 }
 
 std::vector<Var> BoundVars(const Expr& expr) {

@@ -117,8 +117,7 @@ ir::IRModule BatchMatMulToDense(const ir::IRModule& module, const PackDensePredi
                           .VisitExpr(definition.function);
       return ir::RefOf(static_cast<const ir::FunctionNode*>(function.get()));
     });
-    typing::InferTypes(result);
-    return result;
+    return Retyped(module, std::move(result));
   });
 }
 

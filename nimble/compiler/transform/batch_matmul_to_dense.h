@@ -18,7 +18,8 @@
 
 namespace nimble::transform {
 
-// Expects a type-checked module; returns a new one, type-checked again, in
+// Expects a type-checked module; returns a new one (or, when it changes
+// nothing, the same one), type-checked again, in
 // which every float32 nn.batch_matmul (transpose_b, not transpose_a) of a
 // static constant [b, n, k] and a non-constant [1, m, k] (m may be symbolic),
 // with b * n a multiple of kDensePackBlock, whose dense `pack` accepts (data

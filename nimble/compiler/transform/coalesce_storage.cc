@@ -107,7 +107,7 @@ class Coalescer {
     };
     for (size_t i = 0; i < chain.bindings.size(); ++i) {
       const Binding& binding = chain.bindings[i];
-      const std::vector<ir::Var> used = ir::FreeVars(binding.value);
+      const std::vector<ir::Var> used = free_vars_(binding.value);
       for (const ir::Var& var : used) {
         const auto candidate = candidate_of.find(var.get());
         if (candidate != candidate_of.end() && !AllocatesTensorIn(binding.value, var.get())) {
@@ -119,7 +119,7 @@ class Coalescer {
       }
       points_to[binding.var.get()] = PointsToOf(binding, used, candidate_of, points_to);
     }
-    for (const ir::Var& var : ir::FreeVars(chain.result)) {
+    for (const ir::Var& var : free_vars_(chain.result)) {
       if (const PointsTo* targets = points_into(var)) {
         for (size_t target : *targets) candidates[target].escapes = true;
       }
@@ -319,6 +319,8 @@ class Coalescer {
   }
 
   const ShapeNumbering* shapes_ = nullptr;
+  // Across the scopes: each nests the next one's.
+  ir::FreeVarCache free_vars_;
 };
 
 }  // namespace

@@ -103,12 +103,9 @@ ir::IRModule Rewrite(const ir::IRModule& module, State&& state) {
 ir::IRModule EtaExpandConstructors(const ir::IRModule& module) {
   return RunWithDeepStack([&] {
     std::unordered_set<const ir::LetNode*> markers;
-    ir::IRModule marked = Rewrite<UseMarker>(module, &markers);
-    typing::InferTypes(marked);
+    ir::IRModule marked = Retyped(module, Rewrite<UseMarker>(module, &markers));
     if (markers.empty()) return marked;
-    ir::IRModule result = Rewrite<MarkerExpander>(marked, markers);
-    typing::InferTypes(result);
-    return result;
+    return Retyped(marked, Rewrite<MarkerExpander>(marked, markers));
   });
 }
 

@@ -11,7 +11,8 @@
 
 namespace nimble::transform {
 
-// Expects a type-checked module; returns a new one, type-checked again.
+// Expects a type-checked module; returns a new one (or, when it changes
+// nothing, the same one), type-checked again.
 // Runs before ToANormalForm, so the new function literals are lifted like any
 // other.
 ir::IRModule EtaExpandConstructors(const ir::IRModule& module);

@@ -14,7 +14,6 @@
 #include "nimble/compiler/op/op.h"
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/pass_util.h"
-#include "nimble/compiler/typing/type_infer.h"
 #include "nimble/vm/adt.h"
 #include "nimble/vm/error.h"
 
@@ -147,8 +146,7 @@ ir::IRModule FoldConstants(const ir::IRModule& module) {
       Expr function = ConstantFolder().VisitExpr(definition.function);
       return ir::RefOf(static_cast<const ir::FunctionNode*>(function.get()));
     });
-    typing::InferTypes(result);
-    return result;
+    return Retyped(module, std::move(result));
   });
 }
 

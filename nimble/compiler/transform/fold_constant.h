@@ -10,7 +10,8 @@
 
 namespace nimble::transform {
 
-// Expects a type-checked module; returns a new one, type-checked again. A let
+// Expects a type-checked module; returns a new one, type-checked again (or,
+// when nothing folds, the same one). A let
 // whose value folds is dropped and its variable replaced by the constant.
 ir::IRModule FoldConstants(const ir::IRModule& module);
 

@@ -90,8 +90,8 @@ class TupleForwarder : public ir::ExprMutator {
     ir::Expr body = VisitExpr(expr);
     // A tuple still read as a whole stays.
     std::unordered_set<const ir::VarNode*> read;
-    const auto note_reads = [&read](const ir::Expr& value) {
-      for (const ir::Var& var : ir::FreeVars(value)) read.insert(var.get());
+    const auto note_reads = [&](const ir::Expr& value) {
+      for (const ir::Var& var : free_vars_(value)) read.insert(var.get());
     };
     for (const ir::Expr& value : values) note_reads(value);
     note_reads(body);
@@ -116,6 +116,8 @@ class TupleForwarder : public ir::ExprMutator {
   // field of one or name another variable, by what they read.
   std::unordered_map<const ir::VarNode*, ir::Expr> literals_;
   std::unordered_map<const ir::VarNode*, ir::Expr> renamed_;
+  // Across the chains: each nests the next one's scopes.
+  ir::FreeVarCache free_vars_;
 };
 
 }  // namespace

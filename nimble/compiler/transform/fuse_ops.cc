@@ -343,7 +343,7 @@ class Fuser : public ir::ExprMutator {
     std::vector<int> positions;
     std::unordered_map<const ir::VarNode*, int> node_of_var;
     const auto note_uses = [&](const ir::Expr& expr, int position) {
-      for (const ir::Var& var : ir::FreeVars(expr)) {
+      for (const ir::Var& var : free_vars_(expr)) {
         const auto found = node_of_var.find(var.get());
         if (found == node_of_var.end()) continue;
         int& first = nodes[found->second].outside_use;
@@ -530,6 +530,8 @@ class Fuser : public ir::ExprMutator {
   const int max_group_ops_;
   const FusiblePredicate fusible_;
   const bool anchors_take_injective_;
+  // Across the chains: each nests the next one's scopes.
+  ir::FreeVarCache free_vars_;
 };
 
 }  // namespace

@@ -199,8 +199,7 @@ ir::IRModule InlineFunctions(const ir::IRModule& module) {
     ir::IRModule result = MapFunctions(module, [&](const ir::IRModuleNode::Definition& definition) {
       return inliner.Rewritten(definition.global->name);
     });
-    typing::InferTypes(result);
-    return result;
+    return Retyped(module, std::move(result));
   });
 }
 

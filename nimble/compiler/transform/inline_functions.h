@@ -19,7 +19,8 @@ namespace nimble::transform {
 // network or a small helper, not a whole model called from a wrapper.
 inline constexpr int kMaxInlinedNodes = 256;
 
-// Expects a type-checked module; returns a new one, type-checked again, in
+// Expects a type-checked module; returns a new one (or, when it changes
+// nothing, the same one), type-checked again, in
 // which, within every function that reaches itself through the module's
 // references to globals, every direct call of a global that does not, has
 // no type parameters, no `match?` and at most kMaxInlinedNodes expression

@@ -116,25 +116,6 @@ bool ContainsCall(const ir::Expr& expr) {
   return finder.found;
 }
 
-// Whether evaluating `expr` (in tail position when `tail`) makes a call that
-// returns to the current frame: a call that is not a tail call.
-bool CallsBack(const ir::Expr& expr, bool tail) {
-  if (!tail) return ContainsCall(expr);
-  if (expr->kind == ExprKind::kCall) return false;  // the tail call; ANF args are atoms
-  if (IsBranching(expr)) {
-    return std::ranges::any_of(BranchesOf(expr),
-                               [](const Branch& branch) { return CallsBack(branch.body, true); });
-  }
-  if (expr->kind != ExprKind::kLet) return ContainsCall(expr);
-  const LetChain chain = FlattenLets(expr);
-  const size_t n = chain.bindings.size();
-  const bool result_is_last = n > 0 && chain.result.get() == chain.bindings.back().var.get();
-  for (size_t i = 0; i < n; ++i) {
-    if (CallsBack(chain.bindings[i].value, result_is_last && i + 1 == n)) return true;
-  }
-  return CallsBack(chain.result, true);
-}
-
 class KillInserter {
  public:
   // Variables `body` kills already (a second run) are left alone.
@@ -188,7 +169,7 @@ class KillInserter {
     std::map<const ir::VarNode*, size_t> last_use;
     for (const ir::VarNode* var : owners) last_use[var] = kUnused;
     for (size_t i = 0; i <= n; ++i) {
-      for (const ir::Var& used : ir::FreeVars(value_at(i))) {
+      for (const ir::Var& used : free_vars_(value_at(i))) {
         const auto found = owner.find(used.get());
         if (found != owner.end()) last_use[found->second] = i;
       }
@@ -268,6 +249,36 @@ class KillInserter {
     return WrapLets(bindings, chain.result);
   }
 
+  // Whether evaluating `expr` (in tail position when `tail`) makes a call
+  // that returns to the current frame: a call that is not a tail call.
+  // Memoised for the values holding scopes: every scope asks it of the
+  // scopes nested in it, all the way down.
+  bool CallsBack(const ir::Expr& expr, bool tail) {
+    if (!IsBranching(expr) && expr->kind != ExprKind::kLet) return ComputeCallsBack(expr, tail);
+    const auto key = std::pair{expr.get(), tail};
+    if (const auto found = calls_back_.find(key); found != calls_back_.end()) return found->second;
+    const bool calls_back = ComputeCallsBack(expr, tail);
+    calls_back_.emplace(key, calls_back);
+    return calls_back;
+  }
+
+  bool ComputeCallsBack(const ir::Expr& expr, bool tail) {
+    if (!tail) return ContainsCall(expr);
+    if (expr->kind == ExprKind::kCall) return false;  // the tail call; ANF args are atoms
+    if (IsBranching(expr)) {
+      return std::ranges::any_of(
+          BranchesOf(expr), [&](const Branch& branch) { return CallsBack(branch.body, true); });
+    }
+    if (expr->kind != ExprKind::kLet) return ContainsCall(expr);
+    const LetChain chain = FlattenLets(expr);
+    const size_t n = chain.bindings.size();
+    const bool result_is_last = n > 0 && chain.result.get() == chain.bindings.back().var.get();
+    for (size_t i = 0; i < n; ++i) {
+      if (CallsBack(chain.bindings[i].value, result_is_last && i + 1 == n)) return true;
+    }
+    return CallsBack(chain.result, true);
+  }
+
   static std::set<const ir::VarNode*> NamesOf(
       const ir::VarNode* var, const std::map<const ir::VarNode*, const ir::VarNode*>& owner) {
     std::set<const ir::VarNode*> names;
@@ -280,7 +291,18 @@ class KillInserter {
   // Whether every branch of `value` (not in tail position) can kill the
   // register of `names` before its value leaves the branch: it does not
   // use it, or uses it last in a statement rather than as its value.
-  static bool KillableInBranches(const ir::Expr& value, const std::set<const ir::VarNode*>& names) {
+  // Memoised: the scope of each branch asks it again of the same nested values.
+  bool KillableInBranches(const ir::Expr& value, const std::set<const ir::VarNode*>& names) {
+    auto key = std::pair{value.get(), names};
+    if (const auto found = killable_in_branches_.find(key); found != killable_in_branches_.end()) {
+      return found->second;
+    }
+    const bool killable = ComputeKillableInBranches(value, names);
+    killable_in_branches_.emplace(std::move(key), killable);
+    return killable;
+  }
+
+  bool ComputeKillableInBranches(const ir::Expr& value, const std::set<const ir::VarNode*>& names) {
     for (const Branch& branch : BranchesOf(value)) {
       const LetChain chain = FlattenLets(branch.body);
       std::set<const ir::VarNode*> aliases = names;
@@ -294,7 +316,7 @@ class KillInserter {
         }
       }
       const auto uses = [&](const ir::Expr& expr) {
-        for (const ir::Var& used : ir::FreeVars(expr)) {
+        for (const ir::Var& used : free_vars_(expr)) {
           if (aliases.contains(used.get())) return true;
         }
         return false;
@@ -382,6 +404,11 @@ class KillInserter {
   }
 
   std::set<const ir::VarNode*> killed_;
+  // Over the function's original scopes, which every level asks about.
+  ir::FreeVarCache free_vars_;
+  std::map<std::pair<const ir::ExprNode*, bool>, bool> calls_back_;
+  std::map<std::pair<const ir::ExprNode*, std::set<const ir::VarNode*>>, bool>
+      killable_in_branches_;
 };
 
 }  // namespace

@@ -212,8 +212,7 @@ ir::IRModule LambdaLift(const ir::IRModule& module) {
         result->Add(lifted.global, std::move(lifted.function));
       }
     }
-    typing::InferTypes(result);
-    return result;
+    return Retyped(module, std::move(result));
   });
 }
 

@@ -14,7 +14,8 @@
 
 namespace nimble::transform {
 
-// Expects a type-checked module in A-normal form; returns a new one,
+// Expects a type-checked module in A-normal form; returns a new one (or,
+// when it changes nothing, the same one),
 // type-checked again. Lifted globals are named `<enclosing>_lambda_<n>` and
 // have fully annotated parameters.
 ir::IRModule LambdaLift(const ir::IRModule& module);

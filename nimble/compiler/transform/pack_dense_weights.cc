@@ -201,8 +201,7 @@ ir::IRModule PackDenseWeights(const ir::IRModule& module, const PackDensePredica
                           .VisitExpr(definition.function);
       return ir::RefOf(static_cast<const ir::FunctionNode*>(function.get()));
     });
-    typing::InferTypes(result);
-    return result;
+    return Retyped(module, std::move(result));
   });
 }
 

@@ -33,7 +33,8 @@ inline constexpr int64_t kDensePackBlock = 16;
 using PackDensePredicate = std::function<bool(const ir::TensorTypeNode& data,
                                               const ir::TensorTypeNode& weight, bool repeated)>;
 
-// Expects a type-checked module; returns a new one, type-checked again, in
+// Expects a type-checked module; returns a new one (or, when it changes
+// nothing, the same one), type-checked again, in
 // which every packable nn.dense call that `pack` accepts is rewritten (each
 // distinct weight packed once), and the constant biases added to them are
 // folded in as above.

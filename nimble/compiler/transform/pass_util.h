@@ -2,6 +2,7 @@
 // compiler-made function, and the module rebuild every pass ends with.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -9,6 +10,7 @@
 
 #include "nimble/compiler/ir/module.h"
 #include "nimble/compiler/op/op.h"
+#include "nimble/compiler/typing/type_infer.h"
 
 namespace nimble::transform {
 
@@ -64,6 +66,23 @@ ir::IRModule MapFunctions(const ir::IRModule& module, Rewrite&& rewrite) {
     result->Add(definition.global, rewrite(definition));
   }
   return result;
+}
+
+// `rewritten`, the module a pass made of the type-checked `original`, type-
+// checked in turn; `original` itself when the pass changed no function (the
+// same ones, in the same order), as its types stand: inference over the
+// whole module after each pass is most of a long program's compile time.
+inline ir::IRModule Retyped(const ir::IRModule& original, ir::IRModule rewritten) {
+  const auto& before = original->functions();
+  const auto& after = rewritten->functions();
+  const bool unchanged =
+      before.size() == after.size() &&
+      std::equal(before.begin(), before.end(), after.begin(), [](const auto& a, const auto& b) {
+        return a.global == b.global && a.function == b.function;
+      });
+  if (unchanged) return original;
+  typing::InferTypes(rewritten);
+  return rewritten;
 }
 
 }  // namespace nimble::transform

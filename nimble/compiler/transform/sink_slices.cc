@@ -233,7 +233,8 @@ std::optional<Demand> RowTaken(const ir::CallNode& call) {
 // narrowed, the takes reading their narrowed data, and unread op calls gone.
 class ChainNarrowing {
  public:
-  explicit ChainNarrowing(const LetChain& chain) : chain_(chain) {}
+  ChainNarrowing(const LetChain& chain, ir::FreeVarCache& free_vars)
+      : chain_(chain), free_vars_(free_vars) {}
 
   std::vector<Binding> Run() {
     Plan();
@@ -245,7 +246,7 @@ class ChainNarrowing {
   void Plan() {
     narrowings_.assign(chain_.bindings.size(), std::nullopt);
     const auto read_whole = [this](const ir::Expr& expr) {
-      for (const ir::Var& var : ir::FreeVars(expr)) demands_[var.get()] = kWhole;
+      for (const ir::Var& var : free_vars_(expr)) demands_[var.get()] = kWhole;
     };
     read_whole(chain_.result);
     for (size_t i = chain_.bindings.size(); i-- > 0;) {
@@ -341,6 +342,7 @@ class ChainNarrowing {
   }
 
   const LetChain& chain_;
+  ir::FreeVarCache& free_vars_;
   std::unordered_map<const ir::VarNode*, Demand> demands_;
   std::vector<std::optional<NarrowedCall>> narrowings_;
   std::vector<Binding> rewritten_;
@@ -355,8 +357,12 @@ class SliceSinker : public ir::ExprMutator {
     LetChain chain = FlattenLets(ir::RefOf(head));
     for (Binding& binding : chain.bindings) binding.value = VisitExpr(binding.value);
     chain.result = VisitExpr(chain.result);
-    return WrapLets(ChainNarrowing(chain).Run(), chain.result);
+    return WrapLets(ChainNarrowing(chain, free_vars_).Run(), chain.result);
   }
+
+ private:
+  // Across the chains: each nests the next one's scopes.
+  ir::FreeVarCache free_vars_;
 };
 
 }  // namespace

@@ -93,8 +93,8 @@ class SplitSlicer : public ir::ExprMutator {
     chain.result = VisitExpr(chain.result);
     // A split still read (a field in a nested scope, the tuple itself) stays.
     std::unordered_set<const ir::VarNode*> read;
-    const auto note_reads = [&read](const ir::Expr& expr) {
-      for (const ir::Var& var : ir::FreeVars(expr)) read.insert(var.get());
+    const auto note_reads = [&](const ir::Expr& expr) {
+      for (const ir::Var& var : free_vars_(expr)) read.insert(var.get());
     };
     for (const Binding& binding : chain.bindings) note_reads(binding.value);
     note_reads(chain.result);
@@ -111,6 +111,8 @@ class SplitSlicer : public ir::ExprMutator {
 
  private:
   const std::function<bool(const ir::CallNode&)>& fusible_;
+  // Across the chains: each nests the next one's scopes.
+  ir::FreeVarCache free_vars_;
 };
 
 }  // namespace

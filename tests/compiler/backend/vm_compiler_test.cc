@@ -858,6 +858,22 @@ TEST(VmCompilerTest, DeepLetChainsCompile) {
   EXPECT_EQ(RunVm(executable, "main", {I32(4)}).as<TensorNode>()->GetAsInt64(0), 4);
 }
 
+// Each if in the else branch of the one before, through every pass: those
+// that ask each scope for its free variables, liveness and calls must not
+// walk the scopes nested in it again (bench/compile_depth_bench.cc times it).
+TEST(VmCompilerTest, DeepNestedIfsCompile) {
+  constexpr int kDepth = 3000;
+  std::string program = "def @main(%x: float32) -> float32 {\n";
+  for (int i = 0; i < kDepth; ++i) {
+    program += "if (less(%x, " + std::to_string(i) + "f)) { add(%x, " + std::to_string(i) +
+               "f) } else {\n";
+  }
+  program += "%x\n" + std::string(kDepth, '}') + "\n}\n";
+  const vm::Executable executable = backend::Compile(Parse(program), {.kernels = "builtin"});
+  EXPECT_EQ(RunVm(executable, "main", {F32({}, {2.f})}).as<TensorNode>()->GetAsInt64(0), 5);
+  EXPECT_EQ(RunVm(executable, "main", {F32({}, {5000.f})}).as<TensorNode>()->GetAsInt64(0), 5000);
+}
+
 // ---- Signatures and source positions ----
 
 TEST(VmCompilerTest, SignaturesComeFromParameterTypes) {

@@ -44,6 +44,17 @@ def @step(%x: Tensor[(4,), float32], %h: Tensor[(4,), float32]) -> (Tensor[(4,),
 }
 )";
 
+// Nothing to inline: the module comes back as it was, types and all, rather
+// than inferred again (Retyped in pass_util.h).
+TEST(InlineFunctions, AModuleWithoutRecursionComesBackUnchanged) {
+  const ir::IRModule module = ParseTyped(std::string(kStep) + R"(
+def @main(%x: Tensor[(4,), float32]) -> Tensor[(4,), float32] {
+  let %next = @step(%x, %x);
+  %next.0
+})");
+  EXPECT_EQ(InlineFunctions(module), module);
+}
+
 TEST(InlineFunctions, ACallInARecursionBecomesTheCalleesBody) {
   const std::string program = std::string(kStep) + R"(
 def @loop(%xs: Tensor[(?, 4), float32], %t: int32, %h: Tensor[(4,), float32]) -> Tensor[(4,), float32] {
