@@ -5,9 +5,10 @@
 #     agent under qemu-aarch64: short correctness runs of the three models
 #     (recorded as emulated, shown as such, never as latencies);
 #   - then a native agent: the three models at the paper's sizes on this host,
-#     each in ROUNDS rounds of Nimble, PyTorch's variants and (where python3
-#     imports onnxruntime) ONNX Runtime, one job after another, so that each
-#     peer's ratio to Nimble can be taken pair by pair; BERT also at static
+#     each in ROUNDS rounds of Nimble and then every installed peer's variants
+#     (PyTorch, and each framework scripts/install-peers.sh installed or
+#     python3 imports: the agent reports them), one job after another, so that
+#     each peer's time is divided by Nimble's of its round; BERT also at static
 #     length 128 (Table 4); last, BERT's dense shapes static vs symbolic
 #     (`microbench dispatch`, Figure 3); where python3 has torch and onnx,
 #     BERT-base exported to ONNX against the native builder's (ONNX table).
@@ -17,15 +18,17 @@
 #   bash scripts/paper-runs.sh results.db report/ [DATA_DIR]
 #
 # DATA_DIR (e.g. ../shared/data) holds the real MRPC, BERT vocabulary and SST
-# files; without it the runs use seeded synthetic data. THREADS (default 1)
-# and ROUNDS (default 3) are read from the environment, and NIMBLE_BENCH names
-# another nimble-bench than build/'s.
+# files; without it the runs use seeded synthetic data. THREADS (default 1),
+# ROUNDS (default 6: fewer rounds give no 95% interval for a median) and
+# SENTENCES (default: the whole dataset) are read from the environment, and
+# NIMBLE_BENCH names another nimble-bench than build/'s.
 set -euo pipefail
 db=$(realpath -m "${1:?usage: paper-runs.sh DATABASE REPORT_DIR [DATA_DIR]}")
 out=${2:?usage: paper-runs.sh DATABASE REPORT_DIR [DATA_DIR]}
 data=${3:+$(realpath "$3")}
 threads=${THREADS:-1}
-rounds=${ROUNDS:-3}
+rounds=${ROUNDS:-6}
+sentences=${SENTENCES:+--sentences $SENTENCES}
 root=$(cd "$(dirname "$0")/.." && pwd)
 bench=${NIMBLE_BENCH:-$root/build/harness/cli/nimble-bench}
 arm_bench=$root/build-arm/harness/cli/nimble-bench
@@ -59,6 +62,8 @@ model_options() {
     lstm | lstm2) options=(--model lstm) ;;
     *) options=(--model "$1") ;;
   esac
+  # shellcheck disable=SC2206  # empty or two words
+  options+=($sentences)
   [ "$1" = lstm2 ] && options+=(--layers 2)
   if [ -n "$data" ]; then
     case $1 in
@@ -92,16 +97,25 @@ fi
 
 "$bench" agent "${fleet[@]}" --name native >"$work/agent.log" 2>&1 &
 pids+=($!)
-peers=(pytorch)
-if python3 -c 'import onnxruntime' 2>/dev/null; then peers+=(onnxruntime); fi
+# The peers this host has, as its agent reports them (`nimble-bench probe`).
+mapfile -t peers < <("$bench" probe | python3 -c 'import json, sys
+print("\n".join(json.load(sys.stdin)["peers"]))')
+echo "paper-runs: peers on this host: ${peers[*]:-none}" >&2
 for _ in $(seq "$rounds"); do
   for model in "${models[@]}"; do
     model_options "$model"
     submit "${options[@]}" --target intel --threads "$threads"
     for peer in "${peers[@]}"; do
-      # ONNX Runtime has no Tree-LSTM: the model recurses over a tree.
-      [ "$peer" = onnxruntime ] && [ "$model" = treelstm ] && continue
-      submit --kind baseline --framework "$peer" "${options[@]}" --target intel --threads "$threads"
+      # A framework without a baseline of the model (ONNX exports of a
+      # recursion over trees, TVM's LSTM) is skipped, not failed.
+      if ! error=$("$bench" submit "${fleet[@]}" --wait --kind baseline --framework "$peer" \
+        "${options[@]}" --target intel --threads "$threads" 2>&1 >/dev/null); then
+        if [[ "$error" == *"has no baseline for"* ]]; then
+          continue
+        fi
+        echo "paper-runs: baseline $peer $model: $error" >&2
+        failed=$((failed + 1))
+      fi
     done
   done
 done

@@ -82,6 +82,7 @@ std::string ProbeJson() {
   info.name = host.host;
   info.host = host;
   info.commit_id = kBuildCommit;
+  info.peers = baselines::InstalledPeers();
   return protocol::ToJson(info).dump();
 }
 
