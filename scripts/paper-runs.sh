@@ -108,6 +108,7 @@ for _ in $(seq "$rounds"); do
     for peer in "${peers[@]}"; do
       # A framework without a baseline of the model (ONNX exports of a
       # recursion over trees, TVM's LSTM) is skipped, not failed.
+      echo "paper-runs: submit --kind baseline --framework $peer ${options[*]}" >&2
       if ! error=$("$bench" submit "${fleet[@]}" --wait --kind baseline --framework "$peer" \
         "${options[@]}" --target intel --threads "$threads" 2>&1 >/dev/null); then
         if [[ "$error" == *"has no baseline for"* ]]; then

@@ -158,36 +158,92 @@ std::string Sizes(const bench::RunInfo& info) {
   return sizes + ", " + DataAndThreads(info);
 }
 
+// The peers `nimble-bench baseline` runs (harness/baselines/peer_*.py): how
+// a row names each, and the paper's system its figures are compared with
+// ("" where the paper measured none).
+struct PeerSystem {
+  const char* framework;
+  const char* name;
+  const char* paper_system;
+  // The one variant the name already says, left out of the row's label.
+  const char* named_variant;
+};
+constexpr PeerSystem kPeers[] = {
+    {"pytorch", kPyTorch, kPyTorch, ""}, {"onnxruntime", "ONNX Runtime", "", "onnxruntime"},
+    {"openvino", "OpenVINO", "", ""},    {"tensorflow", kTensorFlow, kTensorFlow, ""},
+    {"mxnet", kMxnet, kMxnet, ""},       {"tvm", "TVM Relax VM", "", "relax_vm"},
+    {"dynet", "DyNet", "", ""},
+};
+
+// Why no TF Fold run stands beside the paper's figure (docs/reports.md).
+constexpr const char* kTfFoldNote =
+    "TF Fold itself is archived and needs TensorFlow 1.x on Python <= 3.6: TensorFlow's "
+    "while_loop Tree-LSTM, its successor, is compared with its figure.";
+
+const PeerSystem* FindPeer(const std::string& framework) {
+  for (const PeerSystem& peer : kPeers) {
+    if (framework == peer.framework) return &peer;
+  }
+  return nullptr;
+}
+
+// TensorFlow's while_loop Tree-LSTM does what TF Fold did for the paper:
+// one graph for every tree.
+bool StandsInForTfFold(const bench::RunInfo& info) {
+  return info.framework == "tensorflow" && info.model == "treelstm" &&
+         Text(Configuration(info), "variant") == "while_loop";
+}
+
+// The precision a run computed in: a peer records it (peer_bench.py),
+// Nimble computes in fp32.
+std::string Precision(const bench::RunInfo& info) {
+  const std::string precision = Text(Configuration(info), "precision");
+  return precision.empty() ? "f32" : precision;
+}
+
+// Whether a run computed in the paper's precision (fp32), so its figures may
+// be compared with the paper's.
+bool PapersPrecision(const bench::RunInfo& info) {
+  const std::string precision = Precision(info);
+  return precision == "f32" || precision == "fp32" || precision == "float32";
+}
+
 // The system as the paper would name it (for its figure), and as the row
-// shows it (with the variant or a non-default compile).
+// shows it (with the variant, a precision below fp32, or a non-default
+// compile).
 std::string PaperSystem(const bench::RunInfo& info) {
   if (info.framework == "nimble") return kNimble;
-  if (info.framework == "pytorch") return kPyTorch;
-  return "";  // ONNX Runtime is not in the paper
+  if (StandsInForTfFold(info)) return kTfFold;
+  const PeerSystem* peer = FindPeer(info.framework);
+  return peer ? peer->paper_system : "";
 }
 
 std::string SystemLabel(const bench::RunInfo& info) {
   const Json c = Configuration(info);
-  if (info.framework == "pytorch") {
+  std::string options;
+  const auto add = [&](const std::string& option) {
+    options += (options.empty() ? "" : ", ") + option;
+  };
+  if (info.framework != "nimble") {
+    const PeerSystem* peer = FindPeer(info.framework);
+    const std::string variant = Text(c, "variant");
+    if (!variant.empty() && (peer == nullptr || variant != peer->named_variant)) add(variant);
+    if (!PapersPrecision(info)) add(Precision(info));
     // PASSIVE is how peer_bench.py runs a peer unless told otherwise.
     const std::string policy = Text(c, "omp_wait_policy");
-    return "PyTorch (" + Text(c, "variant") +
-           (policy.empty() || policy == "PASSIVE" ? "" : ", OMP_WAIT_POLICY=" + policy) + ")";
+    if (!policy.empty() && policy != "PASSIVE") add("OMP_WAIT_POLICY=" + policy);
+    if (StandsInForTfFold(info)) add(std::string("for ") + kTfFold);
+    const std::string name = peer ? peer->name : info.framework;
+    return options.empty() ? name : name + " (" + options + ")";
   }
-  if (info.framework == "onnxruntime") return "ONNX Runtime";
-  std::string label = kNimble;
-  std::string options;
-  if (!Text(c, "kernels").empty()) options += "kernels " + Text(c, "kernels");
-  if (c.contains("fusion") && c["fusion"] == false)
-    options += (options.empty() ? "" : ", ") + std::string("no fusion");
-  if (c.contains("bounded_length") && c["bounded_length"] == false)
-    options += (options.empty() ? "" : ", ") + std::string("unbounded length");
+  if (!Text(c, "kernels").empty()) add("kernels " + Text(c, "kernels"));
+  if (c.contains("fusion") && c["fusion"] == false) add("no fusion");
+  if (c.contains("bounded_length") && c["bounded_length"] == false) add("unbounded length");
   // Such a run also timed the static program (Table 4): a row apart from
   // the plain run of the same model.
   if (Integer(c, "static_seq_len") > 0)
-    options += (options.empty() ? "" : ", ") + std::string("with static L=") +
-               std::to_string(Integer(c, "static_seq_len"));
-  return options.empty() ? label : label + " (" + options + ")";
+    add("with static L=" + std::to_string(Integer(c, "static_seq_len")));
+  return options.empty() ? kNimble : std::string(kNimble) + " (" + options + ")";
 }
 
 // The model, and the compile options when they are not the default.
@@ -439,8 +495,12 @@ Table ReportBuilder::Latency(const std::string& model, const std::string& id,
       "before it); peer runs with no Nimble run before them are unpaired, listed, not divided. "
       "The verdict sets our interval beside the paper's speed-up: it holds when the interval "
       "lies on the paper's side of 1, does not hold on the other side, and is inconclusive "
-      "when it spans 1 or has too few rounds. Emulated runs are correctness runs and show no "
-      "latency.";
+      "when it spans 1 or has too few rounds. A peer is named by its framework and variant; "
+      "MXNet and TensorFlow are compared with the paper's figures of the same name (TensorFlow's "
+      "while_loop Tree-LSTM with TF Fold's), ONNX Runtime, OpenVINO, TVM and DyNet have no "
+      "paper figure. A run below fp32 (its precision in its name, e.g. bf16) shows its "
+      "speed-up but is not compared with the paper's fp32 figures. Emulated runs are "
+      "correctness runs and show no latency.";
   table.header = {"System",
                   "Target",
                   "Host",
@@ -463,7 +523,8 @@ Table ReportBuilder::Latency(const std::string& model, const std::string& id,
     if (info.model != model || Counted(info)) continue;
     const int layers = Layers(info);
     const std::string paper_system = PaperSystem(info);
-    const bool comparable = PaperSized(info) && !paper_system.empty();
+    const bool papers_precision = PapersPrecision(info);
+    const bool comparable = PaperSized(info) && papers_precision && !paper_system.empty();
     // No system is named "": off the paper's sizes, no paper figures.
     const std::optional<double> paper =
         PaperFigure(model, comparable ? paper_system : "", layers, info.target);
@@ -512,7 +573,11 @@ Table ReportBuilder::Latency(const std::string& model, const std::string& id,
         const std::string chart_group = ChartGroup(layers, info.target, info.host);
         table.chart.push_back(
             {chart_group, SystemLabel(info), speed_up.median, false, speed_up.low, speed_up.high});
-        if (paper_speed_up) {
+        if (!papers_precision) {
+          verdict = "not comparable: " + Precision(info) + ", the paper's figures are fp32";
+        } else if (!paper_speed_up) {
+          verdict = "no paper figure";
+        } else {
           verdict = Judge(speed_up, SideOfOne(*paper_speed_up), "round").text;
           if (charted_paper.insert({chart_group, paper_system}).second) {
             table.chart.push_back(
@@ -527,6 +592,8 @@ Table ReportBuilder::Latency(const std::string& model, const std::string& id,
     table.rows.push_back(std::move(row));
   }
   table.not_measured = NotMeasuredLine(model, paper_systems, measured);
+  if (std::find(paper_systems.begin(), paper_systems.end(), kTfFold) != paper_systems.end())
+    table.not_measured += (table.not_measured.empty() ? "" : " ") + std::string(kTfFoldNote);
   return table;
 }
 

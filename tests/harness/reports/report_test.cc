@@ -30,6 +30,7 @@ using ::testing::IsEmpty;
 using ::testing::Not;
 using ::testing::Optional;
 using ::testing::SizeIs;
+using ::testing::UnorderedElementsAre;
 
 constexpr const char* kLstmAtPaperSizes =
     R"({"input_size":300,"hidden_size":512,"layers":1,"seed":1})";
@@ -319,7 +320,157 @@ TEST_F(ReportTest, OnnxRuntimeHasASpeedUpButNoPaperFigure) {
   ASSERT_NE(row, nullptr);
   EXPECT_EQ(At(table, *row, "Nimble's speed-up").text, "1.20x");
   EXPECT_EQ(At(table, *row, "Paper's speed-up").text, "");
-  EXPECT_EQ(At(table, *row, "Verdict").text, "");
+  EXPECT_EQ(At(table, *row, "Verdict").text, "no paper figure");
+}
+
+// A peer run of `framework`'s `variant` at the paper's sizes of `model`,
+// computed in `precision`, as `nimble-bench baseline` records it.
+bench::RunInfo Peer(const std::string& framework, const std::string& variant,
+                    const std::string& model = "lstm", const std::string& precision = "f32") {
+  const std::string sizes = model == "lstm" ? R"("input_size":300,"hidden_size":512,"layers":1)"
+                            : model == "treelstm" ? R"("input_size":300,"hidden_size":150)"
+                                                  : R"("hidden_size":768,"layers":12,"heads":12,)"
+                                                    R"("ffn_size":3072)";
+  bench::RunInfo info = RunInfoOf(model, "{" + sizes + R"(,"seed":1,"variant":")" + variant +
+                                             R"(","precision":")" + precision + R"("})");
+  info.framework = framework;
+  return info;
+}
+
+constexpr const char* kTreeLstmAtPaperSizes = R"({"input_size":300,"hidden_size":150,"seed":1})";
+
+TEST_F(ReportTest, EveryPeerFrameworkHasANamedRowWithItsSpeedUp) {
+  Record(RunInfoOf("lstm", kLstmAtPaperSizes), 50);
+  Record(Peer("openvino", "f32"), 60);
+  Record(Peer("tensorflow", "keras_function"), 300);
+  Record(Peer("mxnet", "gluon_hybrid"), 200);
+  Record(Peer("dynet", "vanilla_lstm"), 100);
+  Record(RunInfoOf("bert", kBertBase), 300);
+  Record(Peer("tvm", "relax_vm", "bert"), 450);
+  Record(Peer("tensorflow", "xla", "bert"), 600);
+  Record(Peer("mxnet", "gluon_hybrid", "bert"), 600);
+  const Report report = Build();
+  const Table& lstm = TableOf(report, "table1");
+  ASSERT_THAT(lstm.rows, SizeIs(5));
+  const std::vector<Cell>* openvino = RowOfSystem(lstm, "OpenVINO (f32)");
+  ASSERT_NE(openvino, nullptr);
+  EXPECT_EQ(At(lstm, *openvino, "Nimble's speed-up").text, "1.20x");
+  EXPECT_EQ(At(lstm, *openvino, "95% interval, rounds").text, "1 round: no interval");
+  EXPECT_EQ(At(lstm, *openvino, "Paper (ours / paper)").text, "");
+  EXPECT_EQ(At(lstm, *openvino, "Paper's speed-up").text, "");
+  EXPECT_EQ(At(lstm, *openvino, "Verdict").text, "no paper figure");
+  const std::vector<Cell>* dynet = RowOfSystem(lstm, "DyNet (vanilla_lstm)");
+  ASSERT_NE(dynet, nullptr);
+  EXPECT_EQ(At(lstm, *dynet, "Nimble's speed-up").text, "2.00x");
+  EXPECT_EQ(At(lstm, *dynet, "Verdict").text, "no paper figure");
+  // MXNet and TensorFlow stand beside the paper's figures of the same name.
+  const std::vector<Cell>* tensorflow = RowOfSystem(lstm, "TensorFlow (keras_function)");
+  ASSERT_NE(tensorflow, nullptr);
+  EXPECT_EQ(At(lstm, *tensorflow, "Paper (ours / paper)").text, "301.4 (1.00x)");
+  EXPECT_EQ(At(lstm, *tensorflow, "Nimble's speed-up").text, "6.00x");
+  EXPECT_EQ(At(lstm, *tensorflow, "Paper's speed-up").text, "6.31x");  // 301.4 / 47.8
+  EXPECT_EQ(At(lstm, *tensorflow, "Verdict").text, "inconclusive: 5 more rounds needed");
+  const std::vector<Cell>* mxnet = RowOfSystem(lstm, "MXNet (gluon_hybrid)");
+  ASSERT_NE(mxnet, nullptr);
+  EXPECT_EQ(At(lstm, *mxnet, "Paper (ours / paper)").text, "212.9 (0.94x)");
+  EXPECT_EQ(At(lstm, *mxnet, "Paper's speed-up").text, "4.45x");  // 212.9 / 47.8
+  EXPECT_EQ(At(lstm, *mxnet, "Verdict").text, "inconclusive: 5 more rounds needed");
+  // Measured, their 1-layer Intel figures leave the folded line.
+  EXPECT_THAT(lstm.not_measured, HasSubstr("MXNet (paper: 1 layer: 1.46x on nvidia"));
+  EXPECT_THAT(lstm.not_measured, HasSubstr("TensorFlow (paper: 1 layer: 3.28x on nvidia"));
+  std::vector<std::string> labels;
+  for (const Bar& bar : lstm.chart) labels.push_back(bar.label);
+  EXPECT_THAT(labels, UnorderedElementsAre("OpenVINO (f32)", "TensorFlow (keras_function)",
+                                           "paper: TensorFlow", "MXNet (gluon_hybrid)",
+                                           "paper: MXNet", "DyNet (vanilla_lstm)"));
+
+  const Table& bert = TableOf(report, "table3");
+  const std::vector<Cell>* tvm = RowOfSystem(bert, "TVM Relax VM");
+  ASSERT_NE(tvm, nullptr);
+  EXPECT_EQ(At(bert, *tvm, "Nimble's speed-up").text, "1.50x");
+  EXPECT_EQ(At(bert, *tvm, "Verdict").text, "no paper figure");
+  const std::vector<Cell>* xla = RowOfSystem(bert, "TensorFlow (xla)");
+  ASSERT_NE(xla, nullptr);
+  EXPECT_EQ(At(bert, *xla, "Paper's speed-up").text, "2.50x");  // 768.7 / 307.0
+  EXPECT_EQ(At(bert, *xla, "Verdict").text, "inconclusive: 5 more rounds needed");
+  const std::vector<Cell>* mxnet_bert = RowOfSystem(bert, "MXNet (gluon_hybrid)");
+  ASSERT_NE(mxnet_bert, nullptr);
+  EXPECT_EQ(At(bert, *mxnet_bert, "Paper's speed-up").text, "1.48x");  // 455.8 / 307.0
+  EXPECT_THAT(bert.not_measured, Not(HasSubstr("MXNet (paper: 1.48x on intel")));
+}
+
+TEST_F(ReportTest, MxnetAndTensorFlowHoldOrNotAgainstThePapersSpeedUp) {
+  for (const double nimble_us : {50.0, 51.0, 49.0, 50.5, 49.5, 50.0}) {
+    Record(RunInfoOf("lstm", kLstmAtPaperSizes), nimble_us);
+    Record(Peer("mxnet", "gluon"), 4 * nimble_us);       // slower, as in the paper
+    Record(Peer("tensorflow", "keras_function"), 40.0);  // faster than Nimble: against it
+  }
+  const Report report = Build();
+  const Table& table = TableOf(report, "table1");
+  const std::vector<Cell>* mxnet = RowOfSystem(table, "MXNet (gluon)");
+  ASSERT_NE(mxnet, nullptr);
+  EXPECT_EQ(At(table, *mxnet, "95% interval, rounds").text, "4.00–4.00, 6 rounds");
+  EXPECT_EQ(At(table, *mxnet, "Verdict").text, "holds");
+  const std::vector<Cell>* tensorflow = RowOfSystem(table, "TensorFlow (keras_function)");
+  ASSERT_NE(tensorflow, nullptr);
+  EXPECT_EQ(At(table, *tensorflow, "Verdict").text, "does not hold");
+}
+
+TEST_F(ReportTest, TheWhileLoopTreeLstmIsComparedWithTfFold) {
+  Record(RunInfoOf("treelstm", kTreeLstmAtPaperSizes), 40);
+  Record(Peer("tensorflow", "while_loop", "treelstm"), 200);
+  Record(Peer("tensorflow", "eager_recursive", "treelstm"), 800);
+  Record(Peer("dynet", "recursive", "treelstm"), 120);
+  const Report report = Build();
+  const Table& table = TableOf(report, "table2");
+  const std::vector<Cell>* fold = RowOfSystem(table, "TensorFlow (while_loop, for TF Fold)");
+  ASSERT_NE(fold, nullptr);
+  EXPECT_EQ(At(table, *fold, "Paper (ours / paper)").text, "209.9 (0.95x)");
+  EXPECT_EQ(At(table, *fold, "Nimble's speed-up").text, "5.00x");
+  EXPECT_EQ(At(table, *fold, "Paper's speed-up").text, "5.21x");  // 209.9 / 40.3
+  EXPECT_EQ(At(table, *fold, "Verdict").text, "inconclusive: 5 more rounds needed");
+  std::vector<std::string> labels;
+  for (const Bar& bar : table.chart) labels.push_back(bar.label);
+  EXPECT_THAT(labels, UnorderedElementsAre("TensorFlow (while_loop, for TF Fold)", "paper: TF Fold",
+                                           "TensorFlow (eager_recursive)", "DyNet (recursive)"));
+  // The paper has no TensorFlow Tree-LSTM but TF Fold's.
+  const std::vector<Cell>* eager = RowOfSystem(table, "TensorFlow (eager_recursive)");
+  ASSERT_NE(eager, nullptr);
+  EXPECT_EQ(At(table, *eager, "Nimble's speed-up").text, "20.00x");
+  EXPECT_EQ(At(table, *eager, "Paper's speed-up").text, "");
+  EXPECT_EQ(At(table, *eager, "Verdict").text, "no paper figure");
+  const std::vector<Cell>* dynet = RowOfSystem(table, "DyNet (recursive)");
+  ASSERT_NE(dynet, nullptr);
+  EXPECT_EQ(At(table, *dynet, "Verdict").text, "no paper figure");
+  // TF Fold's figure is measured; why TF Fold itself is not is said once.
+  EXPECT_THAT(table.not_measured, Not(HasSubstr("TF Fold (paper:")));
+  EXPECT_EQ(Count(table.not_measured, "archived"), 1u);
+  EXPECT_THAT(table.not_measured,
+              HasSubstr("TF Fold itself is archived and needs TensorFlow 1.x on Python <= 3.6"));
+}
+
+TEST_F(ReportTest, ARunBelowFp32IsMarkedAndNotJudgedAgainstThePaper) {
+  Record(RunInfoOf("lstm", kLstmAtPaperSizes), 50);
+  const int64_t bf16 = Record(Peer("openvino", "default", "lstm", "bf16"), 40);
+  // A framework the paper measured, at reduced precision: no paper figure either.
+  Record(Peer("mxnet", "gluon", "lstm", "bf16"), 150);
+  const Report report = Build();
+  const Table& table = TableOf(report, "table1");
+  const std::vector<Cell>* row = RowOfRun(table, bf16);
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(At(table, *row, "System").text, "OpenVINO (default, bf16)");
+  EXPECT_EQ(At(table, *row, "Nimble's speed-up").text, "0.80x");
+  EXPECT_EQ(At(table, *row, "Verdict").text, "not comparable: bf16, the paper's figures are fp32");
+  const std::vector<Cell>* mxnet = RowOfSystem(table, "MXNet (gluon, bf16)");
+  ASSERT_NE(mxnet, nullptr);
+  EXPECT_EQ(At(table, *mxnet, "Nimble's speed-up").text, "3.00x");
+  EXPECT_EQ(At(table, *mxnet, "Paper (ours / paper)").text, "");
+  EXPECT_EQ(At(table, *mxnet, "Paper's speed-up").text, "");
+  EXPECT_EQ(At(table, *mxnet, "Verdict").text,
+            "not comparable: bf16, the paper's figures are fp32");
+  // It measured none of the paper's figures, and the chart has no paper bar for it.
+  EXPECT_THAT(table.not_measured, HasSubstr("MXNet (paper: 1 layer: 4.45x on intel"));
+  for (const Bar& bar : table.chart) EXPECT_FALSE(bar.paper) << bar.label;
 }
 
 TEST_F(ReportTest, AnEmulatedRunShowsAGapNeverItsLatency) {
@@ -363,7 +514,9 @@ TEST_F(ReportTest, PaperFiguresWithoutARunFoldIntoOneLinePerTable) {
   const Table& treelstm = TableOf(report, "table2");
   EXPECT_EQ(treelstm.not_measured,
             "Not measured here: Nimble (paper: 40.3 µs/token on intel, 86.3 µs/token on arm), "
-            "PyTorch (paper: 17.41x on intel, 19.90x on arm), TF Fold (paper: 5.21x on intel).");
+            "PyTorch (paper: 17.41x on intel, 19.90x on arm), TF Fold (paper: 5.21x on intel). "
+            "TF Fold itself is archived and needs TensorFlow 1.x on Python <= 3.6: TensorFlow's "
+            "while_loop Tree-LSTM, its successor, is compared with its figure.");
   const Table& bert = TableOf(report, "table3");
   EXPECT_THAT(bert.not_measured, HasSubstr("PyTorch (paper: 1.56x on intel, 2.32x on nvidia"));
   EXPECT_THAT(bert.not_measured, HasSubstr("MXNet (paper: 1.48x on intel"));
