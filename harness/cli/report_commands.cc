@@ -112,7 +112,7 @@ std::vector<std::pair<CLI::App*, CommandRunner>> AddReportCommands(CLI::App& app
   CLI::App* gate_command = app.add_subcommand(
       "gate",
       "Compare results.db with a baseline, like with like; exit 1 on a regression past the "
-      "threshold or a figure missing from the current runs, 2 when a timing's runs are too few "
+      "threshold or a figure missing from the current runs, 3 when a timing's runs are too few "
       "or too noisy to decide");
   gate_command->add_option("--baseline", gate->baseline, "The baseline database")
       ->capture_default_str();

@@ -61,7 +61,7 @@ struct GateRow {
 struct GateResult {
   std::vector<GateRow> rows;
   bool failed() const;        // a figure regressed or is missing: exit 1
-  bool inconclusive() const;  // not failed, but a timing could not be decided: exit 2
+  bool inconclusive() const;  // not failed, but a timing could not be decided: exit 3
 };
 
 // Throws nimble::Error for a metric outside GateableMetrics() or a negative

@@ -204,8 +204,7 @@ std::string Precision(const bench::RunInfo& info) {
 // Whether a run computed in the paper's precision (fp32), so its figures may
 // be compared with the paper's.
 bool PapersPrecision(const bench::RunInfo& info) {
-  const std::string precision = Precision(info);
-  return precision == "f32" || precision == "fp32" || precision == "float32";
+  return Precision(info) == "f32";
 }
 
 // The system as the paper would name it (for its figure), and as the row
