@@ -71,6 +71,22 @@ BENCHMARK_CAPTURE(BM_Compile, NestedIfs, NestedIfs)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// Type inference alone, of the parsed program: what every pass that changes
+// the program pays once more after it.
+void BM_InferTypes(benchmark::State& state, std::string (*program)(int)) {
+  const ir::IRModule module = Parsed(program(static_cast<int>(state.range(0))));
+  for (auto _ : state) typing::InferTypes(module);
+}
+
+BENCHMARK_CAPTURE(BM_InferTypes, LetChain, LetChain)
+    ->Arg(100000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_InferTypes, NestedIfs, NestedIfs)
+    ->Arg(3000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 // The input of each pass of the pipeline for `text`: what the passes
 // before it make of it, computed once per program for all its benchmarks.
 const std::vector<ir::IRModule>& PassInputs(const std::string& text) {

@@ -14,7 +14,7 @@ packages=(
   # What the arm64 programs link, and what qemu-aarch64 loads them with
   # (/lib/ld-linux-aarch64.so.1, libstdc++).
   libc6:arm64 libstdc++6:arm64 libopenblas-dev:arm64 libzip-dev:arm64
-  libsqlite3-dev:arm64 libssl-dev:arm64
+  libsqlite3-dev:arm64 libssl-dev:arm64 libmimalloc-dev:arm64
 )
 
 # The arm64 packages need the architecture enabled before the package lists

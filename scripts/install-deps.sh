@@ -10,7 +10,7 @@ packages=(
   build-essential meson ninja-build pkg-config
   llvm-19-dev clang-19 lld-19 libzstd-dev
   libzip-dev libdlpack-dev
-  libdnnl-dev libopenblas-dev libsqlite3-dev libboost-dev
+  libdnnl-dev libopenblas-dev libsqlite3-dev libboost-dev libmimalloc-dev
   libssl-dev openssl libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   python3-torch python3-numpy python3-onnx libonnx-dev libprotobuf-dev
   chromium fonts-dejavu-core zlib1g-dev valgrind

@@ -1,5 +1,6 @@
 #include "nimble/compiler/typing/type_infer.h"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <memory>
@@ -152,6 +153,13 @@ class Solver {
     auto hint = hints_.find(index);
     fresh_.push_back(hint != hints_.end() ? hint->second : Make<ir::IncompleteTypeNode>());
     return fresh_.back();
+  }
+
+  // Puts `type` in place of placeholder `fresh`, the latest Fresh(), decided
+  // as soon as it was made. It keeps its index, so that a restart's hints
+  // still name the same placeholders.
+  void Settle(const Type& fresh, const Type& type) {
+    if (!fresh_.empty() && fresh_.back().get() == fresh.get()) fresh_.back() = type;
   }
 
   void Add(std::unique_ptr<Constraint> constraint, bool urgent = false) {
@@ -333,6 +341,62 @@ class SolverReporter : public op::TypeReporter {
   const std::vector<Type>& resolved_;
 };
 
+// Whether `type` is a tensor of static shape or a tuple of them: a type no
+// unification can make more specific. (A placeholder could be solved, an Any
+// dimension become a size, so a call's result decided from them could differ
+// from what the constraints would make of it.)
+bool IsStatic(const Type& type) {
+  if (type->kind == ir::TypeKind::kTuple) {
+    const auto& fields = static_cast<const ir::TupleTypeNode*>(type.get())->fields;
+    return std::all_of(fields.begin(), fields.end(), IsStatic);
+  }
+  if (type->kind != ir::TypeKind::kTensor) return false;
+  const auto& shape = static_cast<const ir::TensorTypeNode*>(type.get())->shape;
+  return std::none_of(shape.begin(), shape.end(), [](const ir::Dim& dim) { return dim.is_any(); });
+}
+
+// Runs `def`'s relation over `types` (the arguments', then the result's), its
+// errors naming the operator, the call's position and the argument types.
+bool RunRelation(const op::OpDef& def, const ir::Attrs& attrs, const std::vector<Type>& types,
+                 op::TypeReporter& reporter, const ir::Span& span) {
+  try {
+    return def.relation(types, attrs, reporter);
+  } catch (const std::exception& error) {
+    const std::string message = error.what();
+    std::string args;
+    for (size_t i = 0; i + 1 < types.size(); ++i) {
+      args += (i ? ", " : "") + ir::TypeToString(types[i]);
+    }
+    throw Error(At(span) +
+                (message.rfind(def.name + ":", 0) == 0 ? message : def.name + ": " + message) +
+                " (argument types: " + args + ")");
+  }
+}
+
+// Takes what a relation says of the result placeholder alone; whether it
+// said anything else (refined an argument, or the result twice) is noted.
+class ResultReporter : public op::TypeReporter {
+ public:
+  explicit ResultReporter(const Type& result) : result_(result) {}
+
+  void Assign(const Type& dst, const Type& src) override {
+    if (dst.get() == result_.get() && !assigned_) {
+      CheckRank(src);
+      assigned_ = src;
+    } else {
+      other_ = true;
+    }
+  }
+
+  // The result's type when the relation set it and nothing else.
+  Type Decided() const { return other_ ? nullptr : assigned_; }
+
+ private:
+  const Type& result_;
+  Type assigned_;
+  bool other_ = false;
+};
+
 // An operator call: the op's type relation over the argument types and the result.
 class RelationConstraint : public Constraint {
  public:
@@ -344,19 +408,7 @@ class RelationConstraint : public Constraint {
     std::vector<Type> resolved;
     for (const Type& type : types_) resolved.push_back(solver.unifier().Resolve(type));
     SolverReporter reporter(solver.unifier(), types_, resolved);
-    bool done = false;
-    try {
-      done = def_.relation(resolved, attrs_, reporter);
-    } catch (const std::exception& error) {
-      const std::string message = error.what();
-      std::string args;
-      for (size_t i = 0; i + 1 < resolved.size(); ++i) {
-        args += (i ? ", " : "") + ir::TypeToString(resolved[i]);
-      }
-      throw Error(At(span) +
-                  (message.rfind(def_.name + ":", 0) == 0 ? message : def_.name + ": " + message) +
-                  " (argument types: " + args + ")");
-    }
+    const bool done = RunRelation(def_, attrs_, resolved, reporter, span);
     for (const Type& type : types_) solver.Watch(this, type);
     recheck = true;
     return done;
@@ -947,10 +999,33 @@ class ConstraintGenerator : public ir::ExprFunctor<Type> {
     std::vector<Type> types;
     for (const ir::Expr& arg : call->args) types.push_back(VisitExpr(arg));
     Type out = solver_.Fresh();
+    if (Type decided = DecidedResult(def, call->attrs, types, out)) {
+      solver_.Settle(out, decided);
+      return decided;
+    }
     types.push_back(out);
     solver_.Add(
         std::make_unique<RelationConstraint>(location_, def, call->attrs, std::move(types)));
     return out;
+  }
+
+  // The result type of a call whose argument types are all known, when the
+  // relation decides it from them alone; null otherwise (then a constraint
+  // decides it). Most calls of a typed program are decided here, with no
+  // placeholder to unify and no constraint to solve: this keeps inference
+  // of a long chain of calls cheap.
+  Type DecidedResult(const op::OpDef& def, const ir::Attrs& attrs, std::vector<Type> types,
+                     const Type& out) {
+    if (!IsHole(out)) return nullptr;  // a restart's hint: the constraint checks it
+    for (Type& type : types) {
+      type = solver_.unifier().Resolve(type);
+      if (!IsStatic(type)) return nullptr;
+    }
+    types.push_back(out);
+    ResultReporter reporter(out);
+    if (!RunRelation(def, attrs, types, reporter, location_)) return nullptr;
+    Type decided = reporter.Decided();
+    return decided && IsStatic(decided) ? decided : nullptr;
   }
 
   Solver& solver_;

@@ -124,6 +124,8 @@ TEST(TypeInferTest, ConflictingStaticDimsNameTheOpAndPosition) {
   const std::string error = ErrorOf([&] { InferTypes(MainModule({x, y}, sum)); });
   EXPECT_THAT(error, HasSubstr("3:10: add:"));
   EXPECT_THAT(error, HasSubstr("dimension 0 conflicts: 2 does not match 4"));
+  EXPECT_THAT(error,
+              HasSubstr("(argument types: Tensor[(2, 3), float32], Tensor[(4, 3), float32])"));
 }
 
 TEST(TypeInferTest, DenseChainKeepsTheAnyBatch) {
@@ -523,6 +525,25 @@ def @main(%x: Tensor[(1, 4), float32]) { @loop(0, (%x, %x)) }
   InferTypes(module);
   EXPECT_EQ(MainType(module),
             "fn (Tensor[(1, 4), float32]) -> (Tensor[(1, 4), float32], Tensor[(?, 4), float32])");
+}
+
+// Calls of known static argument types are typed as they are met; the rest
+// (a parameter known only from a caller, dense's weight that the relation
+// refines, an Any dimension) through their constraints: the same types.
+TEST(TypeInferTest, CallsOfKnownTypesAndOfPlaceholdersTypeAlike) {
+  IRModule module = Parse(R"(
+def @twice(%p) { add(%p, %p) }
+def @main(%x: Tensor[(2, 3), float32], %w: Tensor[(4, 3), float32], %v: Tensor[(?, 3), float32]) {
+  let %a = add(%x, %x);
+  let %d = nn.dense(%a, %w);
+  let %b = @twice(%x);
+  (multiply(%b, %a), %d, add(%v, %a))
+}
+)");
+  InferTypes(module);
+  EXPECT_EQ(TypeOf(module->Lookup("twice")), "fn (Tensor[(2, 3), float32]) -> Tensor[(2, 3), float32]");
+  EXPECT_EQ(TypeOf(module->Lookup("main")->body),
+            "(Tensor[(2, 3), float32], Tensor[(2, 4), float32], Tensor[(2, 3), float32])");
 }
 
 TEST(TypeInferTest, JoinsWaitForTheTypesFlowingIn) {
