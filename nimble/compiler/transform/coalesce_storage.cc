@@ -21,7 +21,6 @@
 #include "nimble/compiler/transform/let_chain.h"
 #include "nimble/compiler/transform/pass_util.h"
 #include "nimble/compiler/transform/shape_numbering.h"
-#include "nimble/compiler/typing/type_infer.h"
 
 namespace nimble::transform {
 
@@ -330,8 +329,7 @@ ir::IRModule CoalesceStorage(const ir::IRModule& module) {
     ir::IRModule result = MapFunctions(module, [](const ir::IRModuleNode::Definition& definition) {
       return Coalescer().Function(*definition.function).as<ir::FunctionNode>();
     });
-    typing::InferTypes(result);
-    return result;
+    return Retyped(module, std::move(result));
   });
 }
 

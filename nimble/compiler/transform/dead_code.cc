@@ -15,7 +15,6 @@
 #include "nimble/compiler/ir/functor.h"
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/pass_util.h"
-#include "nimble/compiler/typing/type_infer.h"
 #include "nimble/vm/error.h"
 
 namespace nimble::transform {
@@ -179,8 +178,7 @@ ir::IRModule EliminateDeadCode(const ir::IRModule& module, const std::vector<std
         result->Add(definition.global, functions.at(definition.global->name));
       }
     }
-    typing::InferTypes(result);
-    return result;
+    return Retyped(module, std::move(result));
   });
 }
 

@@ -9,7 +9,6 @@
 #include "nimble/compiler/ir/functor.h"
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/pass_util.h"
-#include "nimble/compiler/typing/type_infer.h"
 
 namespace nimble::transform {
 
@@ -128,8 +127,7 @@ ir::IRModule ForwardTupleFields(const ir::IRModule& module) {
       return ir::RefOf(static_cast<const ir::FunctionNode*>(
           TupleForwarder().VisitExpr(definition.function).get()));
     });
-    typing::InferTypes(result);
-    return result;
+    return Retyped(module, std::move(result));
   });
 }
 

@@ -16,7 +16,6 @@
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/let_chain.h"
 #include "nimble/compiler/transform/pass_util.h"
-#include "nimble/compiler/typing/type_infer.h"
 
 namespace nimble::transform {
 
@@ -420,8 +419,7 @@ ir::IRModule InsertKills(const ir::IRModule& module) {
           .Function(*definition.function)
           .as<ir::FunctionNode>();
     });
-    typing::InferTypes(result);
-    return result;
+    return Retyped(module, std::move(result));
   });
 }
 

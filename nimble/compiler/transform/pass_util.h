@@ -68,17 +68,18 @@ ir::IRModule MapFunctions(const ir::IRModule& module, Rewrite&& rewrite) {
   return result;
 }
 
-// `rewritten`, the module a pass made of the type-checked `original`, type-
-// checked in turn; `original` itself when the pass changed no function (the
-// same ones, in the same order), as its types stand: inference over the
-// whole module after each pass is most of a long program's compile time.
+// `rewritten`, the module a pass made of `original`, type-checked; `original`
+// itself when the pass changed no function (the same ones, in the same
+// order) and those were typed already (a pass may run another on a module it
+// has just built), as its types stand: inference over the whole module after
+// each pass is most of a long program's compile time.
 inline ir::IRModule Retyped(const ir::IRModule& original, ir::IRModule rewritten) {
   const auto& before = original->functions();
   const auto& after = rewritten->functions();
   const bool unchanged =
       before.size() == after.size() &&
       std::equal(before.begin(), before.end(), after.begin(), [](const auto& a, const auto& b) {
-        return a.global == b.global && a.function == b.function;
+        return a.global == b.global && a.function == b.function && a.function->checked_type;
       });
   if (unchanged) return original;
   typing::InferTypes(rewritten);

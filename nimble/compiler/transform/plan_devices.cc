@@ -32,7 +32,6 @@
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/let_chain.h"
 #include "nimble/compiler/transform/pass_util.h"
-#include "nimble/compiler/typing/type_infer.h"
 #include "nimble/vm/error.h"
 
 namespace nimble::transform {
@@ -935,8 +934,7 @@ ir::IRModule PlanDevices(const ir::IRModule& module, const std::string& device) 
         return Rewriter(placement, device).RewriteGlobal(definition);
       });
     }
-    typing::InferTypes(result);
-    return result;
+    return Retyped(module, std::move(result));
   });
 }
 

@@ -14,7 +14,6 @@
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/let_chain.h"
 #include "nimble/compiler/transform/pass_util.h"
-#include "nimble/compiler/typing/type_infer.h"
 
 namespace nimble::transform {
 
@@ -373,8 +372,7 @@ ir::IRModule SinkSlices(const ir::IRModule& module) {
       return ir::RefOf(
           static_cast<const ir::FunctionNode*>(SliceSinker().VisitExpr(definition.function).get()));
     });
-    typing::InferTypes(result);
-    return result;
+    return Retyped(module, std::move(result));
   });
 }
 

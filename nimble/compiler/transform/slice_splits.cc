@@ -11,7 +11,6 @@
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/let_chain.h"
 #include "nimble/compiler/transform/pass_util.h"
-#include "nimble/compiler/typing/type_infer.h"
 
 namespace nimble::transform {
 
@@ -124,8 +123,7 @@ ir::IRModule SliceSplits(const ir::IRModule& module,
       return ir::RefOf(static_cast<const ir::FunctionNode*>(
           SplitSlicer(fusible).VisitExpr(definition.function).get()));
     });
-    typing::InferTypes(result);
-    return result;
+    return Retyped(module, std::move(result));
   });
 }
 

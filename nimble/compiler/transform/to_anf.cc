@@ -12,7 +12,6 @@
 
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/pass_util.h"
-#include "nimble/compiler/typing/type_infer.h"
 #include "nimble/vm/error.h"
 
 namespace nimble::transform {
@@ -184,8 +183,7 @@ ir::IRModule ToANormalForm(const ir::IRModule& module) {
     ir::IRModule result = MapFunctions(module, [](const ir::IRModuleNode::Definition& definition) {
       return Normalizer().Function(definition.function.get(), /*parent=*/nullptr);
     });
-    typing::InferTypes(result);
-    return result;
+    return Retyped(module, std::move(result));
   });
 }
 
