@@ -19,9 +19,11 @@
 #
 # DATA_DIR (e.g. ../shared/data) holds the real MRPC, BERT vocabulary and SST
 # files; without it the runs use seeded synthetic data. THREADS (default 1),
-# ROUNDS (default 6: fewer rounds give no 95% interval for a median) and
-# SENTENCES (default: the whole dataset) are read from the environment, and
-# NIMBLE_BENCH names another nimble-bench than build/'s.
+# ROUNDS (default 6: fewer rounds give no 95% interval for a median),
+# SENTENCES (default: the whole dataset) and PEERS (default: every installed
+# peer; e.g. PEERS="pytorch onnxruntime" leaves out TVM, whose untuned BERT
+# takes over half a minute a sentence pair on 2 cores) are read from the
+# environment, and NIMBLE_BENCH names another nimble-bench than build/'s.
 set -euo pipefail
 db=$(realpath -m "${1:?usage: paper-runs.sh DATABASE REPORT_DIR [DATA_DIR]}")
 out=${2:?usage: paper-runs.sh DATABASE REPORT_DIR [DATA_DIR]}
@@ -97,9 +99,14 @@ fi
 
 "$bench" agent "${fleet[@]}" --name native >"$work/agent.log" 2>&1 &
 pids+=($!)
-# The peers this host has, as its agent reports them (`nimble-bench probe`).
-mapfile -t peers < <("$bench" probe | python3 -c 'import json, sys
+# The peers PEERS names, or else every peer this host has, as its agent
+# reports them (`nimble-bench probe`).
+if [ -n "${PEERS:-}" ]; then
+  read -ra peers <<<"$PEERS"
+else
+  mapfile -t peers < <("$bench" probe | python3 -c 'import json, sys
 print("\n".join(json.load(sys.stdin)["peers"]))')
+fi
 echo "paper-runs: peers on this host: ${peers[*]:-none}" >&2
 for _ in $(seq "$rounds"); do
   for model in "${models[@]}"; do

@@ -345,8 +345,8 @@ std::string RenderHtml(const Report& report) {
   html +=
       "<header>\n<h1>Nimble: the paper's tables, measured</h1>\n<p class=\"meta\">Runs from "
       "<code>" +
-      Escape(report.database) + "</code> (selection: " + Escape(report.filter) + "), generated " +
-      Escape(report.generated_at) + ".</p>\n";
+      Escape(report.database) + "</code> (selection: " + Escape(report.filter) + ")" +
+      (report.as_of.empty() ? std::string() : ", runs to " + Escape(report.as_of)) + ".</p>\n";
   if (!report.hosts.empty()) {
     std::string hosts;
     for (const std::string& host : report.hosts) hosts += (hosts.empty() ? "" : "; ") + host;

@@ -52,8 +52,9 @@ void WriteRow(std::ostringstream& out, const std::vector<std::string>& cells) {
 std::string RenderMarkdown(const Report& report) {
   std::ostringstream out;
   out << "# Nimble: the paper's tables from results.db\n\n"
-      << "From `" << report.database << "` (" << report.filter << "), generated "
-      << report.generated_at << ". Figures in *italics* are gaps: no data, or an emulated "
+      << "From `" << report.database << "` (" << report.filter << ")"
+      << (report.as_of.empty() ? std::string() : ", runs to " + report.as_of)
+      << ". Figures in *italics* are gaps: no data, or an emulated "
       << "correctness run, never a latency.\n\n";
   if (!report.hosts.empty()) {
     out << "Hosts:";

@@ -11,7 +11,6 @@
 #include "harness/bench/fixed_text.h"
 #include "harness/bench/statistics.h"
 #include "harness/reports/statistics.h"
-#include "nimble/compiler/support/sqlite_util.h"
 
 namespace nimble::reports {
 
@@ -911,7 +910,7 @@ Report BuildReport(const std::vector<SelectedRun>& runs, const std::string& data
   Report report;
   report.database = database;
   report.filter = filter;
-  report.generated_at = sqlite::NowUtc();
+  for (const SelectedRun& run : runs) report.as_of = std::max(report.as_of, run.finished_at);
   report.tables.push_back(builder.Latency("lstm", "table1", "Table 1: LSTM, µs/token",
                                           {kNimble, kPyTorch, kMxnet, kTensorFlow}));
   report.tables.push_back(builder.Latency("treelstm", "table2", "Table 2: Tree-LSTM, µs/token",

@@ -59,7 +59,10 @@ struct Table {
 struct Report {
   std::string database;  // the path it was built from
   std::string filter;    // the selection, in words
-  std::string generated_at;
+  // When the newest of its runs finished (ISO 8601, UTC; empty without
+  // runs): the report is a function of the database alone, so a committed
+  // report can be checked against its committed database.
+  std::string as_of;
   std::vector<Table> tables;
   std::vector<Provenance> sources;  // every run a cell refers to, by id
   // The hosts of those runs with their CPU, once each ("box-1 (Xeon ...)"):

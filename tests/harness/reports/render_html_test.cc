@@ -51,7 +51,7 @@ Report SampleReport() {
   Report report;
   report.database = "/data/results.db";
   report.filter = "all finished runs";
-  report.generated_at = "2021-04-05T06:07:08Z";
+  report.as_of = "2021-04-05T06:07:08Z";
   report.tables = {lstm, memory};
   report.sources = {{3, "abc1234", "<script>alert('x')</script>", "Xeon \"Platinum\" 8259CL",
                      "2021-04-01T00:00:00Z"},

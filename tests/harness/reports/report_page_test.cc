@@ -68,7 +68,7 @@ Report SampleReport() {
   Report report;
   report.database = "results.db";
   report.filter = "the latest run per configuration and host";
-  report.generated_at = "2021-04-05T06:07:08Z";
+  report.as_of = "2021-04-05T06:07:08Z";
   report.tables = {lstm, memory};
   report.sources = {
       {11, "3f2a9c1", "bench-intel-1", "Intel(R) Xeon(R) Platinum 8259CL", "2021-04-01T10:00:00Z"},
