@@ -80,6 +80,7 @@ class LambdaLifter : public ir::ExprMutator {
   // The global `function` with its nested literals lifted.
   ir::Function LiftBody(const ir::FunctionNode* function) {
     Expr body = VisitExpr(function->body);
+    if (body == function->body) return ir::RefOf(function);
     return Make<ir::FunctionNode>(function->params, std::move(body), function->ret_type,
                                   function->type_params, function->attrs);
   }

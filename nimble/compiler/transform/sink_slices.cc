@@ -303,7 +303,7 @@ class ChainNarrowing {
         continue;
       }
       ir::Expr take = RowOfNarrowed(*call);
-      rewritten_.push_back({binding.var, take ? std::move(take) : binding.value});
+      rewritten_.push_back({binding.var, take ? std::move(take) : binding.value, binding.original});
     }
   }
 

@@ -62,14 +62,7 @@ class SplitSlicer : public ir::ExprMutator {
 
   // The whole chain from `head` on, looped over: chains run 10,000 deep.
   ir::Expr VisitLet(const ir::LetNode* head) override {
-    std::vector<const ir::LetNode*> lets;
-    LetChain chain;
-    for (ir::Expr expr = ir::RefOf(head); expr->kind == ir::ExprKind::kLet;) {
-      lets.push_back(static_cast<const ir::LetNode*>(expr.get()));
-      chain.bindings.push_back({lets.back()->var, lets.back()->value});
-      expr = lets.back()->body;
-      chain.result = expr;
-    }
+    LetChain chain = FlattenLets(ir::RefOf(head));
     std::unordered_map<const ir::VarNode*, SlicedSplit> splits;
     std::unordered_set<const ir::VarNode*> sliced;
     for (Binding& binding : chain.bindings) {
@@ -97,15 +90,10 @@ class SplitSlicer : public ir::ExprMutator {
     };
     for (const Binding& binding : chain.bindings) note_reads(binding.value);
     note_reads(chain.result);
-    ir::Expr body = std::move(chain.result);
-    for (size_t i = lets.size(); i-- > 0;) {
-      const ir::VarNode* var = chain.bindings[i].var.get();
-      if (sliced.contains(var) && !read.contains(var)) continue;
-      body = Make<ir::LetNode>(chain.bindings[i].var, std::move(chain.bindings[i].value),
-                               std::move(body));
-      body->span = lets[i]->span;
-    }
-    return body;
+    std::erase_if(chain.bindings, [&](const Binding& binding) {
+      return sliced.contains(binding.var.get()) && !read.contains(binding.var.get());
+    });
+    return WrapLets(chain.bindings, std::move(chain.result));
   }
 
  private:

@@ -3,7 +3,9 @@
 // collects its bindings in a Scope while its expression is walked in
 // evaluation order (callee before arguments, left to right, a let's value
 // before its body), so the chain computes the values in the order the
-// original program did.
+// original program did. What is in A-normal form already comes back as the
+// very same nodes, so that a program the pass leaves as it was is not typed
+// again.
 #include "nimble/compiler/transform/to_anf.h"
 
 #include <unordered_map>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "nimble/compiler/support/deep_stack.h"
+#include "nimble/compiler/transform/let_chain.h"
 #include "nimble/compiler/transform/pass_util.h"
 #include "nimble/vm/error.h"
 
@@ -28,7 +31,7 @@ using ir::ExprKind;
 // first binding is not in scope.
 struct Scope {
   const Scope* parent = nullptr;
-  std::vector<std::pair<ir::Var, Expr>> bindings;
+  std::vector<Binding> bindings;
   std::unordered_map<const ir::ExprNode*, Expr> atoms;
 
   const Expr* FindAtom(const ir::ExprNode* node) const {
@@ -49,6 +52,7 @@ class Normalizer {
  public:
   ir::Function Function(const ir::FunctionNode* function, const Scope* parent) {
     Expr body = Block(function->body, parent);
+    if (body == function->body) return ir::RefOf(function);
     return Make<ir::FunctionNode>(function->params, std::move(body), function->ret_type,
                                   function->type_params, function->attrs);
   }
@@ -58,10 +62,7 @@ class Normalizer {
   Expr Block(const Expr& expr, const Scope* parent) {
     Scope scope{parent, {}, {}};
     Expr result = Atom(expr, &scope);
-    for (auto it = scope.bindings.rbegin(); it != scope.bindings.rend(); ++it) {
-      result = Make<ir::LetNode>(it->first, std::move(it->second), std::move(result));
-    }
-    return result;
+    return WrapLets(scope.bindings, std::move(result));
   }
 
   // An atom holding the value of `expr`, binding what it computes in `scope`.
@@ -70,7 +71,7 @@ class Normalizer {
     if (const Expr* known = scope->FindAtom(expr.get())) return *known;
     Expr atom;
     if (expr->kind == ExprKind::kLet) {
-      atom = FlattenLets(expr, scope);
+      atom = BindChain(expr, scope);
     } else {
       if (!expr->checked_type) {
         throw Error("ToANormalForm: an expression has no type (at " + expr->span.ToString() +
@@ -84,37 +85,41 @@ class Normalizer {
     return atom;
   }
 
-  void Bind(const ir::Var& var, Expr value, const Expr& original, Scope* scope) {
+  void Bind(const ir::Var& var, Expr value, const Expr& original, Scope* scope,
+            const ir::LetNode* let = nullptr) {
     if (!IsAtom(original)) scope->atoms.emplace(original.get(), var);
-    scope->bindings.emplace_back(var, std::move(value));
+    scope->bindings.push_back({var, std::move(value), let});
   }
 
   // Moves the lets of a chain into `scope` (iteratively: chains are long) and
   // returns the atom of its final expression.
-  Expr FlattenLets(Expr expr, Scope* scope) {
+  Expr BindChain(Expr expr, Scope* scope) {
     while (expr->kind == ExprKind::kLet) {
       const auto* let = static_cast<const ir::LetNode*>(expr.get());
-      Bind(let->var, Value(let->value, scope), let->value, scope);
+      Bind(let->var, Value(let->value, scope), let->value, scope, let);
       expr = let->body;
     }
     return Atom(expr, scope);
   }
 
-  // `expr` with atoms for arguments, unbound; what a let binds.
+  // `expr` with atoms for arguments, unbound; what a let binds. `expr`
+  // itself when its parts were atoms already.
   Expr Value(const Expr& expr, Scope* scope) {
     switch (expr->kind) {
       case ExprKind::kLet:
         return Atom(expr, scope);
       case ExprKind::kTuple: {
+        const auto& original = static_cast<const ir::TupleNode*>(expr.get())->fields;
         std::vector<Expr> fields;
-        for (const Expr& field : static_cast<const ir::TupleNode*>(expr.get())->fields) {
-          fields.push_back(Atom(field, scope));
-        }
+        for (const Expr& field : original) fields.push_back(Atom(field, scope));
+        if (fields == original) return expr;
         return WithSpan(Make<ir::TupleNode>(std::move(fields)), expr);
       }
       case ExprKind::kTupleGetItem: {
         const auto* item = static_cast<const ir::TupleGetItemNode*>(expr.get());
-        return WithSpan(Make<ir::TupleGetItemNode>(Atom(item->tuple, scope), item->index), expr);
+        Expr tuple = Atom(item->tuple, scope);
+        if (tuple == item->tuple) return expr;
+        return WithSpan(Make<ir::TupleGetItemNode>(std::move(tuple), item->index), expr);
       }
       case ExprKind::kCall: {
         const auto* call = static_cast<const ir::CallNode*>(expr.get());
@@ -122,28 +127,42 @@ class Normalizer {
             StaysInCalleePosition(call->callee) ? call->callee : Atom(call->callee, scope);
         std::vector<Expr> args;
         for (const Expr& arg : call->args) args.push_back(Atom(arg, scope));
+        if (callee == call->callee && args == call->args) return expr;
         return WithSpan(Make<ir::CallNode>(std::move(callee), std::move(args), call->attrs), expr);
       }
       case ExprKind::kIf: {
         const auto* node = static_cast<const ir::IfNode*>(expr.get());
         Expr cond = Atom(node->cond, scope);
-        return WithSpan(Make<ir::IfNode>(std::move(cond), Block(node->then_branch, scope),
-                                         Block(node->else_branch, scope)),
-                        expr);
+        Expr then_branch = Block(node->then_branch, scope);
+        Expr else_branch = Block(node->else_branch, scope);
+        if (cond == node->cond && then_branch == node->then_branch &&
+            else_branch == node->else_branch) {
+          return expr;
+        }
+        return WithSpan(
+            Make<ir::IfNode>(std::move(cond), std::move(then_branch), std::move(else_branch)),
+            expr);
       }
       case ExprKind::kMatch: {
         const auto* match = static_cast<const ir::MatchNode*>(expr.get());
         Expr data = Atom(match->data, scope);
         std::vector<ir::Clause> clauses;
+        bool same = data == match->data;
         for (const ir::Clause& clause : match->clauses) {
           clauses.push_back({clause.lhs, Block(clause.rhs, scope)});
+          same = same && clauses.back().rhs == clause.rhs;
         }
+        if (same) return expr;
         return WithSpan(Make<ir::MatchNode>(std::move(data), std::move(clauses), match->complete),
                         expr);
       }
       case ExprKind::kFunction:
         if (IsPrimitiveFunction(expr)) return expr;
-        return WithSpan(Function(static_cast<const ir::FunctionNode*>(expr.get()), scope), expr);
+        if (Expr function = Function(static_cast<const ir::FunctionNode*>(expr.get()), scope);
+            function != expr) {
+          return WithSpan(std::move(function), expr);
+        }
+        return expr;
       default:
         return expr;  // an atom
     }

@@ -22,6 +22,10 @@ using ::testing::HasSubstr;
 using testing::I32;
 using testing::ParseTyped;
 
+TEST(LambdaLift, AProgramWithoutFunctionLiteralsComesBackAsItWas) {
+  testing::ExpectUnchanged(ParseTyped(testing::kNormalProgram), LambdaLift);
+}
+
 TEST(LambdaLift, AClosureBecomesAClosureGlobalCalledOnTheCapturedValues) {
   ir::IRModule module = ParseTyped(R"(
 def @main(%n: Tensor[(), int32], %v: Tensor[(), int32]) -> Tensor[(), int32] {

@@ -54,6 +54,25 @@ inline ir::IRModule ParseTyped(const std::string& text, const text::ParamMap* pa
   return module;
 }
 
+// A typed program already in A-normal form, with nothing to lift, sink or
+// slice: lets, an `if` whose branches are let chains, a tuple and its field.
+inline const std::string kNormalProgram = R"(
+def @main(%x: Tensor[(2, 3), float32], %c: Tensor[(), bool]) {
+  let %a = add(%x, %x);
+  let %b = if (%c) { let %t = multiply(%a, %x); %t } else { %a };
+  let %p = (%a, %b);
+  let %q = %p.1;
+  %q
+})";
+
+// Checks that `pass` gives back `module` itself, so that the pipeline does
+// not type it again.
+template <typename Pass>
+void ExpectUnchanged(const ir::IRModule& module, Pass&& pass) {
+  const ir::IRModule result = pass(module);
+  EXPECT_EQ(result.get(), module.get()) << text::PrintModule(result);
+}
+
 // Checks that `actual` type-checks and equals the program `expected` up to
 // alpha-renaming; on a mismatch prints both.
 inline void ExpectProgram(const ir::IRModule& actual, const std::string& expected,

@@ -49,6 +49,10 @@ def @main(%x: Tensor[(1, ?<=16, 4), float32], %w: Tensor[(6, 4), float32], %b: T
   %first
 })";
 
+TEST(SinkSlices, AProgramWithoutSlicesComesBackAsItWas) {
+  testing::ExpectUnchanged(ParseTyped(testing::kNormalProgram), SinkSlices);
+}
+
 TEST(SinkSlices, ATakenRowIsComputedFromTheRowsItReads) {
   const ir::IRModule module = ParseTyped(kHead);
   const ir::IRModule sunk = SinkSlices(module);

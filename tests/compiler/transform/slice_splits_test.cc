@@ -27,6 +27,11 @@ bool AnySlice(const ir::CallNode&) {
   return true;
 }
 
+TEST(SliceSplits, AProgramWithoutSplitsComesBackAsItWas) {
+  testing::ExpectUnchanged(ParseTyped(testing::kNormalProgram),
+                           [](const ir::IRModule& module) { return SliceSplits(module, AnySlice); });
+}
+
 TEST(SliceSplits, FieldsOfEqualSectionsBecomeSlicesAndTheSplitGoes) {
   ir::IRModule module = ParseTyped(R"(
 def @main(%x: Tensor[(?, 6), float32]) {

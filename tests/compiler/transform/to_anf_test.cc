@@ -20,6 +20,10 @@ using testing::F32;
 using ::testing::HasSubstr;
 using testing::ParseTyped;
 
+TEST(ToANormalForm, AProgramInANormalFormComesBackAsItWas) {
+  testing::ExpectUnchanged(ParseTyped(testing::kNormalProgram), ToANormalForm);
+}
+
 TEST(ToANormalForm, NestedCallsAreLetBoundInEvaluationOrder) {
   ir::IRModule module = ParseTyped(R"(
 def @main(%x: Tensor[(2, 3), float32], %y: Tensor[(3,), float32]) -> Tensor[(2, 3), float32] {
