@@ -8,10 +8,11 @@
 #     each in ROUNDS rounds of Nimble and then every installed peer's variants
 #     (PyTorch, and each framework scripts/install-peers.sh installed or
 #     python3 imports: the agent reports them), one job after another, so that
-#     each peer's time is divided by Nimble's of its round; BERT also at static
-#     length 128 (Table 4); last, BERT's dense shapes static vs symbolic
-#     (`microbench dispatch`, Figure 3); where python3 has torch and onnx,
-#     BERT-base exported to ONNX against the native builder's (ONNX table).
+#     each peer's time is divided by Nimble's of its round; in each round
+#     too, BERT at static length 128 (Table 4) and BERT's dense shapes static
+#     vs symbolic (`microbench dispatch`, Figure 3); last, where python3 has
+#     torch and onnx, BERT-base exported to ONNX against the native builder's
+#     (ONNX table).
 # The arm agent runs alone first: on a small host it would steal the timed
 # runs' cores.
 #
@@ -126,10 +127,13 @@ for _ in $(seq "$rounds"); do
       fi
     done
   done
+  # Table 4's and Figure 3's ratios come from within one run: a run a round
+  # gives them intervals too.
+  model_options bert
+  submit "${options[@]}" --static-seq-len 128 --target intel --threads "$threads"
+  submit --kind microbench --suite dispatch --target intel --threads "$threads"
 done
 model_options bert
-submit "${options[@]}" --static-seq-len 128 --target intel --threads "$threads"
-submit --kind microbench --suite dispatch --target intel --threads "$threads"
 # BERT-base as PyTorch exports it, against the native builder's (ONNX table).
 if /usr/bin/python3 -c 'import torch, onnx' 2>/dev/null &&
   /usr/bin/python3 "$root/tests/compiler/onnx/export_models.py" --bert "$work/bert_base.onnx" >&2; then
