@@ -77,12 +77,14 @@ mkdir -p "$peers_dir"
 for framework in "${frameworks[@]}"; do
   env_dir="$peers_dir/$framework"
   stamp="$env_dir/nimble-pins.txt"
+  module=$framework
+  [ "$framework" = pytorch ] && module=torch
   interpreter=${interpreters[$framework]}
   # What the environment is made from: a change of any line remakes it.
   wanted=$(printf '%s\n%s\n%s' "${pins[$framework]}" "$interpreter" "${versions[$interpreter]}")
   # Found, not imported: importing TensorFlow alone takes seconds.
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ] &&
-     "$env_dir/bin/python" -c "import importlib.util as u, sys; sys.exit(not u.find_spec('$framework'))" \
+     "$env_dir/bin/python" -c "import importlib.util as u, sys; sys.exit(not u.find_spec('$module'))" \
        2>/dev/null; then
     echo "$framework: already there ($env_dir)"
     continue
@@ -93,7 +95,7 @@ for framework in "${frameworks[@]}"; do
   if "$interpreter" -m venv "$env_dir" >"$log" 2>&1 &&
      "$env_dir/bin/python" -m pip install --quiet --disable-pip-version-check \
        --only-binary :all: ${pins[$framework]} >"$log" 2>&1 &&
-     "$env_dir/bin/python" -c "import $framework" >"$log" 2>&1; then
+     "$env_dir/bin/python" -c "import $module" >"$log" 2>&1; then
     echo "$wanted" >"$stamp"
     echo "$framework: installed ${pins[$framework]} on Python ${versions[$interpreter]} ($env_dir)"
   else
