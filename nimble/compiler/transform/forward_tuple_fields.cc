@@ -8,6 +8,7 @@
 #include "nimble/compiler/ir/free_vars.h"
 #include "nimble/compiler/ir/functor.h"
 #include "nimble/compiler/support/deep_stack.h"
+#include "nimble/compiler/transform/let_chain.h"
 #include "nimble/compiler/transform/pass_util.h"
 
 namespace nimble::transform {
@@ -40,6 +41,7 @@ class TupleForwarder : public ir::ExprMutator {
     if (literal->kind == ir::ExprKind::kTuple) {
       return static_cast<const ir::TupleNode&>(*literal).fields[get->index];
     }
+    if (tuple == get->tuple) return ir::RefOf(get);
     ir::Expr result = Make<ir::TupleGetItemNode>(std::move(tuple), get->index);
     result->span = get->span;
     return result;
@@ -57,13 +59,17 @@ class TupleForwarder : public ir::ExprMutator {
         args.push_back(VisitExpr(arg));
         continue;
       }
+      const auto& original = static_cast<const ir::TupleNode&>(*arg).fields;
       std::vector<ir::Expr> fields;
-      for (const ir::Expr& field : static_cast<const ir::TupleNode&>(*arg).fields) {
-        fields.push_back(LiteralOr(VisitExpr(field)));
+      for (const ir::Expr& field : original) fields.push_back(LiteralOr(VisitExpr(field)));
+      if (fields == original) {
+        args.push_back(arg);
+        continue;
       }
       args.push_back(Make<ir::TupleNode>(std::move(fields)));
       args.back()->span = arg->span;
     }
+    if (args == call->args) return ir::RefOf(call);
     ir::Expr result = Make<ir::CallNode>(call->callee, std::move(args), call->attrs);
     result->span = call->span;
     return result;
@@ -71,36 +77,31 @@ class TupleForwarder : public ir::ExprMutator {
 
   // The whole chain from `head` on, looped over: chains run 10,000 deep.
   ir::Expr VisitLet(const ir::LetNode* head) override {
-    std::vector<const ir::LetNode*> lets;
-    std::vector<ir::Expr> values;
-    ir::Expr expr = ir::RefOf(head);
-    for (; expr->kind == ir::ExprKind::kLet; expr = static_cast<const ir::LetNode&>(*expr).body) {
-      const auto* let = static_cast<const ir::LetNode*>(expr.get());
-      ir::Expr value = VisitExpr(let->value);
-      const ir::ExprKind kind = let->value->kind;
-      if ((kind == ir::ExprKind::kTupleGetItem || kind == ir::ExprKind::kVar) && IsAtom(value)) {
-        renamed_[let->var.get()] = std::move(value);
+    LetChain chain = FlattenLets(ir::RefOf(head));
+    std::vector<Binding> kept;
+    for (Binding& binding : chain.bindings) {
+      const ir::ExprKind kind = binding.value->kind;
+      binding.value = VisitExpr(binding.value);
+      if ((kind == ir::ExprKind::kTupleGetItem || kind == ir::ExprKind::kVar) &&
+          IsAtom(binding.value)) {
+        renamed_[binding.var.get()] = std::move(binding.value);
         continue;
       }
-      if (IsAtomTuple(value)) literals_[let->var.get()] = value;
-      lets.push_back(let);
-      values.push_back(std::move(value));
+      if (IsAtomTuple(binding.value)) literals_[binding.var.get()] = binding.value;
+      kept.push_back(std::move(binding));
     }
-    ir::Expr body = VisitExpr(expr);
+    ir::Expr body = VisitExpr(chain.result);
     // A tuple still read as a whole stays.
     std::unordered_set<const ir::VarNode*> read;
     const auto note_reads = [&](const ir::Expr& value) {
       for (const ir::Var& var : free_vars_(value)) read.insert(var.get());
     };
-    for (const ir::Expr& value : values) note_reads(value);
+    for (const Binding& binding : kept) note_reads(binding.value);
     note_reads(body);
-    for (size_t i = lets.size(); i-- > 0;) {
-      const ir::VarNode* var = lets[i]->var.get();
-      if (literals_.contains(var) && !read.contains(var)) continue;
-      body = Make<ir::LetNode>(lets[i]->var, std::move(values[i]), std::move(body));
-      body->span = lets[i]->span;
-    }
-    return body;
+    std::erase_if(kept, [&](const Binding& binding) {
+      return literals_.contains(binding.var.get()) && !read.contains(binding.var.get());
+    });
+    return WrapLets(kept, std::move(body));
   }
 
  private:

@@ -9,6 +9,7 @@
 #include "nimble/compiler/ir/functor.h"
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/dead_code.h"
+#include "nimble/compiler/transform/let_chain.h"
 #include "nimble/compiler/transform/pass_util.h"
 #include "nimble/compiler/transform/shape_numbering.h"
 
@@ -49,21 +50,15 @@ class ShapeSharer : public ir::ExprMutator {
   // 10,000 deep.
   ir::Expr VisitLet(const ir::LetNode* head) override {
     const size_t scope = undo_.size();
-    std::vector<const ir::LetNode*> lets;
-    std::vector<ir::Expr> values;
+    std::vector<Binding> kept;
     ir::Expr expr = ir::RefOf(head);
     for (; expr->kind == ir::ExprKind::kLet; expr = static_cast<const ir::LetNode&>(*expr).body) {
       const auto* let = static_cast<const ir::LetNode*>(expr.get());
       if (Shared(let->var.get(), *let->value)) continue;
-      lets.push_back(let);
-      values.push_back(VisitExpr(let->value));
+      kept.push_back({let->var, VisitExpr(let->value), let});
       MakeAvailable(let->var.get(), *let->value);
     }
-    ir::Expr body = VisitExpr(expr);
-    for (size_t i = lets.size(); i-- > 0;) {
-      body = Make<ir::LetNode>(lets[i]->var, std::move(values[i]), std::move(body));
-      body->span = lets[i]->span;
-    }
+    ir::Expr body = WrapLets(kept, VisitExpr(expr));
     for (; undo_.size() > scope; undo_.pop_back()) {
       const auto [is_call, number] = undo_.back();
       if (is_call) {
