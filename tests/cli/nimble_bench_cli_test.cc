@@ -283,6 +283,31 @@ TEST_F(NimbleBenchCli, GateRefusesWhatItCannotCompare) {
   EXPECT_FALSE(fs::exists(dir_ / "new.db"));
 }
 
+// The committed report (results/paper/, which README's figures quote) is
+// what `nimble-bench report` makes of the committed database, byte for byte.
+// The database is read from a copy, under the same relative path, so the
+// test never touches the source tree.
+TEST_F(NimbleBenchCli, TheCommittedReportIsTheReportOfTheCommittedDatabase) {
+  const fs::path committed = NIMBLE_SOURCE_DIR "/results";
+  fs::create_directories(dir_ / "results");
+  fs::copy_file(committed / "paper.db", dir_ / "results" / "paper.db");
+  const Outcome report = Shell("cd '" + dir_.string() + "' && " NIMBLE_BENCH_BINARY
+                               " report --db results/paper.db --out regenerated");
+  ASSERT_EQ(report.status, 0) << report.out;
+  const auto text_of = [](const fs::path& path) {
+    std::ifstream file(path);
+    return std::string(std::istreambuf_iterator<char>(file), {});
+  };
+  for (const char* page : {"report.md", "index.html"}) {
+    const std::string expected = text_of(committed / "paper" / page);
+    ASSERT_FALSE(expected.empty()) << page;
+    EXPECT_TRUE(text_of(dir_ / "regenerated" / page) == expected)
+        << "results/paper/" << page << " is not the report of results/paper.db: regenerate it "
+        << "in the source root: build/harness/cli/nimble-bench report --db results/paper.db "
+           "--out results/paper";
+  }
+}
+
 // Timings are gated by a test over the runs of each side: two runs a side
 // can never reach p < 0.05, so the gate says so, with an exit status of its
 // own (neither pass nor fail nor a usage error).
