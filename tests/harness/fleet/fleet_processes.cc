@@ -291,4 +291,62 @@ std::string SqlQuote(const std::string& text) {
   return quoted + "'";
 }
 
+namespace {
+
+CliResult Ip(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"ip"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv, std::chrono::seconds(10));
+}
+
+}  // namespace
+
+NetNamespace::NetNamespace(int slot) {
+  const std::string id = std::to_string(getpid()) + (slot ? "s" + std::to_string(slot) : "");
+  const int index = static_cast<int>((getpid() * 8 + slot) % 16384);
+  const std::string subnet = "10.201." + std::to_string(index / 64) + ".";
+  const int base = (index % 64) * 4;
+  host_address_ = subnet + std::to_string(base + 1);
+  inner_address_ = subnet + std::to_string(base + 2);
+  name_ = "nbfleet" + id;
+  host_link_ = "nbfh" + id;
+  inner_link_ = "nbfn" + id;
+}
+
+NetNamespace::~NetNamespace() {
+  if (!created_) return;
+  // Deleting the namespace deletes its end of the pair, and with it ours.
+  Ip({"netns", "del", name_});
+  Ip({"link", "del", host_link_});
+}
+
+std::string NetNamespace::Create() {
+  created_ = true;
+  const std::vector<std::vector<std::string>> steps = {
+      {"netns", "add", name_},
+      {"link", "add", host_link_, "type", "veth", "peer", "name", inner_link_},
+      {"link", "set", inner_link_, "netns", name_},
+      {"addr", "add", host_address_ + "/30", "dev", host_link_},
+      {"link", "set", host_link_, "up"},
+      {"-n", name_, "addr", "add", inner_address_ + "/30", "dev", inner_link_},
+      {"-n", name_, "link", "set", inner_link_, "up"},
+      {"-n", name_, "link", "set", "lo", "up"},
+  };
+  for (const auto& step : steps) {
+    const CliResult result = Ip(step);
+    if (result.exit_code != 0) {
+      std::string command = "ip";
+      for (const std::string& word : step) command += " " + word;
+      return command + ": " + result.err;
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> NetNamespace::Inside(const std::vector<std::string>& argv) const {
+  std::vector<std::string> wrapped = {"ip", "netns", "exec", name_};
+  wrapped.insert(wrapped.end(), argv.begin(), argv.end());
+  return wrapped;
+}
+
 }  // namespace nimble::fleet_test

@@ -138,4 +138,30 @@ class ResultsReader {
 // `text` with every `'` doubled, for SQL literals.
 std::string SqlQuote(const std::string& text);
 
+// A network namespace joined to ours by a veth pair: a second "host" (an
+// ARM agent's, a bare host's, an sshd's) whose only way to the coordinator
+// is the veth link, with non-loopback addresses on both ends. Addresses and
+// names derive from our PID and `slot` (several per test), so parallel runs
+// of the suites do not clash. The destructor removes both.
+class NetNamespace {
+ public:
+  explicit NetNamespace(int slot = 0);
+  ~NetNamespace();
+  NetNamespace(const NetNamespace&) = delete;
+  NetNamespace& operator=(const NetNamespace&) = delete;
+
+  // "" when up, else what failed (no `ip`, no permission).
+  std::string Create();
+  const std::string& name() const { return name_; }
+  // Our end's address, and the namespace's.
+  const std::string& host_address() const { return host_address_; }
+  const std::string& inner_address() const { return inner_address_; }
+  // argv run inside the namespace (`ip netns exec NAME argv...`).
+  std::vector<std::string> Inside(const std::vector<std::string>& argv) const;
+
+ private:
+  std::string name_, host_link_, inner_link_, host_address_, inner_address_;
+  bool created_ = false;
+};
+
 }  // namespace nimble::fleet_test

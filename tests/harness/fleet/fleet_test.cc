@@ -65,65 +65,6 @@ std::string Join(const std::vector<int64_t>& ids) {
   return text;
 }
 
-// A network namespace joined to ours by a veth pair: a second "host" for the
-// ARM agent, whose only way to the coordinator is the veth link. Addresses
-// and names derive from our PID, so parallel runs of the suite do not clash.
-class NetNamespace {
- public:
-  NetNamespace() {
-    const int index = static_cast<int>(getpid() % 16384);
-    const std::string subnet = "10.201." + std::to_string(index / 64) + ".";
-    const int base = (index % 64) * 4;
-    host_address_ = subnet + std::to_string(base + 1);
-    inner_address_ = subnet + std::to_string(base + 2);
-    name_ = "nbfleet" + std::to_string(getpid());
-    host_link_ = "nbfh" + std::to_string(getpid());
-    inner_link_ = "nbfn" + std::to_string(getpid());
-  }
-  ~NetNamespace() {
-    if (!created_) return;
-    // Deleting the namespace deletes its end of the pair, and with it ours.
-    Ip({"netns", "del", name_});
-    Ip({"link", "del", host_link_});
-  }
-  NetNamespace(const NetNamespace&) = delete;
-  NetNamespace& operator=(const NetNamespace&) = delete;
-
-  // "" when up, else what failed.
-  std::string Create() {
-    created_ = true;
-    const std::vector<std::vector<std::string>> steps = {
-        {"netns", "add", name_},
-        {"link", "add", host_link_, "type", "veth", "peer", "name", inner_link_},
-        {"link", "set", inner_link_, "netns", name_},
-        {"addr", "add", host_address_ + "/30", "dev", host_link_},
-        {"link", "set", host_link_, "up"},
-        {"-n", name_, "addr", "add", inner_address_ + "/30", "dev", inner_link_},
-        {"-n", name_, "link", "set", inner_link_, "up"},
-        {"-n", name_, "link", "set", "lo", "up"},
-    };
-    for (const auto& step : steps) {
-      const CliResult result = Ip(step);
-      if (result.exit_code != 0) {
-        std::string command = "ip";
-        for (const std::string& word : step) command += " " + word;
-        return command + ": " + result.err;
-      }
-    }
-    return "";
-  }
-  const std::string& name() const { return name_; }
-  const std::string& host_address() const { return host_address_; }
-  const std::string& inner_address() const { return inner_address_; }
-
- private:
-  static CliResult Ip(const std::vector<std::string>& args) {
-    return RunCommand(Concat({"ip"}, args), 10s);
-  }
-  std::string name_, host_link_, inner_link_, host_address_, inner_address_;
-  bool created_ = false;
-};
-
 class FleetTest : public ::testing::Test {
  protected:
   void SetUp() override {
