@@ -14,6 +14,10 @@ packages=(
   libssl-dev openssl libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   python3-torch python3-numpy python3-onnx libonnx-dev libprotobuf-dev
   chromium fonts-dejavu-core zlib1g-dev valgrind
+  # `agents start --via ssh` runs ssh and scp; its suite runs real sshds.
+  openssh-client openssh-server
+  # The agent bundle's suite makes bare Debian roots with it.
+  debootstrap
 )
 if [ $# -gt 0 ]; then
   packages=("$@")

@@ -22,7 +22,7 @@ export NIMBLE_TUNING_DB="$PWD/$logs/tuning.db"
 # The suites that take minutes (whole models and fleets through real
 # processes) start first, longest first, so that none of them runs alone at
 # the end; the rest follow in name order.
-slow_first=(nimble_bench_cli harness_fleet models_bert cli models_lstm compiler_onnx_import)
+slow_first=(nimble_bench_cli harness_fleet harness_fleet_bundle harness_fleet_ssh_launch models_bert cli models_lstm compiler_onnx_import)
 mapfile -t all < <(find build/tests -name '*_test' -type f -executable | sort)
 suites=()
 for name in "${slow_first[@]}"; do

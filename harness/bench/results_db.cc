@@ -9,6 +9,7 @@
 #include "harness/bench/migration_003.h"
 #include "harness/bench/migration_004.h"
 #include "harness/bench/migration_005.h"
+#include "harness/bench/migration_006.h"
 #include "nimble/compiler/support/sqlite_util.h"
 #include "nimble/vm/error.h"
 
@@ -21,8 +22,8 @@ using sqlite::Statement;
 namespace {
 
 // results/migrations/NNN.sql, in order: entry i takes version i to i + 1.
-constexpr const char* kMigrations[] = {kMigration001, kMigration002, kMigration003, kMigration004,
-                                       kMigration005};
+constexpr const char* kMigrations[] = {kMigration001, kMigration002, kMigration003,
+                                       kMigration004, kMigration005, kMigration006};
 static_assert(std::size(kMigrations) == ResultsDb::kSchemaVersion);
 
 }  // namespace
@@ -71,6 +72,10 @@ void ResultsDb::Migrate() {
     if (found == 0 && tables.Integer(0) > 0) {
       throw Error(path_ + ": not a results database (it has tables but no schema version)");
     }
+    // A migration that drops a table (006) fails while a statement of this
+    // connection is still running.
+    version.Reset();
+    tables.Reset();
     for (int64_t version = found; version < kSchemaVersion; ++version) {
       Execute(kMigrations[version]);
     }

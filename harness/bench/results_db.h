@@ -59,7 +59,7 @@ struct RunRecord {
 class ResultsDb {
  public:
   // The schema version this build writes (PRAGMA user_version).
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
 
   // Opens or creates `path`. A new file gets the schema; an older version is
   // migrated in one transaction; a newer version, or a file that is not a

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -20,11 +21,14 @@
 #include "harness/bench/results_db.h"
 #include "harness/cli/run_command.h"
 #include "harness/coordinator/coordinator.h"
+#include "harness/coordinator/job_store.h"
 #include "harness/fleet/slurm.h"
+#include "harness/fleet/ssh_launch.h"
 #include "harness/protocol/auth.h"
 #include "harness/protocol/client.h"
 #include "harness/protocol/tls.h"
 #include "nimble/vm/error.h"
+#include "nimble/vm/string_join.h"
 
 namespace nimble::bench {
 
@@ -328,48 +332,313 @@ int RunStatus(const FleetAddress& address, bool json) {
 
 struct AgentsStartCommand {
   FleetAddress address;
-  std::string via = "slurm";
+  std::string via;
+  int count = 1;
   fleet::SlurmAgentLaunch launch;
+  fleet::SshAgentLaunch ssh;
   double give_up_s = 120;
+  double wait_s = 30;
 };
 
-int RunAgentsStart(AgentsStartCommand command) {
-  fleet::SlurmAgentLaunch& launch = command.launch;
-  if (launch.output_dir.empty()) launch.output_dir = std::filesystem::current_path();
-  launch.agent_argv = {SelfExecutable(), "agent",
-                       "--coordinator",  command.address.coordinator,
-                       "--secret-file",  std::filesystem::absolute(command.address.secret_file),
-                       "--give-up",      std::to_string(command.give_up_s)};
-  if (!command.address.tls_ca.empty()) {
-    launch.agent_argv.insert(launch.agent_argv.end(),
-                             {"--tls-ca", std::filesystem::absolute(command.address.tls_ca)});
+// Options only one engine reads: naming them for the other is a mistake
+// worth an error, not silence.
+const std::vector<std::string> kSlurmOnly = {"--constraint", "--gres",      "--partition",
+                                             "--time",       "--exclusive", "--output-dir"};
+const std::vector<std::string> kSshOnly = {"HOST",         "--bundle",     "--remote-dir",
+                                           "--supervisor", "--ssh-config", "--ssh-option",
+                                           "--parallel",   "--wait"};
+
+void RefuseOptions(const CLI::App* cli, const std::vector<std::string>& names,
+                   const std::string& via) {
+  for (const std::string& name : names) {
+    if (cli->count(name) > 0) {
+      throw Error("agents start --via " + via + ": " + (name == "HOST" ? "hosts" : name) +
+                  " belong" + (name == "HOST" ? "" : "s") + " to --via " +
+                  (via == "slurm" ? "ssh" : "slurm"));
+    }
   }
+}
+
+std::vector<std::string> AgentArgv(const AgentsStartCommand& command) {
+  std::vector<std::string> argv = {
+      SelfExecutable(), "agent",
+      "--coordinator",  command.address.coordinator,
+      "--secret-file",  std::filesystem::absolute(command.address.secret_file),
+      "--give-up",      std::to_string(command.give_up_s)};
+  if (!command.address.tls_ca.empty()) {
+    argv.insert(argv.end(), {"--tls-ca", std::filesystem::absolute(command.address.tls_ca)});
+  }
+  return argv;
+}
+
+int RunSlurmStart(AgentsStartCommand command) {
+  fleet::SlurmAgentLaunch& launch = command.launch;
+  launch.count = command.count;
+  if (launch.output_dir.empty()) launch.output_dir = std::filesystem::current_path();
+  launch.agent_argv = AgentArgv(command);
   // Check the coordinator and the secret before asking Slurm for anything.
   protocol::Client client = Connect(command.address);
   const std::vector<std::string> ids = fleet::SubmitAgents(launch);
   const Json options = {{"count", launch.count},     {"constraint", launch.constraint},
                         {"gres", launch.gres},       {"partition", launch.partition},
                         {"time", launch.time_limit}, {"exclusive", launch.exclusive}};
-  client.Request({{"type", "launched"}, {"slurm_job_ids", ids}, {"options", options}});
+  Json launches = Json::array();
+  for (const std::string& id : ids) {
+    launches.push_back({{"via", "slurm"}, {"slurm_job_id", id}, {"options", options}});
+  }
+  client.Request({{"type", "launched"}, {"launches", launches}});
   std::cout << "submitted " << ids.size() << " agent(s) to Slurm: jobs";
   for (const std::string& id : ids) std::cout << " " << id;
   std::cout << "\n";
   return 0;
 }
 
-int RunAgentsStop(const FleetAddress& address) {
-  const Json reply = Connect(address).Request({{"type", "stop_agents"}});
+// The names of the coordinator's connected agents.
+std::set<std::string> ConnectedAgents(const FleetAddress& address) {
+  std::set<std::string> names;
+  const Json status = Connect(address).Request({{"type", "status"}});
+  for (const Json& agent : status.at("agents")) {
+    if (agent.at("state") == "connected") names.insert(agent.at("name").get<std::string>());
+  }
+  return names;
+}
+
+std::string Describe(const fleet::SshAgent& agent) {
+  return agent.name + " (" +
+         (agent.unit.empty() ? "pid " + std::to_string(agent.pid) : "unit " + agent.unit) +
+         "; log " + agent.Log() + ")";
+}
+
+int RunSshStart(AgentsStartCommand command) {
+  fleet::SshAgentLaunch& launch = command.ssh;
+  if (launch.hosts.empty()) throw Error("agents start --via ssh needs one or more HOSTs");
+  if (launch.bundle.empty()) {
+    throw Error("agents start --via ssh needs --bundle (scripts/bundle-agent.sh makes one)");
+  }
+  std::set<std::string> seen;
+  for (const std::string& host : launch.hosts) {
+    fleet::CheckDestination(host);
+    // Set up twice at once, a host's agents could take one name.
+    if (!seen.insert(host).second) throw Error(host + " is named twice (--count N starts N there)");
+  }
+  if (!launch.remote_dir.empty()) fleet::ExpandRemoteDir(launch.remote_dir, "check");
+  const std::string commit = fleet::BundleCommit(launch.bundle);
+  launch.bundle = std::filesystem::absolute(launch.bundle);
+  if (!launch.ssh.config_file.empty()) {
+    std::error_code error;
+    if (!std::filesystem::is_regular_file(launch.ssh.config_file, error)) {
+      throw Error("--ssh-config '" + launch.ssh.config_file + "' is not a file");
+    }
+    // Absolute, so that `agents stop` run from elsewhere reaches the hosts too.
+    launch.ssh.config_file = std::filesystem::absolute(launch.ssh.config_file);
+  }
+  if (!command.address.tls_ca.empty()) {
+    launch.tls_ca = std::filesystem::absolute(command.address.tls_ca);
+  }
+  launch.count = command.count;
+  launch.give_up_s = command.give_up_s;
+  launch.coordinator = command.address.coordinator;
+  // Check the coordinator and the secret before touching any host. The
+  // hosts get the file's bytes as they are (ReadSecretFile checked them).
+  protocol::ReadSecretFile(command.address.secret_file);
+  ConnectedAgents(command.address);
+  {
+    std::ifstream file(command.address.secret_file, std::ios::binary);
+    std::stringstream bytes;
+    bytes << file.rdbuf();
+    launch.secret = bytes.str();
+  }
+
+  const Json options = {{"count", launch.count},
+                        {"supervisor", launch.supervisor},
+                        {"remote_dir", launch.remote_dir},
+                        {"give_up", launch.give_up_s},
+                        {"bundle", launch.bundle},
+                        {"bundle_commit", commit},
+                        {"ssh_config", launch.ssh.config_file},
+                        {"ssh_options", launch.ssh.options},
+                        {"tls", !launch.tls_ca.empty()}};
+  std::vector<fleet::SshAgent> started;
+  std::vector<std::string> failed_hosts;
+  std::vector<std::string> unrecorded;
+  const auto finished = [&](const fleet::SshHostOutcome& host) {
+    for (const fleet::SshAgent& agent : host.started) {
+      std::cout << host.host << ": started " << Describe(agent) << "\n";
+    }
+    std::cout.flush();
+    if (!host.error.empty()) {
+      std::cerr << "agents start: " << host.host << ": " << host.error << "\n";
+      failed_hosts.push_back(host.host);
+    }
+    if (host.started.empty()) return;
+    started.insert(started.end(), host.started.begin(), host.started.end());
+    // Recorded as each host finishes, on a connection of its own: a slow
+    // copy to a later host must not leave these unrecorded, nor hold a
+    // client connection past its read deadline.
+    Json launches = Json::array();
+    for (const fleet::SshAgent& agent : host.started) {
+      Json record = {{"via", "ssh"},
+                     {"host", agent.host},
+                     {"agent", agent.name},
+                     {"remote_dir", agent.remote_dir},
+                     {"options", options}};
+      if (agent.unit.empty()) {
+        record["pid"] = agent.pid;
+      } else {
+        record["unit"] = agent.unit;
+      }
+      launches.push_back(record);
+    }
+    try {
+      Connect(command.address).Request({{"type", "launched"}, {"launches", launches}});
+    } catch (const std::exception& error) {
+      std::cerr << "agents start: " << host.host << ": the coordinator did not record its "
+                << host.started.size() << " agent(s) (" << error.what()
+                << "); `agents stop` will not know them\n";
+      for (const fleet::SshAgent& agent : host.started) unrecorded.push_back(agent.name);
+    }
+  };
+  fleet::StartAgents(launch, finished);
+
+  const size_t hosts_ok = launch.hosts.size() - failed_hosts.size();
+  std::cout << "started " << started.size() << " agent(s) on " << hosts_ok << " of "
+            << launch.hosts.size() << " host(s), bundle " << commit;
+  if (!failed_hosts.empty()) std::cout << "; failed: " << JoinStrings(failed_hosts, " ");
+  std::cout << "\n";
+  bool connected = true;
+  if (command.wait_s > 0 && !started.empty()) {
+    // Started is a process; joined is what the fleet can use.
+    std::set<std::string> joined;
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(command.wait_s);
+    while (true) {
+      joined = ConnectedAgents(command.address);
+      const bool all = std::all_of(started.begin(), started.end(),
+                                   [&](const fleet::SshAgent& a) { return joined.count(a.name); });
+      if (all || std::chrono::steady_clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+    size_t count = 0;
+    for (const fleet::SshAgent& agent : started) {
+      if (joined.count(agent.name)) {
+        ++count;
+        continue;
+      }
+      connected = false;
+      std::cerr << "agents start: " << agent.host << ": " << agent.name
+                << " has not connected after " << command.wait_s << " s; see " << agent.Log()
+                << "\n";
+    }
+    std::cout << count << " of " << started.size() << " agent(s) connected\n";
+  }
+  return failed_hosts.empty() && unrecorded.empty() && connected ? 0 : 1;
+}
+
+int RunAgentsStart(const AgentsStartCommand& command, const CLI::App* cli) {
+  if (command.via == "slurm") {
+    RefuseOptions(cli, kSshOnly, "slurm");
+    return RunSlurmStart(command);
+  }
+  RefuseOptions(cli, kSlurmOnly, "ssh");
+  return RunSshStart(command);
+}
+
+struct AgentsStopCommand {
+  FleetAddress address;
+  std::string ssh_config;
+  std::vector<std::string> ssh_options;
+  double grace_s = 10;
+  int parallel = 8;
+};
+
+// How to reach the host of an ssh launch: this command's --ssh-config and
+// --ssh-option where given, else those it was started with.
+fleet::SshTransport TransportOf(const coordinator::LaunchRecord& launch,
+                                const AgentsStopCommand& command, const CLI::App* cli) {
+  fleet::SshTransport ssh;
+  const Json options = Json::parse(launch.options);
+  ssh.config_file =
+      cli->count("--ssh-config") ? command.ssh_config : options.value("ssh_config", std::string());
+  ssh.options = cli->count("--ssh-option")
+                    ? command.ssh_options
+                    : options.value("ssh_options", std::vector<std::string>());
+  return ssh;
+}
+
+int RunAgentsStop(const AgentsStopCommand& command, const CLI::App* cli) {
+  const Json reply = Connect(command.address).Request({{"type", "stop_agents"}});
   const std::vector<std::string> ids = reply.at("slurm_job_ids");
+  bool ok = true;
   std::cout << "asked " << reply.at("agents").size() << " agent(s) to stop";
+  std::string slurm_error;
   if (!ids.empty()) {
     // The agents hand their jobs back on the stop message; scancel ends
     // the allocations, also of agents that never connected.
-    fleet::CancelJobs(ids);
-    std::cout << "; cancelled Slurm jobs";
-    for (const std::string& id : ids) std::cout << " " << id;
+    try {
+      fleet::CancelJobs(ids);
+      std::cout << "; cancelled Slurm jobs";
+      for (const std::string& id : ids) std::cout << " " << id;
+    } catch (const Error& error) {
+      slurm_error = error.what();
+    }
   }
-  std::cout << "\n";
-  return 0;
+  std::cout << "\n" << std::flush;
+  // The ssh launches are stopped all the same.
+  if (!slurm_error.empty()) {
+    std::cerr << "agents stop: " << slurm_error << "\n";
+    ok = false;
+  }
+
+  // The ssh launches, one ssh session per host (and way to reach it).
+  std::vector<fleet::SshStopGroup> groups;
+  for (const Json& json : reply.value("launches", Json::array())) {
+    // One unreadable record must not keep the others from being stopped.
+    coordinator::LaunchRecord launch;
+    fleet::SshTransport ssh;
+    try {
+      launch = coordinator::LaunchFromJson(json);
+      if (launch.via != "ssh") continue;
+      ssh = TransportOf(launch, command, cli);
+    } catch (const std::exception& error) {
+      std::cerr << "agents stop: a launch the coordinator sent cannot be stopped (" << error.what()
+                << "): " << protocol::Abbreviated(json.dump()) << "\n";
+      ok = false;
+      continue;
+    }
+    auto group = std::find_if(groups.begin(), groups.end(), [&](const fleet::SshStopGroup& g) {
+      return g.host == launch.host && g.ssh.config_file == ssh.config_file &&
+             g.ssh.options == ssh.options;
+    });
+    if (group == groups.end()) {
+      group = groups.insert(groups.end(), fleet::SshStopGroup{launch.host, ssh, {}});
+    }
+    group->agents.push_back(
+        {launch.host, launch.agent, launch.remote_dir, launch.unit, launch.pid});
+  }
+  const auto finished = [&](const std::vector<fleet::SshStopOutcome>& outcomes) {
+    for (const fleet::SshStopOutcome& outcome : outcomes) {
+      const fleet::SshAgent& agent = outcome.agent;
+      const std::string what =
+          agent.name + " (" +
+          (agent.unit.empty() ? "pid " + std::to_string(agent.pid) : "unit " + agent.unit) + ")";
+      if (!outcome.error.empty()) {
+        // Its launch reads stopped all the same: say what is left behind.
+        std::cerr << "agents stop: " << agent.host << ": could not stop " << what << ": "
+                  << outcome.error << "; it may still run there\n";
+        ok = false;
+      } else if (outcome.how == "gone") {
+        std::cout << agent.host << ": " << what << " had exited\n";
+      } else if (outcome.how == "killed") {
+        std::cout << agent.host << ": killed " << agent.name << " (pid " << agent.pid
+                  << ": still running " << command.grace_s << " s after SIGTERM)\n";
+      } else {
+        std::cout << agent.host << ": stopped " << what << "\n";
+      }
+    }
+    std::cout.flush();
+  };
+  fleet::StopAgents(groups, command.grace_s, command.parallel, finished);
+  return ok ? 0 : 1;
 }
 
 }  // namespace
@@ -408,6 +677,19 @@ std::vector<std::pair<CLI::App*, CommandRunner>> AddFleetCommands(CLI::App& app)
                    "Connections served at once; more are refused")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
+  coordinator_command
+      ->add_option("--max-connections-per-address",
+                   coordinator->options.max_connections_per_address,
+                   "Connections served at once from one source address")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  coordinator_command
+      ->add_option("--max-handshakes-per-address", coordinator->options.max_handshakes_per_address,
+                   "Handshakes under way at once from one source address")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  coordinator_command->add_option("--require-commit", coordinator->options.require_commit,
+                                  "Refuse agents built from another commit (as probe reports it)");
   commands.emplace_back(coordinator_command,
                         [coordinator] { return RunCoordinator(*coordinator); });
 
@@ -484,16 +766,25 @@ std::vector<std::pair<CLI::App*, CommandRunner>> AddFleetCommands(CLI::App& app)
   commands.emplace_back(status_command,
                         [status] { return RunStatus(status->first, status->second); });
 
-  CLI::App* agents_command = app.add_subcommand("agents", "Launch or stop agents through Slurm");
+  CLI::App* agents_command =
+      app.add_subcommand("agents", "Launch or stop agents through Slurm or ssh");
   agents_command->require_subcommand(1);
   auto start = std::make_shared<AgentsStartCommand>();
-  CLI::App* start_command =
-      agents_command->add_subcommand("start", "Submit agents as Slurm batch jobs (sbatch + srun)");
+  CLI::App* start_command = agents_command->add_subcommand(
+      "start",
+      "Start agents: as Slurm batch jobs (sbatch + srun), or over ssh on the HOSTs named, from "
+      "an agent bundle (scripts/bundle-agent.sh). Through ssh, each host gets the bundle (scp) "
+      "unpacked in --remote-dir and the secret (over ssh's stdin, mode 0600) beside it; its "
+      "agents, named HOST-sshN, run under systemd-run --unit=nimble-agent-NAME where the remote "
+      "user is root and systemd runs there, else under nohup setsid with a pid file and the log "
+      "REMOTE_DIR/agent-NAME.log. ssh runs with BatchMode=yes (a host that asks for a password "
+      "fails at once). Every host is tried; the exit status is 1 if any failed.");
   AddFleetAddress(start_command, start->address);
   start_command->add_option("--via", start->via, "The engine that places agents")
-      ->check(CLI::IsMember({"slurm"}))
+      ->check(CLI::IsMember({"slurm", "ssh"}))
       ->required();
-  start_command->add_option("--count", start->launch.count, "Agents to start")
+  start_command->add_option("HOST", start->ssh.hosts, "ssh: the hosts ([user@]host)");
+  start_command->add_option("--count", start->count, "Agents to start (ssh: on each host)")
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();
   start_command->add_option("--constraint", start->launch.constraint, "sbatch --constraint");
@@ -503,16 +794,67 @@ std::vector<std::pair<CLI::App*, CommandRunner>> AddFleetCommands(CLI::App& app)
   start_command->add_flag("--exclusive", start->launch.exclusive, "sbatch --exclusive");
   start_command->add_option("--output-dir", start->launch.output_dir,
                             "Where Slurm writes the agents' logs (default: here)");
+  start_command->add_option("--bundle", start->ssh.bundle,
+                            "ssh: the agent bundle (scripts/bundle-agent.sh)");
+  start_command->add_option(
+      "--remote-dir", start->ssh.remote_dir,
+      "ssh: where the bundle goes on each host; %h is the host (use it where hosts share a "
+      "filesystem) (default: /opt/nimble-agent when the remote user is root, else "
+      "~/nimble-agent)");
+  start_command
+      ->add_option("--supervisor", start->ssh.supervisor,
+                   "ssh: what keeps the agents: systemd (a transient unit, as root), nohup, or "
+                   "auto (systemd where it runs and the user is root)")
+      ->check(CLI::IsMember({"auto", "systemd", "nohup"}))
+      ->capture_default_str();
+  start_command->add_option("--ssh-config", start->ssh.ssh.config_file,
+                            "ssh: the ssh config file (ssh -F, scp -F)");
+  start_command
+      ->add_option("--ssh-option", start->ssh.ssh.options,
+                   "ssh: an ssh option KEY=VALUE for ssh and scp -o (repeatable; "
+                   "ConnectTimeout=10 unless given)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  start_command->add_option("--parallel", start->ssh.parallel, "ssh: hosts set up at once")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  start_command
+      ->add_option("--wait", start->wait_s,
+                   "ssh: seconds to wait for the agents to connect (0: do not wait); one that "
+                   "has not is an error")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   start_command
       ->add_option("--give-up", start->give_up_s,
                    "Agents exit after this many seconds without a coordinator")
       ->capture_default_str();
-  commands.emplace_back(start_command, [start] { return RunAgentsStart(*start); });
-  auto stop = std::make_shared<FleetAddress>();
-  CLI::App* stop_command =
-      agents_command->add_subcommand("stop", "Stop every agent; scancel the Slurm launches");
-  AddFleetAddress(stop_command, *stop);
-  commands.emplace_back(stop_command, [stop] { return RunAgentsStop(*stop); });
+  commands.emplace_back(start_command,
+                        [start, start_command] { return RunAgentsStart(*start, start_command); });
+  auto stop = std::make_shared<AgentsStopCommand>();
+  CLI::App* stop_command = agents_command->add_subcommand(
+      "stop",
+      "Stop every agent: each connected one is told to stop; Slurm launches are scancelled; "
+      "ssh launches are stopped on their hosts (systemctl stop of the unit, or SIGTERM to the "
+      "pid while it is still that agent, SIGKILL after --grace)");
+  AddFleetAddress(stop_command, stop->address);
+  stop_command->add_option(
+      "--ssh-config", stop->ssh_config,
+      "ssh launches: the ssh config file (default: the one they started with)");
+  stop_command
+      ->add_option("--ssh-option", stop->ssh_options,
+                   "ssh launches: an ssh -o option (repeatable; default: those they started with)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  stop_command
+      ->add_option("--grace", stop->grace_s,
+                   "ssh launches: seconds from SIGTERM to SIGKILL for an agent under nohup")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
+  stop_command->add_option("--parallel", stop->parallel, "ssh launches: hosts at once")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  commands.emplace_back(stop_command,
+                        [stop, stop_command] { return RunAgentsStop(*stop, stop_command); });
   return commands;
 }
 

@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "harness/bench/run_record.h"
-#include "harness/protocol/auth.h"
+#include "harness/protocol/handshake.h"
 #include "harness/protocol/messages.h"
 #include "nimble/vm/error.h"
 
@@ -159,6 +159,10 @@ void Coordinator::Start() {
   asio::co_spawn(io_, ExpireLeases(), asio::detached);
   Log("listening on " + options_.host + ":" + std::to_string(port()) + ", results in " +
       db_.path());
+  if (!options_.tls && !address.is_loopback()) {
+    Log("no TLS on a non-loopback address: every frame is authenticated (integrity), but jobs "
+        "and results are readable on the wire; --tls-cert and --tls-key add confidentiality");
+  }
 }
 
 void Coordinator::Stop() {
@@ -180,15 +184,34 @@ void Coordinator::Log(const std::string& line) const {
   std::cerr << "coordinator: " << line << std::endl;
 }
 
+std::string Coordinator::WhyRefuseConnection(const std::string& address) const {
+  if (open_.size() >= static_cast<size_t>(options_.max_connections)) {
+    return std::to_string(open_.size()) + " connections open (the limit)";
+  }
+  const auto counts = by_address_.find(address);
+  if (counts == by_address_.end()) return "";
+  if (counts->second.connections >= options_.max_connections_per_address) {
+    return std::to_string(counts->second.connections) +
+           " connections open from this address (the limit per address)";
+  }
+  if (counts->second.handshakes >= options_.max_handshakes_per_address) {
+    return std::to_string(counts->second.handshakes) +
+           " handshakes under way from this address (the limit per address)";
+  }
+  return "";
+}
+
 asio::awaitable<void> Coordinator::AcceptLoop() {
   while (acceptor_.is_open()) {
     boost::system::error_code error;
     protocol::Socket socket =
         co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, error));
     if (error) continue;
-    if (open_.size() >= static_cast<size_t>(options_.max_connections)) {
-      const std::string reason = std::to_string(open_.size()) + " connections open (the limit)";
-      Log("refused a connection: " + reason);
+    boost::system::error_code no_endpoint;
+    const std::string address = socket.remote_endpoint(no_endpoint).address().to_string();
+    const std::string reason = WhyRefuseConnection(address);
+    if (!reason.empty()) {
+      Log("refused a connection from " + address + ": " + reason);
       // Said in place of the challenge, so that the peer does not take the
       // closed connection for a TLS mismatch; a TLS peer cannot read it.
       if (!options_.tls) {
@@ -202,64 +225,85 @@ asio::awaitable<void> Coordinator::AcceptLoop() {
     auto connection = std::make_shared<Connection>(std::move(socket), Seconds(options_.lease_s),
                                                    options_.tls.get());
     connection->Start();
-    asio::co_spawn(io_, Serve(std::move(connection)), asio::detached);
+    asio::co_spawn(io_, Serve(std::move(connection), address), asio::detached);
   }
 }
 
-asio::awaitable<void> Coordinator::Serve(std::shared_ptr<Connection> connection) {
+// Counts a connection against its source address while it is open, and
+// while its handshake is under way.
+class Coordinator::AddressSlot {
+ public:
+  AddressSlot(std::map<std::string, AddressCounts>& counts, std::string address)
+      : counts_(counts), address_(std::move(address)) {
+    ++counts_[address_].connections;
+    ++counts_[address_].handshakes;
+  }
+  ~AddressSlot() {
+    Done();
+    if (--counts_[address_].connections == 0) counts_.erase(address_);
+  }
+  AddressSlot(const AddressSlot&) = delete;
+  AddressSlot& operator=(const AddressSlot&) = delete;
+  // The handshake is over.
+  void Done() {
+    if (handshaking_) --counts_[address_].handshakes;
+    handshaking_ = false;
+  }
+
+ private:
+  std::map<std::string, AddressCounts>& counts_;
+  std::string address_;
+  bool handshaking_ = true;
+};
+
+asio::awaitable<void> Coordinator::Serve(std::shared_ptr<Connection> connection,
+                                         std::string address) {
   open_.insert(connection);
+  AddressSlot handshaking(by_address_, std::move(address));
   const std::string peer = connection->peer();
   std::string cut_off;
   try {
     // The handshake (docs/harness.md); every read has the handshake's
     // deadline, so a client trickling bytes is cut off.
     co_await connection->TlsHandshake(/*as_server=*/true, "", Seconds(options_.handshake_s));
-    const std::string nonce = protocol::RandomNonce();
-    connection->Send(
-        {{"type", "challenge"}, {"protocol", protocol::kProtocolVersion}, {"nonce", nonce}});
-    const Json hello = co_await connection->Read(Seconds(options_.handshake_s));
-    std::string refusal;
-    if (MessageType(hello) != "hello") {
-      refusal = "expected hello, got '" + protocol::Abbreviated(MessageType(hello)) + "'";
-    } else if (Field<int>(hello, "protocol") != protocol::kProtocolVersion) {
-      refusal = "protocol " + std::to_string(Field<int>(hello, "protocol")) +
-                " (this coordinator speaks " + std::to_string(protocol::kProtocolVersion) + ")";
-    }
-    const std::string role = refusal.empty() ? Field<std::string>(hello, "role") : "";
-    const std::string name = refusal.empty() ? Field<std::string>(hello, "name") : "";
-    const std::string peer_nonce = refusal.empty() ? Field<std::string>(hello, "nonce") : "";
-    if (refusal.empty() && !protocol::ProofsEqual(Field<std::string>(hello, "proof"),
-                                                  protocol::PeerProof(options_.secret, nonce,
-                                                                      peer_nonce, role, name))) {
-      refusal = "wrong proof of the shared secret";
-    }
-    if (refusal.empty() && role != "agent" && role != "client") {
-      refusal = "unknown role '" + protocol::Abbreviated(role) + "'";
-    }
-    if (!refusal.empty()) {
-      Log(peer + ": refused: " + refusal);
-      connection->Send({{"type", "refused"}, {"reason", refusal}});
-      co_await connection->Drain();
-    } else {
-      connection->Send({{"type", "welcome"},
-                        {"proof", protocol::CoordinatorProof(options_.secret, nonce, peer_nonce)},
-                        {"heartbeat_s", options_.heartbeat_s},
-                        {"lease_s", options_.lease_s}});
-      if (role == "agent") {
-        auto session = std::make_shared<AgentSession>();
-        session->connection = connection;
-        session->info = protocol::AgentInfoFromJson(Field<Json>(hello, "hardware"));
-        session->info.name = name;
-        const std::vector<Json> running = hello.contains("running")
-                                              ? Field<std::vector<Json>>(hello, "running")
-                                              : std::vector<Json>{};
-        for (const Json& job : running) {
-          session->running.emplace(Field<int64_t>(job, "job_id"), Field<int64_t>(job, "attempt"));
-        }
-        co_await ServeAgent(session);
-      } else {
-        co_await ServeClient(connection);
+    const auto why_refused = [this](const Json& hello) -> std::string {
+      const std::string role = Field<std::string>(hello, "role");
+      if (role != "agent" && role != "client") {
+        return "unknown role '" + protocol::Abbreviated(role) + "'";
       }
+      if (role == "agent" && !options_.require_commit.empty()) {
+        const std::string commit =
+            protocol::AgentInfoFromJson(Field<Json>(hello, "hardware")).commit_id;
+        if (commit != options_.require_commit) {
+          return "the agent is of commit " + protocol::Abbreviated(commit) +
+                 ", this coordinator requires " + options_.require_commit;
+        }
+      }
+      return "";
+    };
+    // Built before the co_await: GCC 12 miscompiles braced JSON literals
+    // inside a co_await expression ("array used as initializer").
+    const Json welcome = {{"heartbeat_s", options_.heartbeat_s}, {"lease_s", options_.lease_s}};
+    const protocol::Admission admission = co_await protocol::CoordinatorHandshake(
+        *connection, options_.secret, Seconds(options_.handshake_s), why_refused, welcome);
+    handshaking.Done();
+    const Json& hello = admission.hello;
+    if (!admission.refusal.empty()) {
+      Log(peer + ": refused: " + admission.refusal);
+    } else if (Field<std::string>(hello, "role") == "agent") {
+      auto session = std::make_shared<AgentSession>();
+      session->connection = connection;
+      session->info = protocol::AgentInfoFromJson(Field<Json>(hello, "hardware"));
+      session->info.name = Field<std::string>(hello, "name");
+      const std::vector<Json> running = hello.contains("running")
+                                            ? Field<std::vector<Json>>(hello, "running")
+                                            : std::vector<Json>{};
+      for (const Json& job : running) {
+        session->running.emplace(Field<int64_t>(job, "job_id"), Field<int64_t>(job, "attempt"));
+      }
+      co_await ServeAgent(session);
+    } else {
+      co_await ServeClient(connection);
     }
   } catch (const ProtocolError& error) {
     Log(peer + ": cut off: " + error.what());
@@ -338,7 +382,7 @@ asio::awaitable<void> Coordinator::ServeAgent(std::shared_ptr<AgentSession> sess
     agents_.erase(current);
     const int lost = store_.AbandonAgent(name, "agent " + name + " " + why);
     store_.AgentDisconnected(name);
-    Log("agent " + name + " " + why +
+    Log("agent " + name + " (" + session->connection->peer() + ") " + why +
         (lost ? "; re-queued " + std::to_string(lost) + " job(s)" : ""));
     Dispatch();
   }
@@ -492,8 +536,16 @@ Json Coordinator::ClientReply(const Json& request) {
             {"failures", failures}};
   }
   if (type == "launched") {
-    for (const std::string& id : Field<std::vector<std::string>>(request, "slurm_job_ids")) {
-      store_.RecordLaunch(id, Field<Json>(request, "options").dump());
+    // `launches`: records of any engine. A client of before ssh launches
+    // sends Slurm's job ids and their options instead.
+    if (request.contains("launches")) {
+      for (const Json& launch : Field<std::vector<Json>>(request, "launches")) {
+        store_.RecordLaunch(LaunchFromJson(launch));
+      }
+    } else {
+      for (const std::string& id : Field<std::vector<std::string>>(request, "slurm_job_ids")) {
+        store_.RecordLaunch(id, Field<Json>(request, "options").dump());
+      }
     }
     return {{"type", "ok"}};
   }
@@ -503,7 +555,14 @@ Json Coordinator::ClientReply(const Json& request) {
       session->connection->Send({{"type", "stop"}, {"reason", "nimble-bench agents stop"}});
       names.push_back(name);
     }
-    return {{"type", "stopping"}, {"agents", names}, {"slurm_job_ids", store_.StopLaunches()}};
+    // The client stops the ssh launches itself, over ssh, as it scancels
+    // the Slurm ones.
+    Json ssh = Json::array();
+    for (const LaunchRecord& launch : store_.StopLaunchesVia("ssh")) ssh.push_back(ToJson(launch));
+    return {{"type", "stopping"},
+            {"agents", names},
+            {"slurm_job_ids", store_.StopLaunches()},
+            {"launches", ssh}};
   }
   throw ProtocolError("unexpected '" + protocol::Abbreviated(type) + "' from a client");
 }

@@ -30,6 +30,12 @@ struct CoordinatorOptions {
   double lease_s = 10;     // a leased job without a heartbeat for this long is lost
   double handshake_s = 5;  // the whole handshake, against slow or silent clients
   int max_connections = 256;
+  // Per source address, so that one host's idle flood cannot hold every
+  // slot for the handshake deadline (agents behind one NAT share one).
+  int max_connections_per_address = 64;
+  int max_handshakes_per_address = 8;
+  // Set: agents of another build (their reported commit) are refused.
+  std::string require_commit;
   std::shared_ptr<protocol::TlsContext> tls;  // null: plain TCP
 };
 
@@ -51,9 +57,17 @@ class Coordinator {
 
  private:
   struct AgentSession;
+  struct AddressCounts {
+    int connections = 0;
+    int handshakes = 0;
+  };
+  class AddressSlot;
 
   boost::asio::awaitable<void> AcceptLoop();
-  boost::asio::awaitable<void> Serve(std::shared_ptr<protocol::Connection> connection);
+  // Why a new connection from `address` is refused at once ("": served).
+  std::string WhyRefuseConnection(const std::string& address) const;
+  boost::asio::awaitable<void> Serve(std::shared_ptr<protocol::Connection> connection,
+                                     std::string address);
   boost::asio::awaitable<void> ServeAgent(std::shared_ptr<AgentSession> session);
   boost::asio::awaitable<void> ServeClient(std::shared_ptr<protocol::Connection> connection);
   boost::asio::awaitable<void> Heartbeats(std::shared_ptr<protocol::Connection> connection);
@@ -75,6 +89,7 @@ class Coordinator {
   boost::asio::ip::tcp::acceptor acceptor_;
   std::set<std::shared_ptr<protocol::Connection>> open_;
   std::map<std::string, std::shared_ptr<AgentSession>> agents_;
+  std::map<std::string, AddressCounts> by_address_;
 };
 
 }  // namespace nimble::coordinator

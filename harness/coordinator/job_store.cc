@@ -1,5 +1,7 @@
 #include "harness/coordinator/job_store.h"
 
+#include <algorithm>
+
 #include "nimble/compiler/support/sqlite_util.h"
 
 namespace nimble::coordinator {
@@ -271,24 +273,120 @@ void JobStore::AgentDisconnected(const std::string& agent) {
   update.Bind(1, NowUtc()).Bind(2, agent).Step();
 }
 
-void JobStore::RecordLaunch(const std::string& slurm_job_id, const std::string& options_json) {
+int64_t JobStore::RecordLaunch(const std::string& slurm_job_id, const std::string& options_json) {
+  LaunchRecord launch;
+  launch.via = "slurm";
+  launch.slurm_job_id = slurm_job_id;
+  launch.options = options_json;
+  return RecordLaunch(launch);
+}
+
+int64_t JobStore::RecordLaunch(const LaunchRecord& launch) {
+  // A Slurm job id is Slurm's key: recorded twice, it is one launch.
   Statement insert(db_.handle(),
-                   "INSERT OR REPLACE INTO launches (slurm_job_id, launched_at, options, state) "
-                   "VALUES (?, ?, ?, 'active')",
+                   "INSERT INTO launches (via, slurm_job_id, host, agent, unit, pid, remote_dir, "
+                   "launched_at, options, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active') "
+                   "ON CONFLICT (slurm_job_id) DO UPDATE SET launched_at = excluded.launched_at, "
+                   "options = excluded.options, state = 'active', stopped_at = NULL RETURNING id",
                    db_.path());
-  insert.Bind(1, slurm_job_id).Bind(2, NowUtc()).Bind(3, options_json).Step();
+  const auto text_or_null = [&](int index, const std::string& value) {
+    if (value.empty()) {
+      insert.BindNull(index);
+    } else {
+      insert.Bind(index, value);
+    }
+  };
+  insert.Bind(1, launch.via);
+  text_or_null(2, launch.slurm_job_id);
+  text_or_null(3, launch.host);
+  text_or_null(4, launch.agent);
+  text_or_null(5, launch.unit);
+  if (launch.pid > 0) {
+    insert.Bind(6, launch.pid);
+  } else {
+    insert.BindNull(6);
+  }
+  text_or_null(7, launch.remote_dir);
+  insert.Bind(8, NowUtc()).Bind(9, launch.options.empty() ? "{}" : launch.options);
+  insert.Step();
+  return insert.Integer(0);
+}
+
+std::vector<LaunchRecord> JobStore::StopLaunchesVia(const std::string& via) {
+  std::vector<LaunchRecord> stopped;
+  InTransaction(db_.handle(), db_.path(), [&] {
+    Statement stop(db_.handle(),
+                   "UPDATE launches SET state = 'stopped', stopped_at = ? WHERE state = 'active' "
+                   "AND via = ? RETURNING id, via, slurm_job_id, host, agent, unit, pid, "
+                   "remote_dir, options, launched_at, state",
+                   db_.path());
+    stop.Bind(1, NowUtc()).Bind(2, via);
+    while (stop.Step()) {
+      stopped.push_back({stop.Integer(0), stop.Text(1), stop.Text(2), stop.Text(3), stop.Text(4),
+                         stop.Text(5), stop.Integer(6), stop.Text(7), stop.Text(8), stop.Text(9),
+                         stop.Text(10)});
+    }
+  });
+  // RETURNING gives no order; launches are acted on in the order they began.
+  std::sort(stopped.begin(), stopped.end(),
+            [](const LaunchRecord& a, const LaunchRecord& b) { return a.id < b.id; });
+  return stopped;
 }
 
 std::vector<std::string> JobStore::StopLaunches() {
   std::vector<std::string> ids;
-  InTransaction(db_.handle(), db_.path(), [&] {
-    Statement stop(db_.handle(),
-                   "UPDATE launches SET state = 'stopped' WHERE state = 'active' "
-                   "RETURNING slurm_job_id",
-                   db_.path());
-    while (stop.Step()) ids.push_back(stop.Text(0));
-  });
+  for (const LaunchRecord& launch : StopLaunchesVia("slurm")) ids.push_back(launch.slurm_job_id);
   return ids;
+}
+
+protocol::Json ToJson(const LaunchRecord& launch) {
+  protocol::Json json = {
+      {"id", launch.id},
+      {"via", launch.via},
+      {"options",
+       launch.options.empty() ? protocol::Json::object() : protocol::Json::parse(launch.options)}};
+  if (launch.via == "slurm") {
+    json["slurm_job_id"] = launch.slurm_job_id;
+  } else {
+    json["host"] = launch.host;
+    json["agent"] = launch.agent;
+    json["remote_dir"] = launch.remote_dir;
+    if (!launch.unit.empty()) json["unit"] = launch.unit;
+    if (launch.pid > 0) json["pid"] = launch.pid;
+  }
+  return json;
+}
+
+LaunchRecord LaunchFromJson(const protocol::Json& json) {
+  using protocol::Field;
+  LaunchRecord launch;
+  launch.via = Field<std::string>(json, "via");
+  const protocol::Json options = Field<protocol::Json>(json, "options");
+  if (!options.is_object()) throw protocol::ProtocolError("a launch's 'options' is not an object");
+  launch.options = options.dump();
+  if (launch.via == "slurm") {
+    launch.slurm_job_id = Field<std::string>(json, "slurm_job_id");
+    if (launch.slurm_job_id.empty()) {
+      throw protocol::ProtocolError("a Slurm launch without a job id");
+    }
+    return launch;
+  }
+  if (launch.via != "ssh") {
+    throw protocol::ProtocolError("a launch via '" + protocol::Abbreviated(launch.via) +
+                                  "' (slurm or ssh)");
+  }
+  launch.host = Field<std::string>(json, "host");
+  launch.agent = Field<std::string>(json, "agent");
+  launch.remote_dir = Field<std::string>(json, "remote_dir");
+  if (json.contains("unit")) launch.unit = Field<std::string>(json, "unit");
+  if (json.contains("pid")) launch.pid = Field<int64_t>(json, "pid");
+  // How it is stopped: exactly one of the two.
+  if (launch.host.empty() || launch.agent.empty() || launch.remote_dir.empty() ||
+      launch.unit.empty() == (launch.pid <= 0)) {
+    throw protocol::ProtocolError(
+        "an ssh launch needs 'host', 'agent', 'remote_dir' and either 'unit' or a 'pid' above 0");
+  }
+  return launch;
 }
 
 namespace {

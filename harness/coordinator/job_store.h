@@ -1,9 +1,9 @@
 // The coordinator's durable state in results.db (results/migrations/002.sql):
 // the job queue, every attempt of every job, the agents that connected and
-// the Slurm launches. Every change is one transaction, so a coordinator
-// killed at any instant restarts from the file with nothing lost; a
-// result is recorded exactly once (keyed by job and attempt), whatever an
-// agent resends after reconnecting.
+// the launches of agents (through Slurm or ssh, 006.sql). Every change is
+// one transaction, so a coordinator killed at any instant restarts from the
+// file with nothing lost; a result is recorded exactly once (keyed by job and
+// attempt), whatever an agent resends after reconnecting.
 //
 // Job states: queued -> leased (an agent holds it until its deadline,
 // renewed by heartbeats) -> done | failed; a lease that expires, an agent
@@ -49,6 +49,30 @@ struct AgentView {
   std::string last_seen;
   int64_t jobs_done = 0;
 };
+
+// Agents placed by `nimble-bench agents start`: where they went and how to
+// end them. A launch is never an outcome: what an agent did comes only from
+// the protocol.
+struct LaunchRecord {
+  int64_t id = 0;            // assigned by the store
+  std::string via;           // slurm or ssh
+  std::string slurm_job_id;  // slurm: its batch job
+  std::string host;          // ssh: the destination it was started through ([user@]host)
+  std::string agent;         // ssh: the name it was started with
+  std::string unit;          // ssh under systemd: its unit, else ""
+  int64_t pid = 0;           // ssh under nohup: its pid on the host, else 0
+  std::string remote_dir;    // ssh: where its bundle was unpacked
+  std::string options;       // JSON text: what `agents start` was given
+  std::string launched_at;   // set by the store
+  std::string state;         // active or stopped (set by the store)
+};
+
+// A launch as the `launched` and `stopping` client messages carry it
+// (docs/harness.md), `options` as a JSON object. FromJson reads members
+// exactly (protocol::Field) and throws protocol::ProtocolError for a record
+// that names no engine or lacks what that engine's launches need.
+protocol::Json ToJson(const LaunchRecord& launch);
+LaunchRecord LaunchFromJson(const protocol::Json& json);
 
 // What an accepted result or failure did.
 enum class Outcome {
@@ -106,8 +130,14 @@ class JobStore {
   void AgentConnected(const protocol::AgentInfo& agent);
   void AgentDisconnected(const std::string& agent);
 
-  void RecordLaunch(const std::string& slurm_job_id, const std::string& options_json);
-  // Launches still active; marks them stopped.
+  // A Slurm launch (recorded again, it is active again); returns its id.
+  int64_t RecordLaunch(const std::string& slurm_job_id, const std::string& options_json);
+  // Any launch; returns its id.
+  int64_t RecordLaunch(const LaunchRecord& launch);
+  // The active launches of engine `via`, marked stopped in one transaction
+  // (so two `agents stop` never both act on one).
+  std::vector<LaunchRecord> StopLaunchesVia(const std::string& via);
+  // The Slurm job ids of StopLaunchesVia("slurm").
   std::vector<std::string> StopLaunches();
 
   std::optional<JobView> Job(int64_t job_id) const;

@@ -1,8 +1,11 @@
 #include "harness/protocol/auth.h"
 
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/kdf.h>
+#include <openssl/params.h>
 #include <openssl/rand.h>
 #include <sys/stat.h>
 
@@ -48,31 +51,52 @@ std::string RandomNonce() {
   return Hex(bytes, sizeof(bytes));
 }
 
-std::string HmacSha256Hex(const std::string& secret, const std::string& message) {
+std::string HmacSha256(const std::string& key, const std::string& message) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
-  if (!HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+  if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
             reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest,
             &size)) {
     throw Error("HMAC-SHA256 failed in OpenSSL");
   }
-  return Hex(digest, size);
+  return std::string(reinterpret_cast<const char*>(digest), size);
+}
+
+std::string HmacSha256Hex(const std::string& key, const std::string& message) {
+  const std::string digest = HmacSha256(key, message);
+  return Hex(reinterpret_cast<const unsigned char*>(digest.data()), digest.size());
 }
 
 bool ProofsEqual(const std::string& a, const std::string& b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
-std::string PeerProof(const std::string& secret, const std::string& server_nonce,
-                      const std::string& peer_nonce, const std::string& role,
-                      const std::string& name) {
-  return HmacSha256Hex(
-      secret, "nimble peer\n" + server_nonce + "\n" + peer_nonce + "\n" + role + "\n" + name);
+std::string HkdfSha256(const std::string& secret, const std::string& salt,
+                       const std::string& info) {
+  EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
+  EVP_KDF_CTX* context = kdf ? EVP_KDF_CTX_new(kdf) : nullptr;
+  EVP_KDF_free(kdf);
+  OSSL_PARAM params[] = {
+      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, const_cast<char*>("SHA256"), 0),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<char*>(secret.data()),
+                                        secret.size()),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, const_cast<char*>(salt.data()),
+                                        salt.size()),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, const_cast<char*>(info.data()),
+                                        info.size()),
+      OSSL_PARAM_construct_end()};
+  unsigned char key[32];
+  const bool derived = context && EVP_KDF_derive(context, key, sizeof(key), params) == 1;
+  EVP_KDF_CTX_free(context);
+  if (!derived) throw Error("HKDF-SHA256 failed in OpenSSL");
+  return std::string(reinterpret_cast<const char*>(key), sizeof(key));
 }
 
-std::string CoordinatorProof(const std::string& secret, const std::string& server_nonce,
-                             const std::string& peer_nonce) {
-  return HmacSha256Hex(secret, "nimble coordinator\n" + server_nonce + "\n" + peer_nonce);
+SessionKeys DeriveSessionKeys(const std::string& secret, const std::string& server_nonce,
+                              const std::string& peer_nonce) {
+  const std::string salt = server_nonce + "\n" + peer_nonce;
+  return {HkdfSha256(secret, salt, "nimble frames to the coordinator"),
+          HkdfSha256(secret, salt, "nimble frames to the peer")};
 }
 
 }  // namespace nimble::protocol

@@ -1,8 +1,10 @@
 // Proof of the shared secret without sending it: each side sends a random
-// nonce, and each proves it holds the secret with HMAC-SHA256 over both
-// nonces and its role (so a proof can neither be replayed on another
-// connection nor reflected back as the other side's). Comparisons are
-// constant-time. OpenSSL does the cryptography.
+// nonce, both derive this connection's keys from the secret and the two
+// nonces, and every frame from the hello on carries a MAC under them
+// (frame_mac.h), so holding the secret is proved by the first frame each
+// side sends and every later one. Keys are fresh per connection (a frame
+// cannot be replayed on another) and differ per direction (nor reflected
+// back). Comparisons are constant-time. OpenSSL does the cryptography.
 #pragma once
 
 #include <string>
@@ -17,18 +19,24 @@ std::string ReadSecretFile(const std::string& path);
 // 32 random bytes from the OS's CSPRNG, as lowercase hex.
 std::string RandomNonce();
 
-// HMAC-SHA256 of `message` under `secret`, as lowercase hex.
-std::string HmacSha256Hex(const std::string& secret, const std::string& message);
+// HMAC-SHA256 of `message` under `key`: its 32 bytes, or as lowercase hex.
+std::string HmacSha256(const std::string& key, const std::string& message);
+std::string HmacSha256Hex(const std::string& key, const std::string& message);
 
 // Constant-time equality (for proofs; lengths are not secret).
 bool ProofsEqual(const std::string& a, const std::string& b);
 
-// What a connecting peer (an agent or a client) proves, and what the
-// coordinator proves back.
-std::string PeerProof(const std::string& secret, const std::string& server_nonce,
-                      const std::string& peer_nonce, const std::string& role,
-                      const std::string& name);
-std::string CoordinatorProof(const std::string& secret, const std::string& server_nonce,
-                             const std::string& peer_nonce);
+// HKDF-SHA256 (RFC 5869) of `key` with `salt` and `info`: 32 bytes.
+std::string HkdfSha256(const std::string& key, const std::string& salt, const std::string& info);
+
+// One connection's MAC keys (32 bytes each), one per direction: HKDF-SHA256
+// (RFC 5869) of the shared secret, salted with the coordinator's nonce and
+// the peer's, with the direction as the info.
+struct SessionKeys {
+  std::string to_coordinator;
+  std::string to_peer;
+};
+SessionKeys DeriveSessionKeys(const std::string& secret, const std::string& server_nonce,
+                              const std::string& peer_nonce);
 
 }  // namespace nimble::protocol

@@ -90,12 +90,16 @@ asio::awaitable<void> Connection::TlsHandshake(bool as_server, const std::string
   }
 }
 
-asio::awaitable<Json> Connection::Read(Duration timeout) {
+void Connection::Authenticate(std::unique_ptr<FrameMac> mac) {
+  mac_ = std::move(mac);
+}
+
+asio::awaitable<std::string> Connection::ReadBody(Duration timeout) {
   try {
     if (stream_.index() == 0) {
-      co_return co_await ReadMessage(std::get<0>(stream_), read_deadline_, timeout);
+      co_return co_await ReadFrameBody(std::get<0>(stream_), read_deadline_, timeout);
     }
-    co_return co_await ReadMessage(std::get<1>(stream_), read_deadline_, timeout);
+    co_return co_await ReadFrameBody(std::get<1>(stream_), read_deadline_, timeout);
   } catch (const boost::system::system_error&) {
     // The deadline closed the socket under the read: say so, rather than
     // "Operation canceled".
@@ -105,9 +109,18 @@ asio::awaitable<Json> Connection::Read(Duration timeout) {
                                     "no complete message within the read deadline");
 }
 
+Json Connection::Open(const std::string& body) {
+  return ParseMessage(mac_ ? mac_->Open(body) : body);
+}
+
+asio::awaitable<Json> Connection::Read(Duration timeout) {
+  co_return Open(co_await ReadBody(timeout));
+}
+
 void Connection::Send(const Json& message) {
   if (!open()) return;
-  outbox_.push_back(EncodeFrame(message));
+  const std::string body = message.dump();
+  outbox_.push_back(FrameOf(mac_ ? mac_->Seal(body) : body));
   wake_writer_.cancel();
 }
 

@@ -1,5 +1,6 @@
 // One established connection of the protocol, either side: plain TCP or
-// TLS over it, reads with a deadline, writes queued and sent in order by
+// TLS over it, every frame sealed with a MAC once the handshake has keys
+// (frame_mac.h), reads with a deadline, writes queued and sent in order by
 // one writer (so heartbeats, results and replies never interleave their
 // bytes), and a close that wakes every waiter. Shared by the coordinator's
 // sessions, the agent and the command-line client.
@@ -12,6 +13,7 @@
 #include <variant>
 
 #include "harness/protocol/frame.h"
+#include "harness/protocol/frame_mac.h"
 #include "harness/protocol/tls.h"
 
 namespace nimble::protocol {
@@ -34,9 +36,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
   boost::asio::awaitable<void> TlsHandshake(bool as_server, const std::string& server_name,
                                             Duration timeout);
 
-  // The next message, within `timeout` (throws like ReadMessage).
+  // From now on every frame sent is sealed and every frame read must be.
+  void Authenticate(std::unique_ptr<FrameMac> mac);
+  bool authenticated() const { return mac_ != nullptr; }
+
+  // The next message, within `timeout` (throws like ReadMessage, and
+  // ProtocolError for a frame that fails its MAC: see frame_mac.h).
   boost::asio::awaitable<Json> Read(Duration timeout);
-  // Queues `message`; dropped when the connection is closed.
+  // The next frame's body, unchecked, and the message of a body read so
+  // (opened when authenticated): for the handshake, which must look at a
+  // frame before it has the keys to check it.
+  boost::asio::awaitable<std::string> ReadBody(Duration timeout);
+  Json Open(const std::string& body);
+  // Queues `message` (sealed when authenticated); dropped when the
+  // connection is closed.
   void Send(const Json& message);
   // Completes when every queued message has been written (or the
   // connection closed), e.g. before closing after a final reply.
@@ -58,6 +71,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Duration write_timeout_;
   Deadline read_deadline_;
   Deadline write_deadline_;
+  std::unique_ptr<FrameMac> mac_;
   std::deque<std::string> outbox_;
   bool writing_ = false;
   boost::asio::steady_timer wake_writer_;

@@ -40,13 +40,16 @@ Json ParseMessage(const std::string& body) {
   return message;
 }
 
-std::string EncodeFrame(const Json& message) {
-  const std::string body = message.dump();
+std::string FrameOf(const std::string& body) {
   CheckLength(static_cast<uint32_t>(std::min<size_t>(body.size(), UINT32_MAX)));
   const auto length = static_cast<uint32_t>(body.size());
   std::string frame(4, '\0');
   for (int i = 0; i < 4; ++i) frame[i] = static_cast<char>(length >> (24 - 8 * i) & 0xff);
   return frame + body;
+}
+
+std::string EncodeFrame(const Json& message) {
+  return FrameOf(message.dump());
 }
 
 Deadline::Deadline(Socket& socket) : socket_(socket), timer_(socket.get_executor()) {

@@ -45,7 +45,9 @@ class ProtocolError : public Error {
   explicit ProtocolError(const std::string& reason) : Error(reason) {}
 };
 
-// The bytes of one frame carrying `message`.
+// The bytes of one frame with `body` (a message, or a sealed one:
+// frame_mac.h), and of one carrying `message` in the clear.
+std::string FrameOf(const std::string& body);
 std::string EncodeFrame(const Json& message);
 
 // Closes `socket` when an operation takes longer than its deadline: a timer
@@ -75,20 +77,28 @@ uint32_t DecodeLength(const unsigned char (&header)[4]);
 // object with a string "type".
 Json ParseMessage(const std::string& body);
 
-// Reads one frame from `stream` (a TCP socket or a TLS stream) within
-// `timeout`. Throws ProtocolError for an oversized frame or bytes that are
-// not a message, and boost::system::system_error when the connection fails
-// or the deadline closes it.
+// Reads one frame's body from `stream` (a TCP socket or a TLS stream)
+// within `timeout`. Throws ProtocolError for an oversized frame, and
+// boost::system::system_error when the connection fails or the deadline
+// closes it.
 template <typename Stream>
-boost::asio::awaitable<Json> ReadMessage(Stream& stream, Deadline& deadline,
-                                         std::chrono::steady_clock::duration timeout) {
+boost::asio::awaitable<std::string> ReadFrameBody(Stream& stream, Deadline& deadline,
+                                                  std::chrono::steady_clock::duration timeout) {
   deadline.Arm(timeout);
   unsigned char header[4];
   co_await boost::asio::async_read(stream, boost::asio::buffer(header), boost::asio::use_awaitable);
   std::string body(DecodeLength(header), '\0');
   co_await boost::asio::async_read(stream, boost::asio::buffer(body), boost::asio::use_awaitable);
   deadline.Disarm();
-  co_return ParseMessage(body);
+  co_return body;
+}
+
+// Reads one frame in the clear and its message (throws like ReadFrameBody,
+// and ProtocolError for bytes that are not a message).
+template <typename Stream>
+boost::asio::awaitable<Json> ReadMessage(Stream& stream, Deadline& deadline,
+                                         std::chrono::steady_clock::duration timeout) {
+  co_return ParseMessage(co_await ReadFrameBody(stream, deadline, timeout));
 }
 
 // The message's "type", or ProtocolError.

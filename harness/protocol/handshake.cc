@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "harness/protocol/auth.h"
+#include "harness/protocol/frame_mac.h"
 #include "harness/protocol/messages.h"
 #include "nimble/vm/error.h"
 
@@ -75,23 +76,75 @@ asio::awaitable<Json> PeerHandshake(Connection& connection, const std::string& s
   }
   const std::string server_nonce = Field<std::string>(challenge, "nonce");
   const std::string nonce = RandomNonce();
+  const SessionKeys keys = DeriveSessionKeys(secret, server_nonce, nonce);
+  connection.Authenticate(std::make_unique<FrameMac>(keys.to_coordinator, keys.to_peer));
   hello["type"] = "hello";
   hello["protocol"] = kProtocolVersion;
   hello["role"] = role;
   hello["name"] = name;
   hello["nonce"] = nonce;
-  hello["proof"] = PeerProof(secret, server_nonce, nonce, role, name);
   connection.Send(hello);
-  const Json reply = co_await connection.Read(kHandshakeTimeout);
-  if (MessageType(reply) == "refused") {
-    throw Refused("the coordinator refused: " + Field<std::string>(reply, "reason"));
+  const std::string body = co_await connection.ReadBody(kHandshakeTimeout);
+  if (!IsSealed(body)) {
+    // A refusal comes in the clear: the coordinator may not have keys.
+    const Json reply = ParseMessage(body);
+    if (MessageType(reply) == "refused") {
+      throw Refused("the coordinator refused: " + Field<std::string>(reply, "reason"));
+    }
+    throw ProtocolError("an unauthenticated '" + Abbreviated(MessageType(reply)) +
+                        "' from the coordinator");
   }
-  if (MessageType(reply) != "welcome" ||
-      !ProofsEqual(Field<std::string>(reply, "proof"),
-                   CoordinatorProof(secret, server_nonce, nonce))) {
-    throw Refused("the coordinator did not prove it holds the secret");
+  std::optional<Json> reply;
+  try {
+    reply = connection.Open(body);
+  } catch (const ProtocolError&) {
+    throw Refused("the coordinator did not prove it holds the secret (its welcome fails its MAC)");
   }
-  co_return reply;
+  if (MessageType(*reply) != "welcome") {
+    throw ProtocolError("expected a welcome, got '" + Abbreviated(MessageType(*reply)) + "'");
+  }
+  co_return *reply;
+}
+
+asio::awaitable<Admission> CoordinatorHandshake(
+    Connection& connection, const std::string& secret, std::chrono::steady_clock::duration timeout,
+    const std::function<std::string(const Json& hello)>& why_refused, Json welcome) {
+  const std::string nonce = RandomNonce();
+  connection.Send({{"type", "challenge"}, {"protocol", kProtocolVersion}, {"nonce", nonce}});
+  const std::string body = co_await connection.ReadBody(timeout);
+  // The hello is read before its MAC is checked: the keys that check it
+  // need the peer's nonce inside it. Nothing is acted on until it checks.
+  Admission admission{ParseMessage(IsSealed(body) ? UnverifiedMessage(body) : body), ""};
+  const Json& hello = admission.hello;
+  std::unique_ptr<FrameMac> mac;
+  if (MessageType(hello) != "hello") {
+    admission.refusal = "expected hello, got '" + Abbreviated(MessageType(hello)) + "'";
+  } else if (Field<int>(hello, "protocol") != kProtocolVersion) {
+    admission.refusal = "protocol " + std::to_string(Field<int>(hello, "protocol")) +
+                        " (this coordinator speaks " + std::to_string(kProtocolVersion) + ")";
+  } else if (!IsSealed(body)) {
+    admission.refusal = "a hello without a MAC";
+  } else {
+    const SessionKeys keys = DeriveSessionKeys(secret, nonce, Field<std::string>(hello, "nonce"));
+    mac = std::make_unique<FrameMac>(keys.to_peer, keys.to_coordinator);
+    bool proved = true;
+    try {
+      mac->Open(body);
+    } catch (const ProtocolError&) {
+      proved = false;
+    }
+    admission.refusal =
+        proved ? why_refused(hello) : "wrong proof of the shared secret (the hello fails its MAC)";
+  }
+  if (!admission.refusal.empty()) {
+    connection.Send({{"type", "refused"}, {"reason", admission.refusal}});
+    co_await connection.Drain();
+    co_return admission;
+  }
+  connection.Authenticate(std::move(mac));
+  welcome["type"] = "welcome";
+  connection.Send(welcome);
+  co_return admission;
 }
 
 }  // namespace nimble::protocol

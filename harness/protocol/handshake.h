@@ -1,12 +1,17 @@
 // The handshake both sides run before anything else (docs/harness.md):
-//   coordinator: {"type":"challenge","protocol":1,"nonce":N}
-//   peer:        {"type":"hello","protocol":1,"role":"agent"|"client","name":..,
-//                 "nonce":M,"proof":PeerProof(N,M,role,name), ...}
-//   coordinator: {"type":"welcome","proof":CoordinatorProof(N,M),...}
-//                or {"type":"refused","reason":...} and the connection closes.
-// Each side checks the other's proof, so neither talks to an impostor.
+//   coordinator: {"type":"challenge","protocol":2,"nonce":N}        in the clear
+//   peer:        {"type":"hello","protocol":2,"role":"agent"|"client","name":..,
+//                 "nonce":M, ...}                                   sealed
+//   coordinator: {"type":"welcome",...}                             sealed
+//                or {"type":"refused","reason":...} in the clear, and the
+//                connection closes.
+// The hello and everything after it are sealed under keys derived from the
+// secret and both nonces (auth.h, frame_mac.h): the hello's MAC proves the
+// peer holds the secret, the welcome's that the coordinator does, so neither
+// talks to an impostor, and nothing either sends can be altered after.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "harness/protocol/connection.h"
@@ -42,12 +47,27 @@ class Refused : public Error {
 };
 
 // The peer's side: sends `hello` (its role-specific members; the handshake
-// adds type, protocol, role, name, nonce and proof) and returns the
-// coordinator's welcome. Throws Refused when refused (with the
+// adds type, protocol, role, name and nonce), seals the connection, and
+// returns the coordinator's welcome. Throws Refused when refused (with the
 // coordinator's reason; temporary when in place of the challenge) or when
-// the coordinator's proof is wrong.
+// the welcome fails its MAC (the coordinator does not hold the secret).
 boost::asio::awaitable<Json> PeerHandshake(Connection& connection, const std::string& secret,
                                            const std::string& role, const std::string& name,
                                            Json hello);
+
+// The coordinator's side: sends the challenge, reads the hello and admits
+// it when its protocol version is this build's, its MAC checks under the
+// keys of `secret` and both nonces, and `why_refused(hello)` is "". Then it
+// answers `welcome` (with the members of `welcome`) and the connection is
+// sealed both ways; otherwise it answers `refused` in the clear. Throws
+// ProtocolError for a frame that is not a hello (or lacks its members) and
+// boost::system::system_error when the peer is gone or past `timeout`.
+struct Admission {
+  Json hello;
+  std::string refusal;  // "": admitted
+};
+boost::asio::awaitable<Admission> CoordinatorHandshake(
+    Connection& connection, const std::string& secret, std::chrono::steady_clock::duration timeout,
+    const std::function<std::string(const Json& hello)>& why_refused, Json welcome);
 
 }  // namespace nimble::protocol

@@ -15,7 +15,7 @@ namespace nimble::protocol {
 
 // Bumped on any incompatible change; a peer of another version is refused
 // in the handshake with both versions named.
-constexpr int kProtocolVersion = 1;
+constexpr int kProtocolVersion = 2;
 
 // What to run and where it may run.
 struct JobSpec {

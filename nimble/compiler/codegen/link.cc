@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "nimble/vm/error.h"
 
@@ -20,13 +21,23 @@ extern char** environ;
 namespace nimble::codegen {
 namespace {
 
+// An ld.lld beside the running executable first: the agent bundle
+// (scripts/bundle-agent.sh) ships lld 19 there for hosts without LLVM. Then
 // lld 19 as Debian's lld-19 installs it; the plain ld.lld on PATH may be
 // another version.
 std::string FindLinker() {
-  for (const char* path : {"/usr/bin/ld.lld-19", "/usr/lib/llvm-19/bin/ld.lld"}) {
-    if (access(path, X_OK) == 0) return path;
+  std::vector<std::string> candidates;
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error) candidates.push_back((self.parent_path() / "ld.lld").string());
+  candidates.insert(candidates.end(), {"/usr/bin/ld.lld-19", "/usr/lib/llvm-19/bin/ld.lld"});
+  std::string looked;
+  for (const std::string& path : candidates) {
+    if (access(path.c_str(), X_OK) == 0) return path;
+    looked += (looked.empty() ? "" : ", ") + path;
   }
-  throw Error("linking kernels: ld.lld-19 not found (install the lld-19 package)");
+  throw Error("linking kernels: ld.lld-19 not found (looked at " + looked +
+              "; install the lld-19 package)");
 }
 
 std::string Emulation(const CodegenTarget& target) {

@@ -208,12 +208,17 @@ void Fd::Close() {
   fd_ = -1;
 }
 
-int ConnectTcp(const std::string& host, uint16_t port) {
+int ConnectTcp(const std::string& host, uint16_t port, const std::string& source) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(port);
-  if (fd < 0 || inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1 ||
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  const bool bound =
+      source.empty() || (inet_pton(AF_INET, source.c_str(), &from.sin_addr) == 1 &&
+                         bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) == 0);
+  if (fd < 0 || !bound || inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1 ||
       connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
     const std::string why = std::strerror(errno);
     if (fd >= 0) close(fd);

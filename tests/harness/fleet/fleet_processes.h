@@ -111,8 +111,10 @@ class Fd {
   int fd_;
 };
 
-// A raw TCP connection for hostile-client tests (throws when refused).
-int ConnectTcp(const std::string& host, uint16_t port);
+// A raw TCP connection for hostile-client tests (throws when refused),
+// from `source` when given (any 127.x.y.z is this host's: a second
+// "host" on loopback).
+int ConnectTcp(const std::string& host, uint16_t port, const std::string& source = "");
 uint16_t LocalPort(int fd);
 // Reads and discards until the peer closes (EOF or reset) or `limit` passes;
 // true when it closed.

@@ -425,7 +425,8 @@ TEST_F(FleetTest, ASilentAgentLosesItsLeaseAndIsNotRecordedTwice) {
         return db_->Scalar("SELECT state FROM agents WHERE name = 'agent-s'") == "disconnected";
       },
       15s));
-  EXPECT_THAT(coordinator_->Log(), HasSubstr("agent agent-s went silent"));
+  EXPECT_THAT(LinesWith(coordinator_->Log(), "agent agent-s (127.0.0.1:"),
+              Contains(HasSubstr(") went silent")));
   StartAgent("agent-t");
   ASSERT_TRUE(JobsFinish(ids, 90s));
   kill(silent.pid(), SIGCONT);
@@ -492,7 +493,9 @@ TEST_F(FleetTest, HostileClientsAreRefusedAndOthersServed) {
                                          "--secret-file", wrong_secret, "--name", "impostor"},
                                         20s);
   EXPECT_EQ(impostor.exit_code, 1) << impostor.err;
-  EXPECT_THAT(impostor.err, HasSubstr("refused: wrong proof of the shared secret; exiting"));
+  EXPECT_THAT(
+      impostor.err,
+      HasSubstr("refused: wrong proof of the shared secret (the hello fails its MAC); exiting"));
   EXPECT_EQ(db_->Count("SELECT count(*) FROM agents WHERE name = 'impostor'"), 0);
 
   // (b) A frame header of 4 GiB: refused before a byte of it is buffered.
@@ -522,11 +525,10 @@ TEST_F(FleetTest, HostileClientsAreRefusedAndOthersServed) {
     Clock::time_point started, closed_at;
   } trickle;
   const Json hello = {{"type", "hello"},
-                      {"protocol", 1},
+                      {"protocol", 2},
                       {"role", "client"},
                       {"name", "slow-client"},
-                      {"nonce", std::string(64, '0')},
-                      {"proof", std::string(64, '0')}};
+                      {"nonce", std::string(64, '0')}};
   const std::string body = hello.dump();
   std::string frame = {static_cast<char>(body.size() >> 24), static_cast<char>(body.size() >> 16),
                        static_cast<char>(body.size() >> 8), static_cast<char>(body.size())};
@@ -603,6 +605,106 @@ TEST_F(FleetTest, AnAgentRefusedAtTheConnectionLimitRetries) {
   idle.Close();
   EXPECT_TRUE(AgentConnects("agent-r")) << agent.Log();
   EXPECT_TRUE(agent.Running()) << agent.Log();
+}
+
+// An agent in a network namespace whose only way to the coordinator is a
+// man in the middle on the veth path (frame_mitm, a process of its own)
+// that attacks the agent's frames once. The coordinator closes the
+// connection on the attacked frame, logs it with the address it came from,
+// records nothing of it, and the job still finishes once, genuinely, when
+// the agent reconnects. Attack()'s `attack` is frame_mitm's; `said` what it
+// prints when it attacks, `logged` what the coordinator says of the frame.
+class ManInTheMiddleTest : public FleetTest {
+ protected:
+  void Attack(const std::string& attack, const std::string& said, const std::string& logged) {
+    if (geteuid() != 0) GTEST_SKIP() << "a network namespace needs root; this is uid " << geteuid();
+    netns_ = std::make_unique<NetNamespace>();
+    ASSERT_EQ(netns_->Create(), "") << "cannot set up the network namespace";
+    const uint16_t port = StartCoordinator();
+    ASSERT_GT(port, 0);
+    Process& mitm = Start("mitm", {FRAME_MITM_BINARY, "--listen", netns_->host_address() + ":0",
+                                   "--to", address_, "--attack", attack});
+    std::string mitm_address;
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          const std::vector<std::string> lines = LinesWith(mitm.Log(), "listening on ");
+          if (lines.empty()) return false;
+          mitm_address = lines[0].substr(lines[0].rfind(' ') + 1);
+          return true;
+        },
+        10s))
+        << mitm.Log();
+    Start("agent-m",
+          netns_->Inside({NIMBLE_BENCH_BINARY, "agent", "--coordinator", mitm_address,
+                          "--secret-file", secret_file_, "--name", "agent-m", "--give-up", "30"}));
+    const std::vector<int64_t> ids = Submit(Concat(kTinyRun, {"--target", "intel"}));
+    ASSERT_EQ(ids.size(), 1u);
+    ASSERT_TRUE(JobsFinish(ids, 90s));
+
+    // The attack happened, and cost the attacked connection.
+    const std::vector<std::string> attacks = LinesWith(mitm.Log(), said);
+    ASSERT_EQ(attacks.size(), 1u) << mitm.Log();
+    const std::vector<std::string> cut = LinesWith(coordinator_->Log(), logged);
+    ASSERT_EQ(cut.size(), 1u) << coordinator_->Log();
+    // Logged with the address the frame came from: the man in the middle's
+    // side of the coordinator's loopback connection.
+    EXPECT_THAT(cut[0], HasSubstr("agent agent-m (127.0.0.1:"));
+    // The agent comes back (a replayed result was recorded before its copy
+    // cut the connection, so the job may be done before that).
+    EXPECT_TRUE(WaitFor(
+        [&] { return LinesWith(coordinator_->Log(), "agent agent-m joined from").size() >= 2; },
+        20s))
+        << coordinator_->Log();
+    // Nothing of the attack recorded: one run, the job done, no attempt
+    // failed by a forged result.
+    const std::string job = std::to_string(ids[0]);
+    EXPECT_EQ(db_->Scalar("SELECT state FROM jobs WHERE id = " + job), "done");
+    EXPECT_EQ(db_->Count("SELECT count(*) FROM runs WHERE job_id = " + job), 1);
+    EXPECT_EQ(db_->Count("SELECT count(*) FROM job_attempts WHERE outcome = 'failed'"), 0);
+    EXPECT_EQ(db_->Count("SELECT count(*) FROM jobs WHERE error LIKE '%forged%'"), 0);
+    EXPECT_EQ(db_->Rows("SELECT agent, status FROM runs"), (Rows{{"agent-m", "done"}}));
+  }
+};
+
+TEST_F(ManInTheMiddleTest, AFlippedByteClosesTheConnection) {
+  Attack("flip", "flipped byte", "has a wrong MAC");
+}
+
+TEST_F(ManInTheMiddleTest, AReplayedFrameClosesTheConnection) {
+  Attack("replay", "replayed a result frame", "(replayed or reordered)");
+}
+
+TEST_F(ManInTheMiddleTest, AForgedResultClosesTheConnection) {
+  Attack("forge", "forged a result", "has a wrong MAC");
+}
+
+// One host holding idle connections (127.0.0.2, another loopback address)
+// fills only its own share of the handshake slots: its next connection is
+// refused, naming the per-address limit, while an agent and a client from
+// 127.0.0.1 are served at once, not after the handshake deadline.
+TEST_F(FleetTest, AnIdleFloodFromOneAddressLocksNobodyElseOut) {
+  const uint16_t port =
+      StartCoordinator("127.0.0.1:0", "coordinator",
+                       {"--max-handshakes-per-address", "3", "--max-connections-per-address", "4"});
+  ASSERT_GT(port, 0);
+  std::vector<std::unique_ptr<Fd>> flood;
+  for (int i = 0; i < 3; ++i)
+    flood.push_back(std::make_unique<Fd>(ConnectTcp("127.0.0.1", port, "127.0.0.2")));
+  // Each gets its challenge: the three are in their handshakes.
+  for (const auto& fd : flood) {
+    pollfd ready = {fd->get(), POLLIN, 0};
+    ASSERT_EQ(poll(&ready, 1, 5000), 1);
+  }
+  Fd refused(ConnectTcp("127.0.0.1", port, "127.0.0.2"));
+  EXPECT_TRUE(ClosedWithin(refused.get(), 2s));
+  const Clock::time_point start = Clock::now();
+  StartAgent("agent-f");
+  ASSERT_TRUE(AgentConnects("agent-f", 4s));
+  EXPECT_EQ(AgentState(Status(), "agent-f"), "connected");
+  EXPECT_LT(Clock::now() - start, 4s) << "others waited for the flood's handshake deadline";
+  EXPECT_THAT(LinesWith(coordinator_->Log(), "refused a connection from 127.0.0.2"),
+              ElementsAre(HasSubstr("3 handshakes under way from this address (the limit per "
+                                    "address)")));
 }
 
 // A baseline job per PyTorch variant, each recording one peer run on the

@@ -1,7 +1,8 @@
 // The protocol layer over real loopback sockets: frames round-trip and are
 // bounded, malformed bytes are refused, a slow peer is cut off by the read
-// deadline, HMAC-SHA256 matches RFC 4231, secrets files are checked, and the
-// handshake refuses a wrong secret on both sides.
+// deadline, HMAC-SHA256 and HKDF match their RFCs, sealed frames detect a
+// flipped byte, a replay, a reorder and a reflection, secret files are
+// checked, and the handshake refuses a wrong secret on both sides.
 #include <sys/stat.h>
 
 // Boost 1.74's awaitable.hpp uses std::exchange without including it.
@@ -20,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "harness/protocol/auth.h"
 #include "harness/protocol/connection.h"
+#include "harness/protocol/frame_mac.h"
 #include "harness/protocol/handshake.h"
 #include "harness/protocol/messages.h"
 #include "harness/protocol/tls.h"
@@ -188,17 +190,88 @@ TEST(Auth, HmacSha256MatchesRfc4231) {
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
 }
 
-TEST(Auth, ProofsBindBothNoncesTheRoleAndTheName) {
-  const std::string proof = PeerProof("s", "n1", "n2", "agent", "a");
-  EXPECT_TRUE(ProofsEqual(proof, PeerProof("s", "n1", "n2", "agent", "a")));
-  EXPECT_FALSE(ProofsEqual(proof, PeerProof("t", "n1", "n2", "agent", "a")));
-  EXPECT_FALSE(ProofsEqual(proof, PeerProof("s", "n3", "n2", "agent", "a")));
-  EXPECT_FALSE(ProofsEqual(proof, PeerProof("s", "n1", "n2", "client", "a")));
-  EXPECT_FALSE(ProofsEqual(proof, PeerProof("s", "n1", "n2", "agent", "b")));
-  EXPECT_FALSE(ProofsEqual(proof, CoordinatorProof("s", "n1", "n2")));
-  EXPECT_FALSE(ProofsEqual(proof, proof.substr(1)));
+TEST(Auth, HkdfMatchesRfc5869) {
+  // RFC 5869, test case 1: the first 32 of its 42 bytes.
+  std::string salt;
+  for (char byte = 0; byte <= 0x0c; ++byte) salt += byte;
+  std::string info;
+  for (int byte = 0xf0; byte <= 0xf9; ++byte) info += static_cast<char>(byte);
+  const std::string key = HkdfSha256(std::string(22, '\x0b'), salt, info);
+  std::string hex;
+  for (const unsigned char byte : key)
+    hex += "0123456789abcdef"[byte >> 4], hex += "0123456789abcdef"[byte & 15];
+  EXPECT_EQ(hex, "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf");
+}
+
+TEST(Auth, SessionKeysDifferByDirectionNonceAndSecret) {
+  const SessionKeys keys = DeriveSessionKeys("s", "n1", "n2");
+  EXPECT_EQ(keys.to_coordinator.size(), 32u);
+  EXPECT_NE(keys.to_coordinator, keys.to_peer);
+  EXPECT_EQ(DeriveSessionKeys("s", "n1", "n2").to_peer, keys.to_peer);
+  EXPECT_NE(DeriveSessionKeys("t", "n1", "n2").to_peer, keys.to_peer);
+  EXPECT_NE(DeriveSessionKeys("s", "n3", "n2").to_peer, keys.to_peer);
+  EXPECT_NE(DeriveSessionKeys("s", "n1", "n3").to_peer, keys.to_peer);
   EXPECT_NE(RandomNonce(), RandomNonce());
   EXPECT_EQ(RandomNonce().size(), 64u);
+}
+
+// One side's sealer and the other's opener, as a connection has them.
+struct MacPair {
+  SessionKeys keys = DeriveSessionKeys("secret", "n1", "n2");
+  FrameMac peer{keys.to_coordinator, keys.to_peer};
+  FrameMac coordinator{keys.to_peer, keys.to_coordinator};
+};
+
+TEST(FrameMac, SealedFramesOpenInOrder) {
+  MacPair macs;
+  const std::string first = macs.peer.Seal(R"({"type":"a"})");
+  const std::string second = macs.peer.Seal(R"({"type":"b"})");
+  EXPECT_EQ(first.size(), 12 + kSealOverhead);
+  EXPECT_TRUE(IsSealed(first));
+  EXPECT_FALSE(IsSealed(R"({"type":"a"})"));
+  EXPECT_EQ(UnverifiedMessage(second), R"({"type":"b"})");
+  EXPECT_EQ(macs.coordinator.Open(first), R"({"type":"a"})");
+  EXPECT_EQ(macs.coordinator.Open(second), R"({"type":"b"})");
+  EXPECT_EQ(macs.peer.Open(macs.coordinator.Seal(R"({"type":"c"})")), R"({"type":"c"})");
+}
+
+TEST(FrameMac, AnyFlippedByteIsAWrongMac) {
+  MacPair macs;
+  const std::string body = macs.peer.Seal(R"({"type":"result","ok":true})");
+  for (size_t i = 0; i < body.size(); ++i) {
+    MacPair fresh;
+    std::string flipped = fresh.peer.Seal(R"({"type":"result","ok":true})");
+    flipped[i] = static_cast<char>(flipped[i] ^ 0x01);
+    const std::string error = ErrorOf([&] { fresh.coordinator.Open(flipped); });
+    EXPECT_THAT(error, HasSubstr("wrong MAC")) << "byte " << i;
+  }
+}
+
+TEST(FrameMac, ReplayedReorderedReflectedAndPlainFramesAreRefused) {
+  MacPair macs;
+  macs.peer.Seal(R"({"type":"a"})");  // lost on the way
+  const std::string second = macs.peer.Seal(R"({"type":"b"})");
+  EXPECT_THAT(ErrorOf([&] { macs.coordinator.Open(second); }),
+              HasSubstr("frame number 1 where 0 was due (replayed or reordered)"));
+  MacPair replay;
+  const std::string once = replay.peer.Seal(R"({"type":"a"})");
+  replay.coordinator.Open(once);
+  EXPECT_THAT(ErrorOf([&] { replay.coordinator.Open(once); }),
+              HasSubstr("frame number 0 where 1 was due"));
+  // A frame sent back to its sender, or from another connection's keys.
+  MacPair reflect;
+  EXPECT_THAT(ErrorOf([&] { reflect.peer.Open(reflect.peer.Seal(R"({"type":"a"})")); }),
+              HasSubstr("wrong MAC"));
+  FrameMac other(DeriveSessionKeys("secret", "n1", "n9").to_coordinator, "k");
+  MacPair fresh;
+  EXPECT_THAT(ErrorOf([&] { fresh.coordinator.Open(other.Seal(R"({"type":"a"})")); }),
+              HasSubstr("wrong MAC"));
+  EXPECT_THAT(ErrorOf([&] { fresh.coordinator.Open(R"({"type":"forged"})"); }),
+              HasSubstr("an unauthenticated frame after the handshake"));
+  EXPECT_THAT(ErrorOf([&] { fresh.coordinator.Open(std::string(10, '\0')); }),
+              HasSubstr("a sealed frame of 10 bytes"));
+  EXPECT_THAT(ErrorOf([&] { fresh.peer.Seal(std::string(kMaxFrameBytes, 'x')); }),
+              HasSubstr("over the frame limit once sealed"));
 }
 
 TEST(Auth, SecretFilesMustBePrivateAndNonEmpty) {
@@ -250,65 +323,116 @@ TEST(Messages, JobSpecsRoundTripAndAreChecked) {
 }
 
 struct HandshakeOutcome {
-  std::string error;       // empty: welcomed
+  std::string error;       // the peer's; empty: welcomed
   bool temporary = false;  // Refused::temporary()
+  std::string refusal;     // the coordinator's (CoordinatorHandshake)
+  Json after;              // what the coordinator read after the welcome
 };
 
-// The coordinator's side of the handshake, by hand: a challenge, then a
-// reply built by `reply` from the peer's hello.
+// The peer's handshake (secret "secret") against `coordinator`, the
+// coordinator's side, on a loopback pair.
 HandshakeOutcome Handshake(
-    const std::function<Json(const Json& hello, const std::string& nonce)>& reply) {
+    const std::function<asio::awaitable<void>(Connection&, HandshakeOutcome&)>& coordinator) {
   SocketPair pair;
   auto peer = std::make_shared<Connection>(std::move(pair.client), std::chrono::seconds(5));
   auto server = std::make_shared<Connection>(std::move(pair.server), std::chrono::seconds(5));
   peer->Start();
   server->Start();
-  const std::string nonce = RandomNonce();
-  server->Send({{"type", "challenge"}, {"protocol", kProtocolVersion}, {"nonce", nonce}});
   HandshakeOutcome outcome;
-  asio::co_spawn(
-      pair.io,
-      [&]() -> asio::awaitable<void> {
-        const Json hello = co_await server->Read(std::chrono::seconds(5));
-        server->Send(reply(hello, nonce));
-      },
-      asio::detached);
+  asio::co_spawn(pair.io, coordinator(*server, outcome), asio::detached);
   try {
     pair.Await(PeerHandshake(*peer, "secret", "client", "me", Json::object()));
+    peer->Send({{"type", "status"}});
+    pair.Await(peer->Drain());
   } catch (const Refused& refused) {
-    outcome = {refused.what(), refused.temporary()};
+    outcome.error = refused.what();
+    outcome.temporary = refused.temporary();
   } catch (const std::exception& thrown) {
     outcome.error = thrown.what();
   }
+  for (int i = 0; i < 100; ++i) pair.io.poll();
   peer->Close();
   server->Close();
   pair.io.poll();
   return outcome;
 }
 
-std::string HandshakeError(
-    const std::function<Json(const Json& hello, const std::string& nonce)>& reply) {
-  return Handshake(reply).error;
+// The real coordinator side with `secret`, refusing with `refusal`.
+std::function<asio::awaitable<void>(Connection&, HandshakeOutcome&)> RealCoordinator(
+    std::string secret, std::string refusal = "") {
+  return [secret, refusal](Connection& server, HandshakeOutcome& outcome) -> asio::awaitable<void> {
+    // Built before the co_await (GCC 12 miscompiles braced JSON in one).
+    const Json welcome = {{"heartbeat_s", 1}};
+    const Admission admission = co_await CoordinatorHandshake(
+        server, secret, std::chrono::seconds(5),
+        [&](const Json& hello) {
+          EXPECT_EQ(hello["role"], "client");
+          EXPECT_EQ(hello["name"], "me");
+          return refusal;
+        },
+        welcome);
+    outcome.refusal = admission.refusal;
+    if (admission.refusal.empty()) outcome.after = co_await server.Read(std::chrono::seconds(5));
+  };
 }
 
+TEST(Handshake, BothSidesHoldingTheSecretTalkSealed) {
+  const HandshakeOutcome outcome = Handshake(RealCoordinator("secret"));
+  EXPECT_EQ(outcome.error, "");
+  EXPECT_EQ(outcome.refusal, "");
+  EXPECT_EQ(outcome.after["type"], "status");
+}
+
+TEST(Handshake, AWrongSecretIsRefusedFinally) {
+  const HandshakeOutcome outcome = Handshake(RealCoordinator("other"));
+  EXPECT_THAT(outcome.refusal, HasSubstr("wrong proof of the shared secret"));
+  EXPECT_THAT(outcome.error, HasSubstr("refused: wrong proof of the shared secret"));
+  EXPECT_FALSE(outcome.temporary);
+}
+
+TEST(Handshake, TheCoordinatorsReasonToRefuseReachesThePeer) {
+  const HandshakeOutcome outcome = Handshake(RealCoordinator("secret", "agent of commit x"));
+  EXPECT_THAT(outcome.error, HasSubstr("the coordinator refused: agent of commit x"));
+}
+
+// A coordinator without the secret that welcomes anyway, sealed under keys
+// of its own or in the clear: the peer refuses it.
 TEST(Handshake, AcceptsOnlyACoordinatorThatProvesTheSecret) {
-  EXPECT_EQ(HandshakeError([](const Json& hello, const std::string& nonce) {
-              EXPECT_EQ(hello["proof"], PeerProof("secret", nonce, hello["nonce"], "client", "me"));
-              return Json{{"type", "welcome"},
-                          {"proof", CoordinatorProof("secret", nonce, hello["nonce"])}};
-            }),
-            "");
-  EXPECT_THAT(HandshakeError([](const Json& hello, const std::string& nonce) {
-                return Json{{"type", "welcome"},
-                            {"proof", CoordinatorProof("other", nonce, hello["nonce"])}};
-              }),
-              HasSubstr("did not prove it holds the secret"));
-  // A refusal of the hello (a wrong secret) is final.
-  const HandshakeOutcome refused = Handshake([](const Json&, const std::string&) {
-    return Json{{"type", "refused"}, {"reason", "wrong proof of the shared secret"}};
-  });
-  EXPECT_THAT(refused.error, HasSubstr("refused: wrong proof of the shared secret"));
-  EXPECT_FALSE(refused.temporary);
+  const auto impostor = [](bool sealed) {
+    return [sealed](Connection& server, HandshakeOutcome&) -> asio::awaitable<void> {
+      const std::string nonce = RandomNonce();
+      server.Send({{"type", "challenge"}, {"protocol", kProtocolVersion}, {"nonce", nonce}});
+      const Json hello =
+          ParseMessage(UnverifiedMessage(co_await server.ReadBody(std::chrono::seconds(5))));
+      if (sealed) {
+        const SessionKeys keys = DeriveSessionKeys("guess", nonce, hello["nonce"]);
+        server.Authenticate(std::make_unique<FrameMac>(keys.to_peer, keys.to_coordinator));
+      }
+      server.Send({{"type", "welcome"}});
+    };
+  };
+  EXPECT_THAT(Handshake(impostor(true)).error, HasSubstr("did not prove it holds the secret"));
+  EXPECT_THAT(Handshake(impostor(false)).error,
+              HasSubstr("an unauthenticated 'welcome' from the coordinator"));
+}
+
+// A peer of protocol 1 (an unsealed hello with a proof) is told both versions.
+TEST(Handshake, APeerOfTheOldProtocolIsToldBothVersions) {
+  SocketPair pair;
+  auto server = std::make_shared<Connection>(std::move(pair.server), std::chrono::seconds(5));
+  server->Start();
+  asio::write(pair.client, asio::buffer(EncodeFrame({{"type", "hello"},
+                                                     {"protocol", 1},
+                                                     {"role", "agent"},
+                                                     {"name", "old"},
+                                                     {"nonce", "n"},
+                                                     {"proof", "p"}})));
+  const Admission admission = pair.Await(CoordinatorHandshake(
+      *server, "secret", std::chrono::seconds(5), [](const Json&) { return std::string(); },
+      Json::object()));
+  EXPECT_EQ(admission.refusal, "protocol 1 (this coordinator speaks 2)");
+  server->Close();
+  pair.io.poll();
 }
 
 // A coordinator at its connection limit says so in place of the challenge;
