@@ -7,7 +7,7 @@
 //   nimble-bench coordinator --listen HOST:PORT --db results.db --secret-file F
 //   nimble-bench agent --coordinator HOST:PORT --secret-file F
 //   nimble-bench submit|status --coordinator HOST:PORT --secret-file F ...
-//   nimble-bench agents start --via slurm --count N ... | agents stop
+//   nimble-bench agents start --via slurm --count N ... | --via ssh HOST... --bundle B | agents stop
 //   nimble-bench probe
 //   nimble-bench baseline --model M --framework pytorch|onnxruntime|openvino|tensorflow|mxnet|tvm|
 //                         dynet [--variant V] [--python PY] [--time-limit S] [model and data
