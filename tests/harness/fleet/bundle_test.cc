@@ -25,18 +25,17 @@
 
 #include "harness/bench/emulation.h"
 #include "nimble/vm/error.h"
+#include "tests/harness/fleet/fleet_fixture.h"
 #include "tests/harness/fleet/fleet_processes.h"
 
 namespace nimble::fleet_test {
 namespace {
 
 namespace fs = std::filesystem;
-using Json = nlohmann::json;
 using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using Rows = std::vector<std::vector<std::string>>;
 
 constexpr char kScript[] = NIMBLE_SOURCE_DIR "/scripts/bundle-agent.sh";
 constexpr char kUnit[] = NIMBLE_SOURCE_DIR "/harness/agent/deploy/nimble-agent.service";
@@ -44,21 +43,6 @@ constexpr char kCloudInit[] = NIMBLE_SOURCE_DIR "/harness/agent/deploy/cloud-ini
 // Made once per machine: a root takes debootstrap half a minute or more.
 constexpr char kRootCache[] = "/var/cache/nimble/test-roots";
 constexpr char kBundled[] = "/opt/nimble-agent/bin/nimble-bench";
-
-// The tiny LSTM run of the fleet suite: quick even under qemu.
-const std::vector<std::string> kTinyRun = {"--kind",        "run", "--model",     "lstm",
-                                           "--hidden-size", "16",  "--sentences", "3",
-                                           "--warmup",      "0",   "--repeat",    "1"};
-
-template <typename T>
-std::vector<T> Concat(std::vector<T> head, const std::vector<T>& tail) {
-  head.insert(head.end(), tail.begin(), tail.end());
-  return head;
-}
-
-std::string Tail(const std::string& text, size_t size = 1500) {
-  return text.size() > size ? "..." + text.substr(text.size() - size) : text;
-}
 
 // The Debian mirror apt uses here for bookworm (one-line or deb822 sources),
 // which is the one debootstrap may reach; NIMBLE_DEBIAN_MIRROR overrides it.
@@ -187,7 +171,7 @@ Bundle MakeBundle(const std::string& arch, const std::string& build_dir,
       {"bash", kScript, "--arch", arch, "--build-dir", build_dir, "--out", out_dir}, 5min);
   if (made.exit_code != 0) {
     bundle.error = "bundle-agent.sh --arch " + arch + " failed (exit " +
-                   std::to_string(made.exit_code) + "): " + Tail(made.out + made.err);
+                   std::to_string(made.exit_code) + "): " + Tail(made.out + made.err, 1500);
     return bundle;
   }
   std::cerr << "[ bundle  ] " << made.out;
@@ -241,8 +225,10 @@ constexpr char kEmulated[] =
     R"(exec env -i PATH=/usr/bin:/bin NIMBLE_EMULATOR=qemu-aarch64 QEMU_LD_PREFIX="$root" "$@"
 )";
 
-class BundleTest : public ::testing::Test {
+class BundleTest : public FleetFixture {
  protected:
+  BundleTest() : FleetFixture("bundle") {}
+
   static void SetUpTestSuite() {
     bundles_ = new TempDir("nimble-bundles");
     x86_ = new Bundle(MakeBundle("x86_64", NIMBLE_BUILD_ROOT, {}, bundles_->path()));
@@ -266,40 +252,6 @@ class BundleTest : public ::testing::Test {
     x86_ = arm_ = nullptr;
     qemu_ = nullptr;
     bundles_ = nullptr;
-  }
-
-  void SetUp() override {
-    dir_ = std::make_unique<TempDir>("nimble-bundle");
-    secret_ = "bundle-test-secret-" + std::to_string(getpid());
-    secret_file_ = *dir_ / "secret";
-    WriteFile(secret_file_, secret_ + "\n", 0600);
-    db_path_ = *dir_ / "results.db";
-    db_ = std::make_unique<ResultsReader>(db_path_);
-  }
-
-  void TearDown() override {
-    if (HasFailure()) {
-      for (const auto& [name, process] : processes_) {
-        std::cerr << "---- log of " << name << "\n" << Tail(process->Log(), 6000) << "\n";
-      }
-    }
-    for (auto it = processes_.rbegin(); it != processes_.rend(); ++it) it->second.reset();
-    processes_.clear();
-    netns_.reset();
-    dir_.reset();
-  }
-
-  // Skips unless this is root with `ip`; then the network namespace.
-  void NeedRootAndNamespace() {
-    if (geteuid() != 0)
-      GTEST_SKIP() << "network namespaces and mounts need root; this is uid " << geteuid();
-    try {
-      RunCommand({"ip", "-V"}, 10s);
-    } catch (const std::exception& missing) {
-      GTEST_SKIP() << "no `ip` (iproute2): " << missing.what();
-    }
-    netns_ = std::make_unique<NetNamespace>();
-    ASSERT_EQ(netns_->Create(), "") << "cannot set up the network namespace";
   }
 
   // The bundle's layer: the tarball unpacked into opt/, the fleet's secret
@@ -338,82 +290,11 @@ class BundleTest : public ::testing::Test {
                command));
   }
 
-  Process& Start(const std::string& name, const std::vector<std::string>& argv) {
-    processes_.emplace_back(name, std::make_unique<Process>(argv, *dir_ / (name + ".log")));
-    return *processes_.back().second;
-  }
-
-  // A coordinator on our end of the veth link (not loopback), its port or 0.
-  uint16_t StartCoordinator() {
-    const std::string port_file = *dir_ / "coordinator.port";
-    coordinator_ = &Start("coordinator", {NIMBLE_BENCH_BINARY, "coordinator", "--listen",
-                                          netns_->host_address() + ":0", "--db", db_path_,
-                                          "--secret-file", secret_file_, "--port-file", port_file,
-                                          "--heartbeat", "0.5", "--lease", "3"});
-    uint16_t port = 0;
-    const bool up = WaitFor(
-        [&] {
-          std::ifstream file(port_file);
-          return static_cast<bool>(file >> port) && port > 0;
-        },
-        15s, 20ms);
-    EXPECT_TRUE(up) << "no port file from the coordinator: " << coordinator_->Log();
-    address_ = netns_->host_address() + ":" + std::to_string(port);
-    return up ? port : 0;
-  }
-
-  std::vector<int64_t> Submit(const std::vector<std::string>& args) {
-    const CliResult result = RunCommand(Concat({NIMBLE_BENCH_BINARY, "submit", "--coordinator",
-                                                address_, "--secret-file", secret_file_, "--json"},
-                                               args),
-                                        60s);
-    EXPECT_EQ(result.exit_code, 0) << result.err;
-    std::vector<int64_t> ids;
-    try {
-      const Json reply = Json::parse(result.out);  // kept: the loop reads into it
-      for (const Json& id : reply.at("job_ids")) ids.push_back(id.get<int64_t>());
-    } catch (const Json::exception& error) {
-      ADD_FAILURE() << "submit printed no job ids (" << error.what() << "): " << result.out;
-    }
-    return ids;
-  }
-
-  ::testing::AssertionResult AgentConnects(const std::string& name, Clock::duration limit) {
-    const std::string sql =
-        "SELECT count(*) FROM agents WHERE state = 'connected' AND name = " + SqlQuote(name);
-    if (WaitFor([&] { return db_->Count(sql) == 1; }, limit)) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "agent " << name << " did not connect";
-  }
-
-  ::testing::AssertionResult JobsFinish(const std::vector<int64_t>& ids, Clock::duration limit) {
-    std::string list;
-    for (const int64_t id : ids) list += (list.empty() ? "" : ",") + std::to_string(id);
-    const std::string open =
-        "SELECT count(*) FROM jobs WHERE id IN (" + list + ") AND state NOT IN ('done', 'failed')";
-    if (!ids.empty() &&
-        WaitFor([&] { return db_->Count(open) == 0 && db_->error().empty(); }, limit)) {
-      return ::testing::AssertionSuccess();
-    }
-    ::testing::AssertionResult failure = ::testing::AssertionFailure();
-    failure << "jobs still open:";
-    for (const auto& row : db_->Rows("SELECT id, state, agent, attempts, error FROM jobs")) {
-      failure << " [" << row[0] << " " << row[1] << " on " << row[2] << ", attempt " << row[3]
-              << ": " << row[4] << "]";
-    }
-    return failure;
-  }
-
   static TempDir* bundles_;
   static Bundle* x86_;
   static Bundle* arm_;
   static std::string* qemu_;
 
-  std::unique_ptr<TempDir> dir_;
-  std::string secret_, secret_file_, db_path_, address_;
-  std::unique_ptr<ResultsReader> db_;
-  std::unique_ptr<NetNamespace> netns_;
-  Process* coordinator_ = nullptr;
-  std::vector<std::pair<std::string, std::unique_ptr<Process>>> processes_;
   int runs_ = 0;
 };
 
@@ -455,7 +336,7 @@ TEST_F(BundleTest, TheX86BundleSaysWhatItHolds) {
 // exit status 1 (which its unit does not restart).
 TEST_F(BundleTest, X86AgentOnABareDebianRunsJobs) {
   ASSERT_EQ(x86_->error, "");
-  NeedRootAndNamespace();
+  UseNetNamespace("network namespaces and mounts need root");
   if (IsSkipped() || HasFatalFailure()) return;
   std::string why_not;
   const std::string root = CachedRoot("amd64", &why_not);
@@ -467,7 +348,8 @@ TEST_F(BundleTest, X86AgentOnABareDebianRunsJobs) {
     ASSERT_FALSE(fs::exists(root + file)) << root << file;
   }
   const std::string layer = BundleLayer(*x86_);
-  ASSERT_GT(StartCoordinator(), 0);
+  // On our end of the veth link, not loopback.
+  ASSERT_GT(StartCoordinator(netns_->host_address() + ":0"), 0);
 
   Process& agent = Start("bare-x86", OnBareHost(NextOverlay(), root, layer, /*chroot=*/true,
                                                 {kBundled, "agent", "--coordinator", address_,
@@ -544,7 +426,7 @@ TEST_F(BundleTest, Aarch64AgentUnderQemuRunsAJob) {
   EXPECT_EQ(ManifestField(arm_->manifest, "arch"), "aarch64");
   // The cross build generates no code (no LLVM): no linker to ship.
   EXPECT_EQ(ManifestField(arm_->manifest, "programs"), "bin/nimble-bench");
-  NeedRootAndNamespace();
+  UseNetNamespace("network namespaces and mounts need root");
   if (IsSkipped() || HasFatalFailure()) return;
   std::string why_not;
   const std::string root = CachedRoot("arm64", &why_not);
@@ -552,7 +434,8 @@ TEST_F(BundleTest, Aarch64AgentUnderQemuRunsAJob) {
   ASSERT_TRUE(fs::exists(root + "/lib/ld-linux-aarch64.so.1"));
   ASSERT_FALSE(fs::exists(root + "/usr/lib/aarch64-linux-gnu/libzip.so.4"));
   const std::string layer = BundleLayer(*arm_);
-  ASSERT_GT(StartCoordinator(), 0);
+  // On our end of the veth link, not loopback.
+  ASSERT_GT(StartCoordinator(netns_->host_address() + ":0"), 0);
 
   const std::string overlay = NextOverlay();
   const std::string merged = overlay + "/root";

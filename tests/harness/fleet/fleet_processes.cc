@@ -77,6 +77,16 @@ void KillAll(pid_t pid, const std::vector<pid_t>& others, int signal) {
 
 }  // namespace
 
+std::string Join(const std::vector<int64_t>& ids) {
+  std::string text;
+  for (const int64_t id : ids) text += (text.empty() ? "" : ",") + std::to_string(id);
+  return text;
+}
+
+std::string Tail(const std::string& text, size_t size) {
+  return text.size() > size ? "..." + text.substr(text.size() - size) : text;
+}
+
 TempDir::TempDir(const std::string& prefix) {
   std::string pattern = "/tmp/" + prefix + "-XXXXXX";
   if (mkdtemp(pattern.data()) == nullptr) {

@@ -1,8 +1,9 @@
-// Real processes, sockets and results.db for the fleet's end-to-end suite:
+// Real processes, sockets and results.db for the fleet's end-to-end suites:
 // child processes that are always killed and reaped (with everything they
-// started), a command runner with a deadline, bounded polling, and a reader
-// of the coordinator's SQLite file. No mocks: the suite drives the real
-// nimble-bench binary.
+// started), a command runner with a deadline, bounded polling, a reader of
+// the coordinator's SQLite file, network namespaces, and small helpers for
+// argument lists and logs. No mocks: the suites drive the real nimble-bench
+// binary.
 #pragma once
 
 #include <sys/types.h>
@@ -20,6 +21,19 @@ namespace nimble::fleet_test {
 
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+
+// `head` followed by `tail` (argument lists).
+template <typename T>
+std::vector<T> Concat(std::vector<T> head, const std::vector<T>& tail) {
+  head.insert(head.end(), tail.begin(), tail.end());
+  return head;
+}
+
+// `ids` comma-separated, for SQL's IN (...).
+std::string Join(const std::vector<int64_t>& ids);
+
+// The last `size` characters of `text`, with "..." before them when cut.
+std::string Tail(const std::string& text, size_t size);
 
 // Polls `done` every `period` until it holds or `limit` has passed; a last
 // check at the deadline, so a slow poll never turns success into failure.

@@ -26,26 +26,19 @@
 #include "harness/bench/emulation.h"
 #include "harness/fleet/slurm.h"
 #include "nimble/vm/error.h"
+#include "tests/harness/fleet/fleet_fixture.h"
 #include "tests/harness/fleet/fleet_processes.h"
 #include "tests/harness/fleet/slurm_cluster.h"
 
 namespace nimble::fleet_test {
 namespace {
 
-using Json = nlohmann::json;
 using ::testing::AnyOf;
 using ::testing::Contains;
 using ::testing::Each;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using Rows = std::vector<std::vector<std::string>>;
-
-// A run job small enough for qemu: the LSTM at hidden size 16, three
-// sentences, one timed pass.
-const std::vector<std::string> kTinyRun = {"--kind",        "run", "--model",     "lstm",
-                                           "--hidden-size", "16",  "--sentences", "3",
-                                           "--warmup",      "0",   "--repeat",    "1"};
 
 // The LSTM at its default size over 400 sentences: a run of about a second,
 // long enough to be caught (and killed) in the middle.
@@ -53,81 +46,24 @@ const std::vector<std::string> kLongRun = {"--kind",      "run", "--model",  "ls
                                            "--sentences", "400", "--warmup", "0",
                                            "--repeat",    "1",   "--target", "intel"};
 
-template <typename T>
-std::vector<T> Concat(std::vector<T> head, const std::vector<T>& tail) {
-  head.insert(head.end(), tail.begin(), tail.end());
-  return head;
-}
-
-std::string Join(const std::vector<int64_t>& ids) {
-  std::string text;
-  for (const int64_t id : ids) text += (text.empty() ? "" : ",") + std::to_string(id);
-  return text;
-}
-
-class FleetTest : public ::testing::Test {
+class FleetTest : public FleetFixture {
  protected:
-  void SetUp() override {
-    dir_ = std::make_unique<TempDir>("nimble-fleet");
-    secret_file_ = *dir_ / "secret";
-    WriteFile(secret_file_, "fleet-test-secret-" + std::to_string(getpid()), 0600);
-    db_path_ = *dir_ / "results.db";
-    db_ = std::make_unique<ResultsReader>(db_path_);
-  }
+  FleetTest() : FleetFixture("fleet") {}
 
-  void TearDown() override {
-    if (HasFailure()) {
-      for (const auto& [name, process] : processes_) {
-        std::string log = process->Log();
-        if (log.size() > 6000) log = "..." + log.substr(log.size() - 6000);
-        std::cerr << "---- log of " << name << " (pid " << process->pid() << ")\n" << log << "\n";
-      }
-      // The logs of agents that Slurm started (%x-%j.out).
-      std::error_code ignored;
-      for (const auto& entry :
-           std::filesystem::recursive_directory_iterator(dir_->path(), ignored)) {
-        if (entry.path().extension() == ".out") {
-          std::cerr << "---- " << entry.path() << "\n" << ReadFile(entry.path()) << "\n";
-        }
+  void DumpLogs() override {
+    FleetFixture::DumpLogs();
+    // The logs of agents that Slurm started (%x-%j.out).
+    std::error_code ignored;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(dir_->path(), ignored)) {
+      if (entry.path().extension() == ".out") {
+        std::cerr << "---- " << entry.path() << "\n" << ReadFile(entry.path()) << "\n";
       }
     }
-    // In reverse order of starting (agents before their coordinator); each
-    // Process kills its whole tree and reaps it.
-    for (auto it = processes_.rbegin(); it != processes_.rend(); ++it) it->second.reset();
-    processes_.clear();
-    netns_.reset();
+  }
+
+  void Stop() override {
+    FleetFixture::Stop();
     slurm_.reset();
-    dir_.reset();
-  }
-
-  Process& Start(const std::string& name, const std::vector<std::string>& argv,
-                 const std::map<std::string, std::string>& environment = {}) {
-    processes_.emplace_back(name,
-                            std::make_unique<Process>(argv, *dir_ / (name + ".log"), environment));
-    return *processes_.back().second;
-  }
-
-  // Starts a coordinator and waits for its port; `listen` with port 0 picks
-  // a free one. Fails the test (returns 0) when it does not come up.
-  uint16_t StartCoordinator(const std::string& listen = "127.0.0.1:0",
-                            const std::string& name = "coordinator",
-                            const std::vector<std::string>& extra = {}) {
-    const std::string port_file = *dir_ / (name + ".port");
-    coordinator_ =
-        &Start(name, Concat({NIMBLE_BENCH_BINARY, "coordinator", "--listen", listen, "--db",
-                             db_path_, "--secret-file", secret_file_, "--port-file", port_file,
-                             "--heartbeat", "0.5", "--lease", "3"},
-                            extra));
-    uint16_t port = 0;
-    const bool up = WaitFor(
-        [&] {
-          std::ifstream file(port_file);
-          return static_cast<bool>(file >> port) && port > 0;
-        },
-        15s, 20ms);
-    EXPECT_TRUE(up) << "no port file from the coordinator: " << coordinator_->Log();
-    address_ = "127.0.0.1:" + std::to_string(port);
-    return up ? port : 0;
   }
 
   Process& StartAgent(const std::string& name, const std::vector<std::string>& extra = {}) {
@@ -155,93 +91,6 @@ class FleetTest : public ::testing::Test {
     return running ? job : "";
   }
 
-  // nimble-bench `command` against the coordinator, with `args` after it.
-  CliResult Client(const std::vector<std::string>& command, const std::vector<std::string>& args,
-                   Clock::duration limit = 60s) {
-    return RunCommand(Concat(Concat(Concat({NIMBLE_BENCH_BINARY}, command),
-                                    {"--coordinator", address_, "--secret-file", secret_file_}),
-                             args),
-                      limit);
-  }
-
-  // Queues jobs with `submit ... --json`; their ids.
-  std::vector<int64_t> Submit(const std::vector<std::string>& args) {
-    const CliResult result = Client({"submit"}, Concat(args, {"--json"}));
-    EXPECT_EQ(result.exit_code, 0) << result.err;
-    std::vector<int64_t> ids;
-    try {
-      const Json reply = Json::parse(result.out);
-      for (const Json& id : reply.at("job_ids")) ids.push_back(id.get<int64_t>());
-    } catch (const Json::exception& error) {
-      ADD_FAILURE() << "submit printed no job ids (" << error.what() << "): " << result.out;
-    }
-    return ids;
-  }
-
-  Json Status() {
-    const CliResult result = Client({"status"}, {"--json"});
-    EXPECT_EQ(result.exit_code, 0) << result.err;
-    try {
-      return Json::parse(result.out);
-    } catch (const Json::exception& error) {
-      ADD_FAILURE() << "status --json printed no JSON (" << error.what() << "): " << result.out;
-      return Json::object();
-    }
-  }
-
-  // The state an agent's own status entry shows, or "" when it is not listed.
-  static std::string AgentState(const Json& status, const std::string& name) {
-    for (const Json& agent : status.value("agents", Json::array())) {
-      if (agent.value("name", "") == name) return agent.value("state", "");
-    }
-    return "";
-  }
-
-  ::testing::AssertionResult AgentConnects(const std::string& name, Clock::duration limit = 20s) {
-    const std::string sql =
-        "SELECT count(*) FROM agents WHERE state = 'connected' AND name = " + SqlQuote(name);
-    if (WaitFor([&] { return db_->Count(sql) == 1; }, limit)) {
-      return ::testing::AssertionSuccess();
-    }
-    return ::testing::AssertionFailure()
-           << "agent " << name << " did not connect (" << db_->error() << ")";
-  }
-
-  // Waits until none of `ids` is queued or leased.
-  ::testing::AssertionResult JobsFinish(const std::vector<int64_t>& ids, Clock::duration limit) {
-    const std::string open = "SELECT count(*) FROM jobs WHERE id IN (" + Join(ids) +
-                             ") AND state NOT IN ('done', 'failed')";
-    if (!ids.empty() &&
-        WaitFor([&] { return db_->Count(open) == 0 && db_->error().empty(); }, limit)) {
-      return ::testing::AssertionSuccess();
-    }
-    ::testing::AssertionResult failure = ::testing::AssertionFailure();
-    failure << "jobs still open after the deadline:";
-    for (const auto& row : db_->Rows("SELECT id, state, agent, attempts FROM jobs")) {
-      failure << " [" << row[0] << " " << row[1] << " on " << row[2] << ", attempt " << row[3]
-              << "]";
-    }
-    return failure << " " << db_->error();
-  }
-
-  // The lines of `log` that mention `text`.
-  static std::vector<std::string> LinesWith(const std::string& log, const std::string& text) {
-    std::vector<std::string> lines;
-    std::istringstream in(log);
-    for (std::string line; std::getline(in, line);) {
-      if (line.find(text) != std::string::npos) lines.push_back(line);
-    }
-    return lines;
-  }
-
-  std::unique_ptr<TempDir> dir_;
-  std::string secret_file_;
-  std::string db_path_;
-  std::unique_ptr<ResultsReader> db_;
-  std::string address_;
-  Process* coordinator_ = nullptr;
-  std::vector<std::pair<std::string, std::unique_ptr<Process>>> processes_;
-  std::unique_ptr<NetNamespace> netns_;
   std::unique_ptr<fleet::SlurmCluster> slurm_;
 };
 
@@ -249,12 +98,8 @@ class FleetTest : public ::testing::Test {
 // qemu-aarch64, in its own network namespace) share one queue: each job goes
 // to an agent that can run it, and each run says truthfully what ran it.
 TEST_F(FleetTest, TwoAgentsDrainAMixedQueue) {
-  if (geteuid() != 0) GTEST_SKIP() << "a network namespace needs root; this is uid " << geteuid();
-  try {
-    RunCommand({"ip", "-V"}, 10s);
-  } catch (const std::exception& missing) {
-    GTEST_SKIP() << "no `ip` (iproute2): " << missing.what();
-  }
+  UseNetNamespace("a network namespace needs root");
+  if (IsSkipped() || HasFatalFailure()) return;
   // The same search and checks as `nimble-bench run --emulate`.
   bench::Emulator emulator;
   try {
@@ -264,14 +109,10 @@ TEST_F(FleetTest, TwoAgentsDrainAMixedQueue) {
   }
   const std::string& qemu = emulator.qemu;
   const std::string& arm_bench = emulator.arm_nimble_bench;
-  netns_ = std::make_unique<NetNamespace>();
-  const std::string why_not = netns_->Create();
-  ASSERT_EQ(why_not, "") << "cannot set up the network namespace";
 
   // On every address, so that the namespace reaches it over the veth link.
   const uint16_t port = StartCoordinator("0.0.0.0:0");
   ASSERT_GT(port, 0);
-  address_ = "127.0.0.1:" + std::to_string(port);
   StartAgent("x86-agent");
   const std::string arm_coordinator = netns_->host_address() + ":" + std::to_string(port);
   Start("arm-agent", {"ip", "netns", "exec", netns_->name(), "env", "NIMBLE_EMULATOR=qemu-aarch64",
@@ -368,8 +209,7 @@ TEST_F(FleetTest, ATlsFleetServesVerifiedPeersOnly) {
                   "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-days", "1"},
                  30s);
   ASSERT_EQ(made.exit_code, 0) << made.err;
-  const uint16_t port =
-      StartCoordinator("127.0.0.1:0", "coordinator", {"--tls-cert", cert, "--tls-key", key});
+  const uint16_t port = StartCoordinator("127.0.0.1:0", {"--tls-cert", cert, "--tls-key", key});
   ASSERT_GT(port, 0);
   StartAgent("agent-tls", {"--tls-ca", cert});
   ASSERT_TRUE(WaitFor(
@@ -457,7 +297,7 @@ TEST_F(FleetTest, CoordinatorKilledAndRestartedLosesNothing) {
   const int64_t open = db_->Count("SELECT count(*) FROM jobs WHERE state IN ('queued', 'leased')");
   ASSERT_GT(open, 0) << "every job finished before the kill";
 
-  ASSERT_EQ(StartCoordinator("127.0.0.1:" + std::to_string(port), "coordinator-2"), port);
+  ASSERT_EQ(StartCoordinator("127.0.0.1:" + std::to_string(port), {}, "coordinator-2"), port);
   ASSERT_TRUE(JobsFinish(ids, 60s));
   EXPECT_EQ(db_->Count("SELECT count(*) FROM jobs WHERE state = 'done'"), 6);
   EXPECT_EQ(db_->Count("SELECT count(*) FROM jobs WHERE state = 'failed'"), 0);
@@ -595,7 +435,7 @@ TEST_F(FleetTest, HostileClientsAreRefusedAndOthersServed) {
 // a slot is free, where it used to exit for good: anyone who could reach the
 // port could knock off reconnecting agents by holding its slots.
 TEST_F(FleetTest, AnAgentRefusedAtTheConnectionLimitRetries) {
-  const uint16_t port = StartCoordinator("127.0.0.1:0", "coordinator", {"--max-connections", "1"});
+  const uint16_t port = StartCoordinator("127.0.0.1:0", {"--max-connections", "1"});
   ASSERT_GT(port, 0);
   Fd idle(ConnectTcp("127.0.0.1", port));  // holds the only slot until its handshake deadline
   Process& agent = StartAgent("agent-r");
@@ -617,9 +457,8 @@ TEST_F(FleetTest, AnAgentRefusedAtTheConnectionLimitRetries) {
 class ManInTheMiddleTest : public FleetTest {
  protected:
   void Attack(const std::string& attack, const std::string& said, const std::string& logged) {
-    if (geteuid() != 0) GTEST_SKIP() << "a network namespace needs root; this is uid " << geteuid();
-    netns_ = std::make_unique<NetNamespace>();
-    ASSERT_EQ(netns_->Create(), "") << "cannot set up the network namespace";
+    UseNetNamespace("a network namespace needs root");
+    if (IsSkipped() || HasFatalFailure()) return;
     const uint16_t port = StartCoordinator();
     ASSERT_GT(port, 0);
     Process& mitm = Start("mitm", {FRAME_MITM_BINARY, "--listen", netns_->host_address() + ":0",
@@ -683,9 +522,8 @@ TEST_F(ManInTheMiddleTest, AForgedResultClosesTheConnection) {
 // refused, naming the per-address limit, while an agent and a client from
 // 127.0.0.1 are served at once, not after the handshake deadline.
 TEST_F(FleetTest, AnIdleFloodFromOneAddressLocksNobodyElseOut) {
-  const uint16_t port =
-      StartCoordinator("127.0.0.1:0", "coordinator",
-                       {"--max-handshakes-per-address", "3", "--max-connections-per-address", "4"});
+  const uint16_t port = StartCoordinator(
+      "127.0.0.1:0", {"--max-handshakes-per-address", "3", "--max-connections-per-address", "4"});
   ASSERT_GT(port, 0);
   std::vector<std::unique_ptr<Fd>> flood;
   for (int i = 0; i < 3; ++i)

@@ -33,29 +33,17 @@
 #include "harness/fleet/ssh_launch.h"
 #include "harness/protocol/frame.h"
 #include "nimble/vm/error.h"
+#include "tests/harness/fleet/fleet_fixture.h"
 #include "tests/harness/fleet/fleet_processes.h"
 
 namespace nimble::fleet_test {
 namespace {
 
-using Json = nlohmann::json;
 using ::testing::AnyOf;
 using ::testing::ContainsRegex;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using Rows = std::vector<std::vector<std::string>>;
-
-// The run job of fleet_test.cc: the LSTM at hidden size 16, three sentences.
-const std::vector<std::string> kTinyRun = {
-    "--kind",   "run", "--model",  "lstm", "--hidden-size", "16",   "--sentences", "3",
-    "--warmup", "0",   "--repeat", "1",    "--target",      "intel"};
-
-template <typename T>
-std::vector<T> Concat(std::vector<T> head, const std::vector<T>& tail) {
-  head.insert(head.end(), tail.begin(), tail.end());
-  return head;
-}
 
 // /proc/PID/cmdline with its NULs as spaces; "" for a process that is gone
 // or a zombie (whose cmdline is empty).
@@ -139,8 +127,11 @@ struct SshHost {
   std::string Destination() const { return "root@" + address; }
 };
 
-class SshLaunchTest : public ::testing::Test {
+class SshLaunchTest : public FleetFixture {
  protected:
+  // The CLI waits for ssh: longer than the fleet suite gives it.
+  SshLaunchTest() : FleetFixture("ssh-launch") { client_limit_ = 120s; }
+
   static void SetUpTestSuite() {
     // Agents started through ssh outlive their ssh session and are
     // re-parented: to us, so that the test reaps them (PID 1 here may not).
@@ -148,24 +139,15 @@ class SshLaunchTest : public ::testing::Test {
   }
 
   void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "network namespaces and sshd need root; uid " << geteuid();
+    const std::string why_not = WhyNoNetNamespaces("network namespaces and sshd need root");
+    if (!why_not.empty()) GTEST_SKIP() << why_not;
     for (const char* program :
          {"/usr/sbin/sshd", "/usr/bin/ssh", "/usr/bin/scp", "/usr/bin/ssh-keygen"}) {
       if (access(program, X_OK) != 0) {
         GTEST_SKIP() << "no " << program << " (scripts/install-deps.sh installs openssh-server)";
       }
     }
-    try {
-      RunCommand({"ip", "-V"}, 10s);
-    } catch (const std::exception& missing) {
-      GTEST_SKIP() << "no `ip` (iproute2): " << missing.what();
-    }
-    dir_ = std::make_unique<TempDir>("nimble-ssh");
-    secret_file_ = *dir_ / "secret";
-    secret_ = "ssh-launch-secret-" + std::to_string(getpid());
-    WriteFile(secret_file_, secret_ + "\n", 0600);
-    db_path_ = *dir_ / "results.db";
-    db_ = std::make_unique<ResultsReader>(db_path_);
+    FleetFixture::SetUp();
     // The client's key, and one that no host authorizes.
     Keygen(*dir_ / "client_key");
     Keygen(*dir_ / "other_key");
@@ -184,54 +166,43 @@ class SshLaunchTest : public ::testing::Test {
     }
   }
 
-  void TearDown() override {
-    if (HasFailure()) {
-      for (const auto& [name, process] : processes_) {
-        std::cerr << "---- log of " << name << "\n" << Tail(process->Log()) << "\n";
-      }
-      for (const SshHost& host : hosts_) {
-        if (host.sshd) {
-          std::cerr << "---- sshd of " << host.address << "\n" << Tail(host.sshd->Log());
-        }
-      }
-      std::error_code ignored;
-      for (const auto& entry :
-           std::filesystem::recursive_directory_iterator(dir_->path(), ignored)) {
-        if (entry.path().extension() == ".log" &&
-            entry.path().filename().string().rfind("agent-", 0) == 0) {
-          std::cerr << "---- " << entry.path() << "\n" << Tail(ReadFile(entry.path())) << "\n";
-        }
+  // The sshds' logs and the agents' own (in their remote directories).
+  void DumpLogs() override {
+    FleetFixture::DumpLogs();
+    for (const SshHost& host : hosts_) {
+      if (host.sshd) {
+        std::cerr << "---- sshd of " << host.address << "\n" << Tail(host.sshd->Log(), 6000);
       }
     }
-    // Whatever the test left of the agents (they are no one's children but
-    // ours, by the subreaper), then the coordinator and the sshds.
+    if (!dir_) return;
+    std::error_code ignored;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(dir_->path(), ignored)) {
+      if (entry.path().extension() == ".log" &&
+          entry.path().filename().string().rfind("agent-", 0) == 0) {
+        std::cerr << "---- " << entry.path() << "\n" << Tail(ReadFile(entry.path()), 6000) << "\n";
+      }
+    }
+  }
+
+  // Whatever the test left of the agents (they are no one's children but
+  // ours, by the subreaper), then the coordinator and the sshds.
+  void Stop() override {
     if (dir_) {
       for (const pid_t pid : ProcessesMentioning(dir_->path())) {
         kill(pid, SIGCONT);
         kill(pid, SIGKILL);
       }
     }
-    for (auto it = processes_.rbegin(); it != processes_.rend(); ++it) it->second.reset();
-    processes_.clear();
+    FleetFixture::Stop();
     hosts_.clear();
     while (waitpid(-1, nullptr, WNOHANG) > 0) {
     }
-    dir_.reset();
-  }
-
-  static std::string Tail(const std::string& log) {
-    return log.size() > 6000 ? "..." + log.substr(log.size() - 6000) : log;
   }
 
   static void Keygen(const std::string& path) {
     const CliResult made =
         RunCommand({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "test", "-f", path}, 30s);
     ASSERT_EQ(made.exit_code, 0) << made.err;
-  }
-
-  Process& Start(const std::string& name, const std::vector<std::string>& argv) {
-    processes_.emplace_back(name, std::make_unique<Process>(argv, *dir_ / (name + ".log")));
-    return *processes_.back().second;
   }
 
   // A host in namespace `slot` whose root authorizes `key` (a file under
@@ -274,68 +245,20 @@ class SshLaunchTest : public ::testing::Test {
   }
 
   // A coordinator on the first host's link address (where every namespace
-  // reaches it, and we do); returns false when it does not come up.
-  bool StartCoordinator(const std::vector<std::string>& extra = {}) {
-    const std::string port_file = *dir_ / "coordinator.port";
-    coordinator_ = &Start(
-        "coordinator",
-        Concat({NIMBLE_BENCH_BINARY, "coordinator", "--listen",
-                hosts_.front().netns->host_address() + ":0", "--db", db_path_, "--secret-file",
-                secret_file_, "--port-file", port_file, "--heartbeat", "0.5", "--lease", "3"},
-               extra));
-    int port = 0;
-    const bool up = WaitFor(
-        [&] {
-          std::ifstream file(port_file);
-          return static_cast<bool>(file >> port) && port > 0;
-        },
-        15s, 20ms);
-    address_ = hosts_.front().netns->host_address() + ":" + std::to_string(port);
-    return up;
-  }
-
-  CliResult Cli(const std::vector<std::string>& command, const std::vector<std::string>& args,
-                Clock::duration limit = 120s) {
-    return RunCommand(
-        Concat(Concat(Concat(Concat({NIMBLE_BENCH_BINARY}, command),
-                             {"--coordinator", address_, "--secret-file", secret_file_}),
-                      tls_),
-               args),
-        limit);
+  // reaches it, and we do); its port, or 0.
+  uint16_t StartCoordinatorOnLink(const std::vector<std::string>& extra = {}) {
+    return StartCoordinator(hosts_.front().netns->host_address() + ":0", extra);
   }
 
   CliResult StartAgents(const std::vector<std::string>& hosts,
                         const std::vector<std::string>& extra = {}) {
-    return Cli({"agents", "start"},
-               Concat(Concat(Concat({"--via", "ssh"}, hosts),
-                             {"--bundle", Bundle::Get().path(), "--remote-dir", *dir_ / "remote-%h",
-                              "--ssh-config", ssh_config_, "--give-up", "30", "--wait", "30"}),
-                      Concat(supervisor_, extra)),
-               240s);
-  }
-
-  std::vector<int64_t> Submit(const std::vector<std::string>& args) {
-    const CliResult result = Cli({"submit"}, Concat(args, {"--json"}));
-    EXPECT_EQ(result.exit_code, 0) << result.err;
-    std::vector<int64_t> ids;
-    try {
-      const Json reply = Json::parse(result.out);
-      for (const Json& id : reply.at("job_ids")) ids.push_back(id.get<int64_t>());
-    } catch (const Json::exception& error) {
-      ADD_FAILURE() << "submit printed no job ids (" << error.what() << "): " << result.out;
-    }
-    return ids;
-  }
-
-  ::testing::AssertionResult JobsFinish(const std::vector<int64_t>& ids, Clock::duration limit) {
-    std::string list;
-    for (const int64_t id : ids) list += (list.empty() ? "" : ",") + std::to_string(id);
-    const std::string open =
-        "SELECT count(*) FROM jobs WHERE id IN (" + list + ") AND state NOT IN ('done', 'failed')";
-    if (WaitFor([&] { return db_->Count(open) == 0 && db_->error().empty(); }, limit)) {
-      return ::testing::AssertionSuccess();
-    }
-    return ::testing::AssertionFailure() << "jobs still open: " << db_->Count(open);
+    return Client(
+        {"agents", "start"},
+        Concat(Concat(Concat({"--via", "ssh"}, hosts),
+                      {"--bundle", Bundle::Get().path(), "--remote-dir", *dir_ / "remote-%h",
+                       "--ssh-config", ssh_config_, "--give-up", "30", "--wait", "30"}),
+               Concat(supervisor_, extra)),
+        240s);
   }
 
   // The agents the coordinator recorded as launched: {agent, pid}.
@@ -350,14 +273,9 @@ class SshLaunchTest : public ::testing::Test {
   // Gone, or a zombie not yet reaped.
   static bool Ended(pid_t pid) { return CommandLine(pid).empty(); }
 
-  std::unique_ptr<TempDir> dir_;
-  std::string secret_file_, secret_, db_path_, ssh_config_, address_;
-  std::unique_ptr<ResultsReader> db_;
+  std::string ssh_config_;
   std::vector<std::string> supervisor_;
-  std::vector<std::string> tls_;  // every client's --tls-ca, when the coordinator serves TLS
   std::list<SshHost> hosts_;
-  Process* coordinator_ = nullptr;
-  std::vector<std::pair<std::string, std::unique_ptr<Process>>> processes_;
 };
 
 // Two hosts, one agent each: both start, connect over their veth links,
@@ -370,7 +288,7 @@ TEST_F(SshLaunchTest, TwoHostsRunJobsAndStop) {
   SshHost& first = AddHost(1, "client_key");
   SshHost& second = AddHost(2, "client_key");
   ASSERT_FALSE(HasFailure());
-  ASSERT_TRUE(StartCoordinator()) << coordinator_->Log();
+  ASSERT_GT(StartCoordinatorOnLink(), 0);
 
   const CliResult start = StartAgents({first.Destination(), second.Destination()});
   ASSERT_EQ(start.exit_code, 0) << start.out << start.err;
@@ -413,7 +331,7 @@ TEST_F(SshLaunchTest, TwoHostsRunJobsAndStop) {
   EXPECT_THAT(coordinator_->Log(), HasSubstr("agent " + name2 + " joined from " + second.address));
 
   // Real jobs, done by the launched agents (both idle: one job each).
-  const std::vector<int64_t> ids = Submit(Concat(kTinyRun, {"--count", "2"}));
+  const std::vector<int64_t> ids = Submit(Concat(kTinyRun, {"--target", "intel", "--count", "2"}));
   ASSERT_EQ(ids.size(), 2u);
   ASSERT_TRUE(JobsFinish(ids, 90s));
   EXPECT_EQ(
@@ -442,7 +360,7 @@ TEST_F(SshLaunchTest, TwoHostsRunJobsAndStop) {
       SqlQuote(Json{{"ssh_config", ssh_config_}}.dump()) + ", 'active')");
   ASSERT_EQ(db_->error(), "");
 
-  const CliResult stop = Cli({"agents", "stop"}, {"--grace", "1"});
+  const CliResult stop = Client({"agents", "stop"}, {"--grace", "1"});
   EXPECT_EQ(stop.exit_code, 0) << stop.out << stop.err;
   EXPECT_THAT(stop.out, HasSubstr("asked 1 agent(s) to stop"));
   EXPECT_THAT(stop.out, AnyOf(HasSubstr(first.Destination() + ": stopped " + name1 + " (pid "),
@@ -463,7 +381,7 @@ TEST_F(SshLaunchTest, TwoHostsRunJobsAndStop) {
             (Rows{{"stopped", "1"}}));
   EXPECT_FALSE(std::filesystem::exists(remote2 + "/agent-" + name2 + ".pid"));
   // A second stop has nothing left to do.
-  const CliResult again = Cli({"agents", "stop"}, {});
+  const CliResult again = Client({"agents", "stop"}, {});
   EXPECT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(again.out, "asked 0 agent(s) to stop\n");
 }
@@ -478,7 +396,7 @@ TEST_F(SshLaunchTest, AHostThatRefusesTheKeyFailsAndTheOtherStarts) {
   SshHost& good = AddHost(1, "client_key");
   SshHost& refusing = AddHost(2, "other_key");
   ASSERT_FALSE(HasFailure());
-  ASSERT_TRUE(StartCoordinator()) << coordinator_->Log();
+  ASSERT_GT(StartCoordinatorOnLink(), 0);
 
   const CliResult start = StartAgents({refusing.Destination(), good.Destination()});
   EXPECT_EQ(start.exit_code, 1) << start.out << start.err;
@@ -494,14 +412,14 @@ TEST_F(SshLaunchTest, AHostThatRefusesTheKeyFailsAndTheOtherStarts) {
             (Rows{{good.Destination(), name, "active"}}));
   EXPECT_FALSE(std::filesystem::exists(*dir_ / ("remote-" + refusing.address)));
 
-  const std::vector<int64_t> ids = Submit(kTinyRun);
+  const std::vector<int64_t> ids = Submit(Concat(kTinyRun, {"--target", "intel"}));
   ASSERT_EQ(ids.size(), 1u);
   ASSERT_TRUE(JobsFinish(ids, 90s));
   EXPECT_EQ(db_->Rows("SELECT agent, status FROM runs"), (Rows{{name, "done"}}));
 
   const pid_t pid = LaunchedPids().at(name);
   good.sshd->Kill();
-  const CliResult stop = Cli({"agents", "stop"}, {});
+  const CliResult stop = Client({"agents", "stop"}, {});
   EXPECT_EQ(stop.exit_code, 1) << stop.out << stop.err;
   EXPECT_THAT(stop.out, HasSubstr("asked 1 agent(s) to stop"));
   EXPECT_THAT(stop.err, ContainsRegex("agents stop: " + good.Destination() + ": could not stop " +
@@ -527,8 +445,8 @@ TEST_F(SshLaunchTest, TlsAndMoreAgentsOnAHost) {
                   "/CN=" + ip, "-addext", "subjectAltName=IP:" + ip, "-days", "1"},
                  30s);
   ASSERT_EQ(made.exit_code, 0) << made.err;
-  ASSERT_TRUE(StartCoordinator({"--tls-cert", cert, "--tls-key", key})) << coordinator_->Log();
-  tls_ = {"--tls-ca", cert};
+  ASSERT_GT(StartCoordinatorOnLink({"--tls-cert", cert, "--tls-key", key}), 0);
+  client_tls_ = {"--tls-ca", cert};
 
   const CliResult first = StartAgents({host.Destination()});
   ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
@@ -547,7 +465,7 @@ TEST_F(SshLaunchTest, TlsAndMoreAgentsOnAHost) {
   EXPECT_EQ(ReadFile(remote + "/tls-ca.pem"), ReadFile(cert));
   EXPECT_EQ(db_->Count("SELECT count(*) FROM agents WHERE state = 'connected'"), 3);
 
-  const CliResult stop = Cli({"agents", "stop"}, {});
+  const CliResult stop = Client({"agents", "stop"}, {});
   EXPECT_EQ(stop.exit_code, 0) << stop.out << stop.err;
   EXPECT_THAT(stop.out, HasSubstr("asked 3 agent(s) to stop"));
   EXPECT_TRUE(WaitFor(
