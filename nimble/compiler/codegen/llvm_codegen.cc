@@ -881,7 +881,11 @@ class FunctionEmitter {
     const std::string unsupported =
         tir::IntrinsicName(call.intrinsic) + " of " + dtype.name() + " is not supported";
     if (dtype.is_int()) {
-      if (call.intrinsic == tir::Intrinsic::kRound) return x;
+      // Integers are their own nearest, floor and ceiling.
+      if (call.intrinsic == tir::Intrinsic::kRound || call.intrinsic == tir::Intrinsic::kFloor ||
+          call.intrinsic == tir::Intrinsic::kCeil) {
+        return x;
+      }
       if (call.intrinsic == tir::Intrinsic::kCheckIndex) {
         Value* bound = b_.CreateIntCast(args[1], x->getType(), true);
         FailUnless(b_.CreateAnd(b_.CreateICmpSGE(x, llvm::ConstantInt::get(x->getType(), 0)),
@@ -925,6 +929,12 @@ class FunctionEmitter {
         return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
       case tir::Intrinsic::kRound:  // halves to even, as nearbyint in the default rounding mode
         return b_.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, x);
+      case tir::Intrinsic::kFloor:
+        return b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x);
+      case tir::Intrinsic::kCeil:
+        return b_.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, x);
+      case tir::Intrinsic::kFmod:  // frem is C's fmod: exact, with the dividend's sign
+        return b_.CreateFRem(x, args[1]);
       case tir::Intrinsic::kPow:
         if (OnDevice()) Unsupported(unsupported + " on the GPU");
         return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, args[1]);

@@ -114,6 +114,56 @@ Converter Binary(const std::string& op) {
   };
 }
 
+// An activation with float attributes `names`, given their ONNX defaults,
+// passed to `op` under the same names.
+Converter Activation(const std::string& op, std::vector<std::pair<std::string, float>> defaults) {
+  return [op, defaults](const NodeContext& context) {
+    std::vector<std::string> names;
+    for (const auto& [name, value] : defaults) names.push_back(name);
+    context.OnlyAttrs(names);
+    ir::Attrs attrs;
+    for (const auto& [name, value] : defaults) {
+      attrs.Set(name, static_cast<double>(context.FloatAttr(name).value_or(value)));
+    }
+    return Values{context.Call(op, {context.Input(0)}, attrs)};
+  };
+}
+
+// Clip from opset 11: min and max are optional inputs, which must be scalars
+// known at import time (they become the op's attributes); an absent one is
+// no bound.
+Values Clip(const NodeContext& context) {
+  context.OnlyAttrs({});
+  const auto bound = [&](size_t input, const std::string& what, double absent) {
+    if (!context.Has(input)) return absent;
+    const Value& value = context.Input(input);
+    if (!value.known) {
+      context.Fail(what + " (input " + std::to_string(input) + ") must be known at import time");
+    }
+    if ((*value.known)->numel() != 1 || (*value.known)->ndim() > 1) {
+      context.Fail(what + " (input " + std::to_string(input) + ") must be a scalar");
+    }
+    return (*value.known)->GetAsDouble(0);
+  };
+  const double infinity = std::numeric_limits<double>::infinity();
+  const double a_min = bound(1, "min", -infinity);
+  const double a_max = bound(2, "max", infinity);
+  return {context.Call("clip", {context.Input(0)}, AttrsOf({{"a_min", a_min}, {"a_max", a_max}}))};
+}
+
+// fmod=0 is the integer remainder with the divisor's sign (Python's %),
+// fmod=1 C's fmod with the dividend's; the spec allows floats only with
+// fmod=1.
+Values Mod(const NodeContext& context) {
+  context.OnlyAttrs({"fmod"});
+  const int64_t fmod = context.IntAttr("fmod").value_or(0);
+  if (fmod != 0 && fmod != 1) context.Fail("fmod must be 0 or 1, not " + std::to_string(fmod));
+  if (fmod == 0 && context.TypeOf(0)->dtype.is_float()) {
+    context.Fail("fmod=0 is not defined for floating-point inputs (the spec requires fmod=1)");
+  }
+  return {context.Call(fmod == 1 ? "mod" : "floor_mod", {context.Input(0), context.Input(1)})};
+}
+
 Values Identity(const NodeContext& context) {
   return {context.Input(0)};
 }
@@ -758,27 +808,35 @@ const std::map<std::string, Converter>& Converters() {
       {"Add", Binary("add")},
       {"And", Binary("logical_and")},
       {"Cast", Cast},
+      {"Ceil", Unary("ceil")},
+      {"Clip", Clip},
       {"Concat", Concat},
       {"Constant", Constant},
       {"ConstantOfShape", ConstantOfShape},
       {"Div", Binary("divide")},
       {"Dropout", Dropout},
+      {"Elu", Activation("nn.elu", {{"alpha", 1.0f}})},
       {"Equal", Binary("equal")},
       {"Erf", Unary("erf")},
       {"Exp", Unary("exp")},
       {"Expand", Expand},
+      {"Floor", Unary("floor")},
       {"Gather", Gather},
       {"Gemm", Gemm},
       {"Greater", Binary("greater")},
       {"GRU", RecurrentLayer({3, "gru", false})},
+      {"HardSigmoid", Activation("nn.hard_sigmoid", {{"alpha", 0.2f}, {"beta", 0.5f}})},
       {"Identity", Identity},
+      {"IsNaN", Unary("isnan")},
       {"LayerNormalization", LayerNormalization},
-      {"LSTM", RecurrentLayer({4, "lstm", true})},
+      {"LeakyRelu", Activation("nn.leaky_relu", {{"alpha", 0.01f}})},
       {"Less", Binary("less")},
       {"Log", Unary("log")},
+      {"LSTM", RecurrentLayer({4, "lstm", true})},
       {"MatMul", MatMul},
       {"Max", Binary("maximum")},
       {"Min", Binary("minimum")},
+      {"Mod", Mod},
       {"Mul", Binary("multiply")},
       {"Neg", Unary("negative")},
       {"Not", Unary("logical_not")},
@@ -792,10 +850,13 @@ const std::map<std::string, Converter>& Converters() {
       {"ReduceSum", Reduce("sum", 13)},
       {"Relu", Unary("nn.relu")},
       {"Reshape", Reshape},
+      {"Round", Unary("round")},
       {"Shape", ShapeOp},
       {"Sigmoid", Unary("sigmoid")},
+      {"Sign", Unary("sign")},
       {"Slice", Slice},
       {"Softmax", Softmax},
+      {"Softplus", Unary("nn.softplus")},
       {"Split", Split},
       {"Sqrt", Unary("sqrt")},
       {"Squeeze", Squeeze},
@@ -804,6 +865,7 @@ const std::map<std::string, Converter>& Converters() {
       {"Transpose", Transpose},
       {"Unsqueeze", Unsqueeze},
       {"Where", Where},
+      {"Xor", Binary("logical_xor")},
   };
   return converters;
 }

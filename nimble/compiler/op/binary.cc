@@ -134,6 +134,27 @@ Expr PowerOf(const Expr& base, const Expr& exponent) {
   return tir::Call(tir::Intrinsic::kPow, {base, exponent});
 }
 
+Expr FmodOf(const Expr& a, const Expr& b) {
+  return tir::Call(tir::Intrinsic::kFmod, {a, b});
+}
+
+// Python's a % b for floats: fmod's remainder (a's sign) plus b where the
+// signs differ, and a zero remainder with b's sign, as the reference has it.
+Expr FloorModOf(const Expr& a, const Expr& b) {
+  const Expr r = FmodOf(a, b);
+  const Expr zero = tir::FloatImm(0.0, a->dtype);
+  const Expr b_negative = tir::Compare(CompareOp::kLt, b, zero);
+  const Expr signs_differ =
+      tir::Compare(CompareOp::kNe, tir::Compare(CompareOp::kLt, r, zero), b_negative);
+  // |r| times -1 or 1 (the constants -0 and 0 compare equal, so a select of
+  // the two could be folded to one).
+  const Expr signed_zero = tir::Mul(
+      tir::Call(tir::Intrinsic::kAbs, {r}),
+      tir::Select(b_negative, tir::FloatImm(-1.0, a->dtype), tir::FloatImm(1.0, a->dtype)));
+  return tir::Select(tir::Compare(CompareOp::kEq, r, zero), signed_zero,
+                     tir::Select(signs_differ, tir::Add(r, b), r));
+}
+
 BinaryFunction Comparison(CompareOp op) {
   return [op](const Expr& a, const Expr& b) { return tir::Compare(op, a, b); };
 }
@@ -158,6 +179,8 @@ void AddBinaryComputes(OpRegistry& registry) {
   set("multiply", tir::Mul);
   set("divide", tir::Div, /*float_only=*/true);
   set("power", PowerOf, /*float_only=*/true);
+  set("mod", FmodOf, /*float_only=*/true);
+  set("floor_mod", FloorModOf, /*float_only=*/true);
   set("maximum", tir::Max);
   set("minimum", tir::Min);
   set("equal", Comparison(CompareOp::kEq));
@@ -168,6 +191,7 @@ void AddBinaryComputes(OpRegistry& registry) {
   set("greater_equal", Comparison(CompareOp::kGe));
   set("logical_and", tir::And);
   set("logical_or", tir::Or);
+  set("logical_xor", Comparison(CompareOp::kNe));
   registry.FindMutable("where")->compute = WhereCompute;
 }
 
@@ -185,6 +209,14 @@ void RegisterBinaryOps(OpRegistry& registry) {
   RegisterBroadcastOp(registry, "power",
                       "Elementwise a ** b. Integers wrap; a negative integer exponent is an error.",
                       Power());
+  RegisterBroadcastOp(registry, "mod",
+                      "Elementwise remainder of a / b with a's sign (C's % and fmod). A zero "
+                      "integer divisor is an error.",
+                      Mod());
+  RegisterBroadcastOp(registry, "floor_mod",
+                      "Elementwise remainder of a / b with b's sign (Python's %; a zero float "
+                      "remainder too). A zero integer divisor is an error.",
+                      FloorMod());
   RegisterBroadcastOp(registry, "maximum", "Elementwise max(a, b); NaN propagates.", Maximum());
   RegisterBroadcastOp(registry, "minimum", "Elementwise min(a, b); NaN propagates.", Minimum());
   RegisterBroadcastOp(registry, "equal", "Elementwise a == b.", Equal());
@@ -195,6 +227,7 @@ void RegisterBinaryOps(OpRegistry& registry) {
   RegisterBroadcastOp(registry, "greater_equal", "Elementwise a >= b.", GreaterEqual());
   RegisterBroadcastOp(registry, "logical_and", "Elementwise boolean and.", LogicalAnd());
   RegisterBroadcastOp(registry, "logical_or", "Elementwise boolean or.", LogicalOr());
+  RegisterBroadcastOp(registry, "logical_xor", "Elementwise boolean exclusive or.", LogicalXor());
   RegisterWhere(registry);
   AddBinaryComputes(registry);
 }

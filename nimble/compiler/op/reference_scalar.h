@@ -20,6 +20,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "nimble/vm/attrs.h"
 #include "nimble/vm/dtype.h"
 #include "nimble/vm/error.h"
 #include "nimble/vm/kernels/element.h"
@@ -37,6 +38,18 @@ struct ElementOp {
 // The element type an op `Op` writes for inputs of element type T.
 template <typename Op, typename T>
 using ResultOf = std::conditional_t<Op::kReturnsBool, bool, T>;
+
+// `op` with the call's attributes: an op with parameters (leaky_relu's
+// alpha) has `WithAttrs`, returning a copy that holds them; the others are
+// their own.
+template <typename Op>
+Op Configured(const Op& op, const Attrs& attrs) {
+  if constexpr (requires { op.WithAttrs(attrs); }) {
+    return op.WithAttrs(attrs);
+  } else {
+    return op;
+  }
+}
 
 // f(x) computed in double and rounded once to x's type.
 template <typename C, typename F>
@@ -192,6 +205,130 @@ struct Round : ElementOp<DTypeClass::kNumeric> {
   }
 };
 
+// -1, 0 or 1 by the sign of x; zeros (either sign) and NaN are returned as
+// they are. Unsigned integers are 0 or 1.
+struct Sign : ElementOp<DTypeClass::kNumeric> {
+  template <typename C>
+  C operator()(C x) const {
+    if (x > C(0)) return C(1);
+    if constexpr (std::is_signed_v<C> || std::is_floating_point_v<C>) {
+      if (x < C(0)) return C(-1);
+    }
+    return x;
+  }
+};
+
+struct Floor : ElementOp<DTypeClass::kNumeric> {
+  template <typename C>
+  C operator()(C x) const {
+    if constexpr (std::is_floating_point_v<C>) {
+      return std::floor(x);
+    } else {
+      return x;
+    }
+  }
+};
+
+struct Ceil : ElementOp<DTypeClass::kNumeric> {
+  template <typename C>
+  C operator()(C x) const {
+    if constexpr (std::is_floating_point_v<C>) {
+      return std::ceil(x);
+    } else {
+      return x;
+    }
+  }
+};
+
+// x for x >= 0, alpha * x below; NaN stays NaN.
+struct LeakyRelu : ElementOp<DTypeClass::kFloat> {
+  double alpha = 0.01;
+  LeakyRelu WithAttrs(const Attrs& attrs) const {
+    LeakyRelu configured = *this;
+    configured.alpha = attrs.GetFloat("alpha");
+    return configured;
+  }
+  template <typename C>
+  C operator()(C x) const {
+    return x < C(0) ? static_cast<C>(static_cast<C>(alpha) * x) : x;
+  }
+};
+
+// x for x >= 0, alpha * (e^x - 1) below, with e^x - 1 as expm1 (exact near 0).
+struct Elu : ElementOp<DTypeClass::kFloat> {
+  double alpha = 1.0;
+  Elu WithAttrs(const Attrs& attrs) const {
+    Elu configured = *this;
+    configured.alpha = attrs.GetFloat("alpha");
+    return configured;
+  }
+  template <typename C>
+  C operator()(C x) const {
+    const double a = alpha;
+    return x < C(0) ? InDouble(x, [a](double y) { return a * std::expm1(y); }) : x;
+  }
+};
+
+// max(0, min(1, alpha * x + beta)); NaN stays NaN.
+struct HardSigmoid : ElementOp<DTypeClass::kFloat> {
+  double alpha = 0.2;
+  double beta = 0.5;
+  HardSigmoid WithAttrs(const Attrs& attrs) const {
+    HardSigmoid configured = *this;
+    configured.alpha = attrs.GetFloat("alpha");
+    configured.beta = attrs.GetFloat("beta");
+    return configured;
+  }
+  template <typename C>
+  C operator()(C x) const {
+    const double a = alpha, b = beta;
+    return InDouble(x, [a, b](double y) {
+      const double z = a * y + b;
+      if (std::isnan(z)) return z;
+      return z < 0 ? 0.0 : z > 1 ? 1.0 : z;
+    });
+  }
+};
+
+// log(1 + e^x), as max(x, 0) + log1p(e^-|x|): no overflow for large x and
+// no cancellation for very negative x (where the result is about e^x).
+struct Softplus : ElementOp<DTypeClass::kFloat> {
+  template <typename C>
+  C operator()(C x) const {
+    return InDouble(
+        x, [](double y) { return (y > 0 ? y : 0.0) + std::log1p(std::exp(-std::fabs(y))); });
+  }
+};
+
+// min(max(x, a_min), a_max), so a_max wins where a_min > a_max (numpy's
+// clip); NaN stays NaN. Integers compare with the bounds converted to their
+// type (truncated, saturating: an infinite bound is the type's limit).
+struct Clip : ElementOp<DTypeClass::kNumeric> {
+  double a_min = -std::numeric_limits<double>::infinity();
+  double a_max = std::numeric_limits<double>::infinity();
+  Clip WithAttrs(const Attrs& attrs) const {
+    Clip configured = *this;
+    configured.a_min = attrs.GetFloat("a_min");
+    configured.a_max = attrs.GetFloat("a_max");
+    return configured;
+  }
+  template <typename C>
+  C operator()(C x) const {
+    const C low = Convert<C>(a_min);
+    const C high = Convert<C>(a_max);
+    if (x < low) x = low;
+    if (x > high) x = high;
+    return x;
+  }
+};
+
+struct IsNaNOp : ElementOp<DTypeClass::kFloat, /*kBoolResult=*/true> {
+  template <typename C>
+  bool operator()(C x) const {
+    return std::isnan(x);
+  }
+};
+
 // copy, and cast (whose conversion is the loop's store, Convert).
 struct Identity : ElementOp<DTypeClass::kAny> {
   template <typename C>
@@ -281,6 +418,44 @@ struct Power : ElementOp<DTypeClass::kNumeric> {
   }
 };
 
+// The remainder of a / b with a's sign (C's % and fmod): exact. Integers: a
+// zero divisor throws and INT_MIN % -1 is 0 (C leaves it undefined).
+struct Mod : ElementOp<DTypeClass::kNumeric> {
+  template <typename C>
+  C operator()(C a, C b) const {
+    if constexpr (std::is_floating_point_v<C>) {
+      return std::fmod(a, b);
+    } else {
+      if (b == C(0)) throw Error("mod: division by zero");
+      if constexpr (std::is_signed_v<C>) {
+        if (b == C(-1)) return C(0);
+      }
+      return static_cast<C>(a % b);
+    }
+  }
+};
+
+// The remainder of a / b with b's sign (Python's and numpy's %): the
+// truncated remainder, plus b where the two signs differ. A zero float
+// remainder takes b's sign too, as in numpy.
+struct FloorMod : ElementOp<DTypeClass::kNumeric> {
+  template <typename C>
+  C operator()(C a, C b) const {
+    if constexpr (std::is_integral_v<C>) {
+      if (b == C(0)) throw Error("floor_mod: division by zero");
+    }
+    const C r = Mod()(a, b);
+    if constexpr (std::is_floating_point_v<C>) {
+      if (r == C(0)) return std::copysign(C(0), b);
+      return (r < C(0)) != (b < C(0)) ? r + b : r;
+    } else if constexpr (std::is_signed_v<C>) {
+      return r != C(0) && (r < C(0)) != (b < C(0)) ? static_cast<C>(r + b) : r;
+    } else {
+      return r;
+    }
+  }
+};
+
 template <typename C>
 bool IsNaN(C x) {
   if constexpr (std::is_floating_point_v<C>) {
@@ -358,6 +533,10 @@ struct LogicalAnd : ElementOp<DTypeClass::kBool> {
 
 struct LogicalOr : ElementOp<DTypeClass::kBool> {
   bool operator()(bool a, bool b) const { return a || b; }
+};
+
+struct LogicalXor : ElementOp<DTypeClass::kBool> {
+  bool operator()(bool a, bool b) const { return a != b; }
 };
 
 }  // namespace nimble::op::reference

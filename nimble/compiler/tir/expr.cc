@@ -206,7 +206,10 @@ Expr Cast(DataType dtype, Expr value) {
 }
 
 Expr Call(Intrinsic intrinsic, std::vector<Expr> args) {
-  const size_t arity = intrinsic == Intrinsic::kPow || intrinsic == Intrinsic::kCheckIndex ? 2 : 1;
+  const size_t arity = intrinsic == Intrinsic::kPow || intrinsic == Intrinsic::kFmod ||
+                               intrinsic == Intrinsic::kCheckIndex
+                           ? 2
+                           : 1;
   if (args.size() != arity) {
     throw Error("tir: " + IntrinsicName(intrinsic) + " takes " + std::to_string(arity) +
                 " argument(s), got " + std::to_string(args.size()));
@@ -399,8 +402,14 @@ std::string IntrinsicName(Intrinsic intrinsic) {
       return "abs";
     case Intrinsic::kRound:
       return "round";
+    case Intrinsic::kFloor:
+      return "floor";
+    case Intrinsic::kCeil:
+      return "ceil";
     case Intrinsic::kPow:
       return "pow";
+    case Intrinsic::kFmod:
+      return "fmod";
     case Intrinsic::kCheckIndex:
       return "check_index";
     case Intrinsic::kBlockSum:

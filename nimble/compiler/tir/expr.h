@@ -38,7 +38,7 @@ enum class ExprKind {
 enum class BinaryOp { kAdd, kSub, kMul, kDiv, kFloorDiv, kFloorMod, kMin, kMax };
 enum class CompareOp { kEq, kNe, kLt, kLe, kGt, kGe };
 enum class LogicalOp { kAnd, kOr };
-// Math functions of one float argument (kPow: two). Code generation expands
+// Math functions of one float argument (kPow and kFmod, C's fmod: two). Code generation expands
 // each into inline instructions so that loops around them vectorise.
 // kCheckIndex(i, n) is the integer i, checked to lie in [0, n): the kernel
 // fails otherwise (a GPU thread traps). kBlockSum, kBlockProd, kBlockMax and
@@ -57,7 +57,10 @@ enum class Intrinsic {
   kErfc,
   kAbs,
   kRound,
+  kFloor,
+  kCeil,
   kPow,
+  kFmod,
   kCheckIndex,
   kBlockSum,
   kBlockProd,

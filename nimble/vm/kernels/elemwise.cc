@@ -79,17 +79,18 @@ void RegisterUnary(OpKernelRegistry& registry, const std::string& name, Fn fn) {
   OpKernelDef& def = registry.Register(name);
   def.shape_func = IdentityShapeFunc;
   def.shape_rule = ShapeRule::kSameAsFirstInput;
-  def.kernel = [fn](TensorArgs inputs, TensorArgs outputs, const Attrs&) {
+  def.kernel = [fn](TensorArgs inputs, TensorArgs outputs, const Attrs& attrs) {
     CheckArgCounts(inputs, outputs, 1);
     const DLTensor& input = *inputs[0];
     const DLTensor& output = *outputs[0];
     CheckSameShape(input, output);
     const DataType dtype = DTypeOf(input);
-    CheckDType(output, dtype, "the output");
+    CheckDType(output, Fn::kReturnsBool ? DataType::Bool() : dtype, "the output");
+    const Fn configured = elemwise::Configured(fn, attrs);
     DispatchDType(dtype, [&](auto tag) {
       using T = decltype(tag);
       if constexpr (ElementInClass<T>(Fn::kAccepts)) {
-        Map<T, T>(input, output, fn);
+        Map<T, elemwise::ResultOf<Fn, T>>(input, output, configured);
       } else {
         ThrowUnsupportedDType(dtype);
       }

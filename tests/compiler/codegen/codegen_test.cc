@@ -254,7 +254,8 @@ TEST(CodegenTest, Float32SpecialValues) {
 }
 
 // sqrt, rsqrt, abs, round (halves to even), pow, and max/min, whose NaN
-// propagates from either side as in the runtime's maximum/minimum.
+// propagates from either side as in the runtime's maximum/minimum; floor,
+// ceil and fmod.
 TEST(CodegenTest, OtherFloatOperations) {
   const Var i = MakeVar("i");
   const Buffer a = MakeBuffer("a", DataType::Float32(), {IntImm(6)});
@@ -269,6 +270,9 @@ TEST(CodegenTest, OtherFloatOperations) {
       Call(Intrinsic::kPow, {Load(a, i), Load(b, i)}),
       Max(Load(a, i), Load(b, i)),
       Min(Load(a, i), Load(b, i)),
+      Call(Intrinsic::kFloor, {Load(b, i)}),
+      Call(Intrinsic::kCeil, {Load(b, i)}),
+      Call(Intrinsic::kFmod, {Load(b, i), Load(a, i)}),
   };
   for (size_t k = 0; k < values.size(); ++k) {
     outs.push_back(MakeBuffer("out" + std::to_string(k), DataType::Float32(), {IntImm(6)}));
@@ -303,6 +307,10 @@ TEST(CodegenTest, OtherFloatOperations) {
   expect(4, {32, 1 / 1.5f, kNaN, kNaN, 1, std::pow(0.5f, 1.5f)});
   expect(5, {4, 2.25f, kNaN, kNaN, 1, 1.5f});
   expect(6, {2.5f, -0.5f, kNaN, kNaN, -3.5f, 0.5f});
+  expect(7, {2, -1, 3, kNaN, -4, 1});
+  expect(8, {3, -0.0f, 3, kNaN, -3, 2});
+  // fmod: exact, with the dividend's sign (-3.5 fmod 1 is -0.5; 3 fmod NaN is NaN).
+  expect(9, {2.5f, -0.5f, kNaN, kNaN, -0.5f, 0.0f});
 }
 
 TEST(CodegenTest, Float64UsesLibm) {

@@ -13,10 +13,14 @@
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
 #include <sstream>
 
 #include "nimble/compiler/backend/pipeline.h"
@@ -406,6 +410,152 @@ TEST(OnnxImport, AnUnnamedNodeIsNamedByItsIndex) {
   extra.set_name("fancy");
   extra.set_type(onnx::AttributeProto::INT);
   EXPECT_THAT(ImportError(model), HasSubstr("node #1 (Relu): attribute 'fancy' is not supported"));
+}
+
+// ---- the element-wise operators, on a graph built here ----
+
+// A node `op_type` of `inputs` to output `output`, added to `graph`.
+onnx::NodeProto& AddNode(onnx::GraphProto& graph, const std::string& op_type,
+                         const std::vector<std::string>& inputs, const std::string& output) {
+  onnx::NodeProto& node = *graph.add_node();
+  node.set_op_type(op_type);
+  node.set_name(output);
+  for (const std::string& input : inputs) node.add_input(input);
+  node.add_output(output);
+  return node;
+}
+
+void SetFloat(onnx::NodeProto& node, const std::string& name, float value) {
+  onnx::AttributeProto& attribute = *node.add_attribute();
+  attribute.set_name(name);
+  attribute.set_type(onnx::AttributeProto::FLOAT);
+  attribute.set_f(value);
+}
+
+void SetInt(onnx::NodeProto& node, const std::string& name, int64_t value) {
+  onnx::AttributeProto& attribute = *node.add_attribute();
+  attribute.set_name(name);
+  attribute.set_type(onnx::AttributeProto::INT);
+  attribute.set_i(value);
+}
+
+// A scalar initializer `name` of `dtype` (FLOAT or INT32).
+void AddScalar(onnx::GraphProto& graph, const std::string& name, int32_t dtype, double value) {
+  onnx::TensorProto& tensor = *graph.add_initializer();
+  tensor.set_name(name);
+  tensor.set_data_type(dtype);
+  if (dtype == onnx::TensorProto::FLOAT) {
+    tensor.add_float_data(static_cast<float>(value));
+  } else {
+    tensor.add_int32_data(static_cast<int32_t>(value));
+  }
+}
+
+// Each of the ONNX element-wise operators of issue 49 on X, compiled
+// (fused, generated kernels) and run on the VM, against numpy's definitions
+// computed here.
+TEST(OnnxImport, ElementwiseOperatorsMatchTheirDefinitions) {
+  onnx::ModelProto model = ModelOfX(13);
+  onnx::GraphProto& graph = *model.mutable_graph();
+  AddScalar(graph, "lo", onnx::TensorProto::FLOAT, -1.0);
+  AddScalar(graph, "hi", onnx::TensorProto::FLOAT, 2.0);
+  AddScalar(graph, "d", onnx::TensorProto::FLOAT, 1.5);
+  AddScalar(graph, "k", onnx::TensorProto::INT32, -3);
+  AddScalar(graph, "zero", onnx::TensorProto::FLOAT, 0.0);
+  for (const std::string op : {"Sign", "Floor", "Ceil", "Round", "Softplus", "IsNaN"}) {
+    AddNode(graph, op, {"X"}, op);
+  }
+  SetFloat(AddNode(graph, "LeakyRelu", {"X"}, "LeakyRelu"), "alpha", 0.1f);
+  SetFloat(AddNode(graph, "Elu", {"X"}, "Elu"), "alpha", 0.5f);
+  onnx::NodeProto& hard = AddNode(graph, "HardSigmoid", {"X"}, "HardSigmoid");
+  SetFloat(hard, "alpha", 0.25f);
+  SetFloat(hard, "beta", 0.4f);
+  AddNode(graph, "Clip", {"X", "lo", "hi"}, "Clip");
+  AddNode(graph, "Clip", {"X", "", "hi"}, "ClipMax");
+  SetInt(AddNode(graph, "Mod", {"X", "d"}, "Fmod"), "fmod", 1);
+  SetInt(AddNode(graph, "Cast", {"X"}, "Xi"), "to", onnx::TensorProto::INT32);
+  AddNode(graph, "Mod", {"Xi", "k"}, "Mod");
+  AddNode(graph, "Greater", {"X", "zero"}, "positive");
+  AddNode(graph, "Less", {"X", "hi"}, "small");
+  AddNode(graph, "Xor", {"positive", "small"}, "Xor");
+  const std::vector<std::string> outputs = {
+      "Sign", "Floor",       "Ceil", "Round",   "Softplus", "IsNaN", "LeakyRelu",
+      "Elu",  "HardSigmoid", "Clip", "ClipMax", "Fmod",     "Mod",   "Xor"};
+  for (const std::string& output : outputs) graph.add_output()->set_name(output);
+
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> x = {-2.5, -1.5, -0.5, 0.5, 2.5, 7.25, -4.0, nan};
+  backend::CompileOptions options;
+  options.tuning_database.clear();
+  vm::VirtualMachine machine(
+      backend::Compile(ImportOnnx(model.SerializeAsString(), "elementwise.onnx"), options));
+  std::vector<Tensor> actual;
+  Flatten(machine.Invoke("main", {TensorNode::FromVector<double>({2, 4}, DataType::Float32(), x)}),
+          &actual);
+  ASSERT_EQ(actual.size(), outputs.size());
+
+  const auto floor_mod = [](int64_t a, int64_t b) {
+    const int64_t r = a % b;
+    return r != 0 && (r < 0) != (b < 0) ? r + b : r;
+  };
+  const std::map<std::string, std::function<double(double)>> expected = {
+      {"Sign", [](double v) { return std::isnan(v) ? v : (v > 0) - (v < 0); }},
+      {"Floor", [](double v) { return std::floor(v); }},
+      {"Ceil", [](double v) { return std::ceil(v); }},
+      {"Round", [](double v) { return std::nearbyint(v); }},  // halves to even
+      {"Softplus", [](double v) { return std::log1p(std::exp(v)); }},
+      {"IsNaN", [](double v) { return std::isnan(v) ? 1.0 : 0.0; }},
+      {"LeakyRelu", [](double v) { return v < 0 ? 0.1 * v : v; }},
+      {"Elu", [](double v) { return v < 0 ? 0.5 * std::expm1(v) : v; }},
+      {"HardSigmoid", [](double v) { return std::clamp(0.25 * v + 0.4, 0.0, 1.0); }},
+      {"Clip", [](double v) { return std::isnan(v) ? v : std::clamp(v, -1.0, 2.0); }},
+      {"ClipMax", [](double v) { return std::isnan(v) ? v : std::min(v, 2.0); }},
+      {"Fmod", [](double v) { return std::fmod(v, 1.5); }},
+      // Cast to int32 truncates (NaN is 0); the remainder takes -3's sign.
+      {"Mod",
+       [&](double v) {
+         return static_cast<double>(floor_mod(std::isnan(v) ? 0 : static_cast<int64_t>(v), -3));
+       }},
+      {"Xor", [](double v) { return (v > 0) != (v < 2) ? 1.0 : 0.0; }},
+  };
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string& name = outputs[i];
+    ASSERT_EQ(actual[i]->shape(), Shape({2, 4})) << name;
+    for (int64_t k = 0; k < 8; ++k) {
+      const double got = actual[i]->GetAsDouble(k);
+      const double want = expected.at(name)(x[k]);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got)) << name << " element " << k << ": " << got;
+      } else {
+        EXPECT_NEAR(got, want, 1e-6 * std::max(1.0, std::abs(want)))
+            << name << " element " << k << " (x = " << x[k] << ")";
+      }
+    }
+  }
+  EXPECT_EQ(actual[5]->dtype(), DataType::Bool());    // IsNaN
+  EXPECT_EQ(actual[12]->dtype(), DataType::Int32());  // Mod of integers
+}
+
+// A Clip bound computed at run time, a float Mod with fmod=0 and a Clip
+// with opset 6's attributes are refused, naming the node.
+TEST(OnnxImport, ElementwiseOperatorsRefuseWhatTheyCannotDo) {
+  onnx::ModelProto clip = ModelOfX(13);
+  AddNode(*clip.mutable_graph(), "ReduceMax", {"X"}, "m");
+  AddNode(*clip.mutable_graph(), "Clip", {"X", "m"}, "Y");
+  clip.mutable_graph()->add_output()->set_name("Y");
+  EXPECT_THAT(ImportError(clip),
+              HasSubstr("node Y (Clip): min (input 1) must be known at import time"));
+
+  onnx::ModelProto mod = ModelOfX(13);
+  AddNode(*mod.mutable_graph(), "Mod", {"X", "X"}, "Y");
+  mod.mutable_graph()->add_output()->set_name("Y");
+  EXPECT_THAT(ImportError(mod), HasSubstr("node Y (Mod): fmod=0 is not defined for "
+                                          "floating-point inputs (the spec requires fmod=1)"));
+
+  onnx::ModelProto attrs = ModelOfX(11);
+  SetFloat(AddNode(*attrs.mutable_graph(), "Clip", {"X"}, "Y"), "min", 0.0f);
+  attrs.mutable_graph()->add_output()->set_name("Y");
+  EXPECT_THAT(ImportError(attrs), HasSubstr("node Y (Clip): attribute 'min' is not supported"));
 }
 
 // Split's sizes are its attribute at opset 11 and its input from opset 13,

@@ -178,6 +178,43 @@ TEST(BinaryOps, LogicalAndOr) {
       HasSubstr("logical_or: argument 0 must be a bool tensor, got Tensor[(2,), float32]"));
 }
 
+// mod keeps the dividend's sign (C's % and fmod); floor_mod the divisor's
+// (Python's %), so both agree where the signs do.
+TEST(BinaryOps, ModAndFloorModSigns) {
+  const Tensor a = TensorFrom<int32_t>({6}, DataType::Int32(), {7, -7, 7, -7, 6, INT32_MIN});
+  const Tensor b = TensorFrom<int32_t>({6}, DataType::Int32(), {3, 3, -3, -3, -3, -1});
+  EXPECT_EQ(Elements<int32_t>(Invoke("mod", {a, b})), std::vector<int32_t>({1, -1, 1, -1, 0, 0}));
+  EXPECT_EQ(Elements<int32_t>(Invoke("floor_mod", {a, b})),
+            std::vector<int32_t>({1, 2, -2, -1, 0, 0}));
+  const Tensor i64 = TensorFrom<int64_t>({2}, DataType::Int64(), {-1, int64_t{1} << 62});
+  EXPECT_EQ(Elements<int64_t>(
+                Invoke("floor_mod", {i64, TensorFrom<int64_t>({}, DataType::Int64(), {5})})),
+            std::vector<int64_t>({4, 4}));
+  for (const std::string op : {"mod", "floor_mod"}) {
+    EXPECT_THAT(InvokeError(op, {a, TensorFrom<int32_t>({}, DataType::Int32(), {0})}),
+                StartsWith(op + ": division by zero"));
+  }
+  const Tensor x = TensorFrom({5}, DataType::Float64(), {5.5, -5.5, 5.5, -6.0, 1.0});
+  const Tensor y = TensorFrom({5}, DataType::Float64(), {2.0, 2.0, -2.0, 3.0, 0.0});
+  EXPECT_EQ(Values(Invoke("mod", {x, y})).at(1), -1.5);
+  EXPECT_EQ(Values(Invoke("floor_mod", {x, y})).at(1), 0.5);
+  EXPECT_EQ(Values(Invoke("floor_mod", {x, y})).at(2), -0.5);
+  EXPECT_TRUE(
+      std::signbit(Values(Invoke("floor_mod", {TensorFrom({}, DataType::Float64(), {6.0}),
+                                               TensorFrom({}, DataType::Float64(), {-3.0})}))[0]));
+  EXPECT_TRUE(std::isnan(Values(Invoke("mod", {x, y}))[4]));  // floats: IEEE, no error
+}
+
+TEST(BinaryOps, LogicalXor) {
+  const Tensor a = TensorFrom<bool>({2, 1}, DataType::Bool(), {true, false});
+  const Tensor b = TensorFrom<bool>({2}, DataType::Bool(), {true, false});
+  EXPECT_EQ(Elements<bool>(Invoke("logical_xor", {a, b})),
+            std::vector<bool>({false, true, true, false}));
+  EXPECT_THAT(
+      InvokeError("logical_xor", {TensorFrom({2}, kF32, {1, 0}), TensorFrom({2}, kF32, {1, 0})}),
+      HasSubstr("logical_xor: argument 0 must be a bool tensor"));
+}
+
 TEST(BinaryOps, BroadcastsScalarsRowsColumnsAndRanks) {
   struct Case {
     Shape a, b, out;
@@ -307,9 +344,10 @@ TEST(BinaryOps, WhereBroadcastsThreeWays) {
 }
 
 TEST(BinaryOps, RegistryDescribesEveryOp) {
-  for (const std::string op : {"add", "subtract", "multiply", "divide", "power", "maximum",
-                               "minimum", "equal", "not_equal", "less", "less_equal", "greater",
-                               "greater_equal", "logical_and", "logical_or", "where"}) {
+  for (const std::string op :
+       {"add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "equal",
+        "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
+        "where", "mod", "floor_mod", "logical_xor"}) {
     SCOPED_TRACE(op);
     const OpDef& def = Def(op);
     EXPECT_FALSE(def.description.empty());

@@ -121,6 +121,94 @@ TEST(UnaryOps, RoundHalvesToEvenLikeNumpyRint) {
   EXPECT_TRUE(std::signbit(Invoke("round", {input})->GetAsDouble(3)));
 }
 
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+const double kInf = std::numeric_limits<double>::infinity();
+
+TEST(UnaryOps, SignFloorCeilOfFloats) {
+  const Tensor input = TensorNode::FromVector<double>(
+      {8}, DataType::Float32(), {-2.5, -0.5, -0.0, 0.0, 0.5, 2.5, 3.0, -kInf});
+  EXPECT_EQ(Values(Invoke("sign", {input})), std::vector<double>({-1, -1, 0, 0, 1, 1, 1, -1}));
+  EXPECT_TRUE(std::signbit(Invoke("sign", {input})->GetAsDouble(2)));  // -0 stays -0
+  EXPECT_EQ(Values(Invoke("floor", {input})), std::vector<double>({-3, -1, 0, 0, 0, 2, 3, -kInf}));
+  EXPECT_EQ(Values(Invoke("ceil", {input})), std::vector<double>({-2, 0, 0, 0, 1, 3, 3, -kInf}));
+  EXPECT_TRUE(std::signbit(Invoke("ceil", {input})->GetAsDouble(1)));  // ceil(-0.5) is -0
+  const Tensor nan = TensorNode::FromVector<double>({1}, DataType::Float64(), {kNaN});
+  for (const std::string op : {"sign", "floor", "ceil"}) {
+    EXPECT_TRUE(std::isnan(Invoke(op, {nan})->GetAsDouble(0))) << op;
+  }
+}
+
+TEST(UnaryOps, SignFloorCeilOfIntegers) {
+  const Tensor i32 = TensorFrom<int32_t>({5}, DataType::Int32(), {-7, -1, 0, 2, 9});
+  EXPECT_EQ(Elements<int32_t>(Invoke("sign", {i32})), std::vector<int32_t>({-1, -1, 0, 1, 1}));
+  EXPECT_EQ(Elements<int32_t>(Invoke("floor", {i32})), std::vector<int32_t>({-7, -1, 0, 2, 9}));
+  EXPECT_EQ(Elements<int32_t>(Invoke("ceil", {i32})), std::vector<int32_t>({-7, -1, 0, 2, 9}));
+  const Tensor u8 = TensorFrom<uint8_t>({3}, DataType(DataType::Code::kUInt, 8), {0, 1, 200});
+  EXPECT_EQ(Elements<uint8_t>(Invoke("sign", {u8})), std::vector<uint8_t>({0, 1, 1}));
+}
+
+TEST(UnaryOps, ActivationsWithParameters) {
+  const Tensor input =
+      TensorNode::FromVector<double>({5}, DataType::Float64(), {-4.0, -1.0, -1e-9, 0.0, 2.0});
+  EXPECT_THAT(Values(Invoke("nn.leaky_relu", {input}, MakeAttrs({{"alpha", 0.1}}))),
+              ::testing::Pointwise(::testing::DoubleEq(), {-0.4, -0.1, -1e-10, 0.0, 2.0}));
+  EXPECT_THAT(Values(Invoke("nn.leaky_relu", {input})),  // alpha defaults to 0.01
+              ::testing::Pointwise(::testing::DoubleEq(), {-0.04, -0.01, -1e-11, 0.0, 2.0}));
+  const std::vector<double> elu = Values(Invoke("nn.elu", {input}, MakeAttrs({{"alpha", 2.0}})));
+  EXPECT_DOUBLE_EQ(elu[0], 2 * std::expm1(-4.0));
+  EXPECT_DOUBLE_EQ(elu[1], 2 * std::expm1(-1.0));
+  EXPECT_DOUBLE_EQ(elu[2], 2 * std::expm1(-1e-9));  // expm1, not exp - 1, near 0
+  EXPECT_EQ(elu[3], 0.0);
+  EXPECT_EQ(elu[4], 2.0);
+  EXPECT_EQ(Values(Invoke("nn.hard_sigmoid", {input}, MakeAttrs({{"alpha", 0.25}, {"beta", 0.5}}))),
+            std::vector<double>({0.0, 0.25, 0.5 - 0.25e-9, 0.5, 1.0}));
+  const Tensor nan = TensorNode::FromVector<double>({1}, DataType::Float32(), {kNaN});
+  for (const std::string op : {"nn.leaky_relu", "nn.elu", "nn.hard_sigmoid", "nn.softplus"}) {
+    EXPECT_TRUE(std::isnan(Invoke(op, {nan})->GetAsDouble(0))) << op;
+  }
+}
+
+TEST(UnaryOps, SoftplusNeitherOverflowsNorLosesSmallResults) {
+  const Tensor input = TensorNode::FromVector<double>({6}, DataType::Float32(),
+                                                      {-80.0, -20.0, -1.0, 0.0, 1.0, 100.0});
+  const std::vector<double> output = Values(Invoke("nn.softplus", {input}));
+  const std::vector<double> expected = {
+      std::exp(-80.0), std::log1p(std::exp(-20.0)),    std::log1p(std::exp(-1.0)),
+      std::log(2.0),   1 + std::log1p(std::exp(-1.0)), 100.0};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_NEAR(output[i], expected[i], 1e-7 * expected[i]) << i;
+  }
+}
+
+TEST(UnaryOps, ClipClampsAndKeepsNaN) {
+  const Tensor input =
+      TensorNode::FromVector<double>({6}, DataType::Float32(), {-3.0, -1.0, 0.5, 2.0, kInf, kNaN});
+  const std::vector<double> clipped =
+      Values(Invoke("clip", {input}, MakeAttrs({{"a_min", -1.5}, {"a_max", 1.0}})));
+  EXPECT_EQ(std::vector<double>(clipped.begin(), clipped.end() - 1),
+            std::vector<double>({-1.5, -1.0, 0.5, 1.0, 1.0}));
+  EXPECT_TRUE(std::isnan(clipped.back()));
+  // No bounds by default; a_max wins over a larger a_min (numpy's clip).
+  EXPECT_EQ(Values(Invoke("clip", {input}))[4], kInf);
+  EXPECT_EQ(Values(Invoke("clip", {input}, MakeAttrs({{"a_min", 2.0}, {"a_max", 1.0}})))[0], 1.0);
+  const Tensor i8 = TensorFrom<int8_t>({4}, DataType::Int8(), {-128, -3, 5, 127});
+  EXPECT_EQ(Elements<int8_t>(Invoke("clip", {i8}, MakeAttrs({{"a_min", -2.0}, {"a_max", 4.0}}))),
+            std::vector<int8_t>({-2, -2, 4, 4}));
+  EXPECT_EQ(Elements<int8_t>(Invoke("clip", {i8}, MakeAttrs({{"a_min", -1000.0}}))),
+            std::vector<int8_t>({-128, -3, 5, 127}));
+}
+
+TEST(UnaryOps, IsNaNIsBool) {
+  const Tensor input =
+      TensorNode::FromVector<double>({4}, DataType::Float64(), {kNaN, -kInf, 0.0, -kNaN});
+  const Tensor output = Invoke("isnan", {input});
+  EXPECT_EQ(output->dtype(), DataType::Bool());
+  EXPECT_EQ(Elements<bool>(output), std::vector<bool>({true, false, false, true}));
+  EXPECT_EQ(TypeOf("isnan", {TensorOf({kAny, 3})}), "Tensor[(?, 3), bool]");
+  EXPECT_THAT(InvokeError("isnan", {TensorNode::Empty({2}, DataType::Int32())}),
+              HasSubstr("isnan: argument 0 must be a floating-point tensor"));
+}
+
 TEST(UnaryOps, NanPropagatesThroughRelu) {
   const Tensor input = TensorNode::FromVector<double>(
       {2}, DataType::Float64(), {std::numeric_limits<double>::quiet_NaN(), -1.0});
@@ -148,7 +236,8 @@ TEST(UnaryOps, LogicalNot) {
 }
 
 TEST(UnaryOps, FloatOnlyOpsRejectIntegerAndBoolTensors) {
-  for (const std::string op : {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "gelu"}) {
+  for (const std::string op : {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "gelu",
+                               "nn.leaky_relu", "nn.elu", "nn.hard_sigmoid", "nn.softplus"}) {
     SCOPED_TRACE(op);
     EXPECT_THAT(InvokeError(op, {TensorNode::Empty({2}, DataType::Int32())}),
                 HasSubstr(op + ": argument 0 must be a floating-point tensor, got Tensor[(2,), "
@@ -159,7 +248,8 @@ TEST(UnaryOps, FloatOnlyOpsRejectIntegerAndBoolTensors) {
 }
 
 TEST(UnaryOps, NumericOpsRejectBool) {
-  for (const std::string op : {"negative", "abs", "nn.relu", "round"}) {
+  for (const std::string op :
+       {"negative", "abs", "nn.relu", "round", "floor", "ceil", "sign", "clip"}) {
     SCOPED_TRACE(op);
     EXPECT_THAT(InvokeError(op, {TensorNode::Empty({2}, DataType::Bool())}),
                 HasSubstr(op + ": argument 0 must be an integer or floating-point tensor"));
@@ -226,8 +316,11 @@ TEST(UnaryOps, NonTensorArgumentErrorNamesTheOp) {
 }
 
 TEST(UnaryOps, RegistryDescribesEveryOp) {
-  for (const std::string op : {"negative", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid",
-                               "nn.relu", "erf", "gelu", "round", "copy", "logical_not", "cast"}) {
+  for (const std::string op :
+       {"negative",    "abs",     "exp",  "log",  "sqrt",          "rsqrt",  "tanh",
+        "sigmoid",     "nn.relu", "erf",  "gelu", "round",         "copy",   "logical_not",
+        "cast",        "floor",   "ceil", "sign", "nn.leaky_relu", "nn.elu", "nn.hard_sigmoid",
+        "nn.softplus", "clip",    "isnan"}) {
     SCOPED_TRACE(op);
     const OpDef& def = Def(op);
     EXPECT_FALSE(def.description.empty());
@@ -236,7 +329,10 @@ TEST(UnaryOps, RegistryDescribesEveryOp) {
     EXPECT_EQ(def.pattern, OpPattern::kElemWise);
     EXPECT_EQ(def.shape_mode, ShapeFuncMode::kDataIndependent);
     EXPECT_TRUE(def.relation && def.shape_func && def.kernel);
-    EXPECT_EQ(def.attrs.size(), op == "cast" ? 1u : 0u);
+    const size_t attrs = op == "cast" || op == "nn.leaky_relu" || op == "nn.elu" ? 1u
+                         : op == "nn.hard_sigmoid" || op == "clip"               ? 2u
+                                                                                 : 0u;
+    EXPECT_EQ(def.attrs.size(), attrs);
   }
 }
 

@@ -338,6 +338,53 @@ TEST(UnaryComputeTest, FloatOps) {
   }
 }
 
+// The element-wise ops of the ONNX importer. elu and softplus compute e^x - 1
+// and log(1 + y) by Kahan's and Goldberg's formulas around exp and log,
+// within a few ulps of the reference's expm1 and log1p; the interpreter
+// evaluates exp and log exactly rounded, the runtime (float32) within
+// vector_math's bounds.
+TEST(UnaryComputeTest, OnnxElementwiseOps) {
+  const ir::Attrs elu = MakeAttrs({{"alpha", 1.5}});
+  const ir::Attrs leaky = MakeAttrs({{"alpha", 0.1}});
+  const ir::Attrs hard = MakeAttrs({{"alpha", 0.2}, {"beta", 0.5}});
+  const ir::Attrs clip = MakeAttrs({{"a_min", -0.5}, {"a_max", 0.75}});
+  struct Case {
+    std::string op;
+    ir::Attrs attrs;
+    Tolerance tolerance;
+  };
+  const std::vector<Case> cases = {{"floor", {}, kExact},        {"ceil", {}, kExact},
+                                   {"sign", {}, kExact},         {"nn.leaky_relu", leaky, kExact},
+                                   {"nn.elu", elu, Ulps(4)},     {"nn.hard_sigmoid", hard, Ulps(1)},
+                                   {"nn.softplus", {}, Ulps(4)}, {"clip", clip, kExact},
+                                   {"clip", {}, kExact},         {"isnan", {}, kExact}};
+  for (const Case& test : cases) {
+    for (DataType dtype : {kF32, kF64}) {
+      for (const Shape& shape : kUnaryShapes) {
+        ExpectMatches(test.op, {WithSpecials(Random(shape, dtype))}, test.attrs, test.tolerance);
+      }
+    }
+  }
+  // Near 0, where e^x - 1 and log(1 + e^x)'s tail lose their digits unless
+  // computed with care, and far out.
+  const std::vector<double> values = {-1e-8, -1e-5, -0.01, -0.3, -0.49, -0.51, -1, -5,
+                                      -20,   -40,   -90,   -200, 1e-6,  0.4,   20, 100};
+  const auto size = static_cast<int64_t>(values.size());
+  for (DataType dtype : {kF32, kF64}) {
+    ExpectMatches("nn.elu", {TensorFrom({size}, dtype, values)}, elu, Ulps(4));
+    ExpectMatches("nn.softplus", {TensorFrom({size}, dtype, values)}, {}, Ulps(4));
+  }
+  for (const std::string op : {"floor", "ceil", "sign", "clip"}) {
+    for (DataType dtype : kIntDTypes) {
+      const int64_t lowest =
+          dtype == kI64 ? std::numeric_limits<int64_t>::min() : -(int64_t{1} << (dtype.bits() - 1));
+      ExpectMatches(op, {TensorFrom<int64_t>({5}, dtype, {0, 1, -1, 7, lowest})},
+                    op == "clip" ? MakeAttrs({{"a_min", -3.0}, {"a_max", 1e30}}) : ir::Attrs{});
+      ExpectMatches(op, {Random({3, 11}, dtype)}, op == "clip" ? clip : ir::Attrs{});
+    }
+  }
+}
+
 // Through both clamps (-20 in float32, -40 in float64) and the erfc tail.
 TEST(UnaryComputeTest, GeluOverItsWholeRange) {
   std::vector<double> values;
@@ -425,8 +472,25 @@ TEST(BroadcastComputeTest, IntegerArithmeticWraps) {
   }
 }
 
+// mod is C's fmod (the dividend's sign), floor_mod Python's % (the
+// divisor's, a zero remainder too), over signs, zeros, NaN and infinities.
+TEST(BroadcastComputeTest, FloatRemainders) {
+  const std::vector<double> a = {7,  -7,  7, -7, 0, -0.0,     6,
+                                 -6, 1.5, 3, -3, 5, INFINITY, std::nan("")};
+  const std::vector<double> b = {3, 3, -3, -3, -2, 2, -3, 3, 0, INFINITY, INFINITY, 0.75, 2, 2};
+  const auto n = static_cast<int64_t>(a.size());
+  for (const std::string op : {"mod", "floor_mod"}) {
+    for (DataType dtype : {kF32, kF64}) {
+      ExpectMatches(op, {TensorFrom({n}, dtype, a), TensorFrom({n}, dtype, b)});
+      for (const auto& [lhs, rhs] : kBroadcastShapes) {
+        ExpectMatches(op, {WithSpecials(Random(lhs, dtype)), Random(rhs, dtype)});
+      }
+    }
+  }
+}
+
 TEST(BroadcastComputeTest, IntegerDivideAndPowerAreLeftToTheBuiltinKernel) {
-  for (const std::string op : {"divide", "power"}) {
+  for (const std::string op : {"divide", "power", "mod", "floor_mod"}) {
     for (DataType dtype : kIntDTypes) {
       EXPECT_FALSE(HasCompute(Call{op, {Random({3}, dtype), Random({3}, dtype)}, {}}));
     }
@@ -449,7 +513,7 @@ TEST(BroadcastComputeTest, Comparisons) {
 }
 
 TEST(BroadcastComputeTest, LogicalOps) {
-  for (const std::string op : {"logical_and", "logical_or"}) {
+  for (const std::string op : {"logical_and", "logical_or", "logical_xor"}) {
     for (const auto& [lhs, rhs] : kBroadcastShapes) {
       ExpectMatches(op, {Random(lhs, kBool), Random(rhs, kBool)});
     }
@@ -1424,27 +1488,79 @@ TEST(TirTest, IntegerConstantsFoldWithWrapping) {
 // ---------------------------------------------------------------------------
 
 TEST(ComputeCoverageTest, EveryOpWithAComputeIsTestedHere) {
-  const std::set<std::string> tested = {"negative",      "abs",          "exp",
-                                        "log",           "sqrt",         "rsqrt",
-                                        "tanh",          "sigmoid",      "nn.relu",
-                                        "erf",           "gelu",         "round",
-                                        "copy",          "logical_not",  "cast",
-                                        "add",           "subtract",     "multiply",
-                                        "divide",        "power",        "maximum",
-                                        "minimum",       "equal",        "not_equal",
-                                        "less",          "less_equal",   "greater",
-                                        "greater_equal", "logical_and",  "logical_or",
-                                        "where",         "nn.dense",     "nn.batch_matmul",
-                                        "nn.bias_add",   "nn.softmax",   "nn.layer_norm",
-                                        "sum",           "mean",         "max",
-                                        "min",           "prod",         "all",
-                                        "any",           "argmax",       "argmin",
-                                        "reshape",       "reshape_like", "transpose",
-                                        "squeeze",       "expand_dims",  "concatenate",
-                                        "stack",         "split",        "take",
-                                        "strided_slice", "zeros",        "ones",
-                                        "full",          "zeros_like",   "ones_like",
-                                        "full_like"};
+  const std::set<std::string> tested = {"negative",
+                                        "abs",
+                                        "exp",
+                                        "log",
+                                        "sqrt",
+                                        "rsqrt",
+                                        "tanh",
+                                        "sigmoid",
+                                        "nn.relu",
+                                        "erf",
+                                        "gelu",
+                                        "round",
+                                        "copy",
+                                        "logical_not",
+                                        "cast",
+                                        "add",
+                                        "subtract",
+                                        "multiply",
+                                        "divide",
+                                        "power",
+                                        "maximum",
+                                        "minimum",
+                                        "equal",
+                                        "not_equal",
+                                        "less",
+                                        "less_equal",
+                                        "greater",
+                                        "greater_equal",
+                                        "logical_and",
+                                        "logical_or",
+                                        "where",
+                                        "nn.dense",
+                                        "nn.batch_matmul",
+                                        "nn.bias_add",
+                                        "nn.softmax",
+                                        "nn.layer_norm",
+                                        "sum",
+                                        "mean",
+                                        "max",
+                                        "min",
+                                        "prod",
+                                        "all",
+                                        "any",
+                                        "argmax",
+                                        "argmin",
+                                        "reshape",
+                                        "reshape_like",
+                                        "transpose",
+                                        "squeeze",
+                                        "expand_dims",
+                                        "concatenate",
+                                        "stack",
+                                        "split",
+                                        "take",
+                                        "strided_slice",
+                                        "zeros",
+                                        "ones",
+                                        "full",
+                                        "zeros_like",
+                                        "ones_like",
+                                        "full_like",
+                                        "floor",
+                                        "ceil",
+                                        "sign",
+                                        "nn.leaky_relu",
+                                        "nn.elu",
+                                        "nn.hard_sigmoid",
+                                        "nn.softplus",
+                                        "clip",
+                                        "isnan",
+                                        "mod",
+                                        "floor_mod",
+                                        "logical_xor"};
   std::set<std::string> with_compute;
   for (const std::string& name : OpRegistry::Global().Names()) {
     if (Def(name).compute) with_compute.insert(name);

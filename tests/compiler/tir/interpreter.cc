@@ -103,8 +103,14 @@ double Math(Intrinsic intrinsic, double x, double y) {
       return std::fabs(x);
     case Intrinsic::kRound:
       return std::nearbyint(x);
+    case Intrinsic::kFloor:
+      return std::floor(x);
+    case Intrinsic::kCeil:
+      return std::ceil(x);
     case Intrinsic::kPow:
       return std::pow(x, y);
+    case Intrinsic::kFmod:
+      return std::fmod(x, y);
     case Intrinsic::kCheckIndex:
     case Intrinsic::kBlockSum:
     case Intrinsic::kBlockProd:

@@ -108,7 +108,7 @@ std::vector<Ref<Object>> BinaryInputs(const std::string& op, const Shape& a_shap
   const bool integer = dtype.is_int();
   Tensor a = Quarters(Random(a_shape, dtype, rng, op == "power" ? 0.0 : -4.0, 4.0));
   Tensor b;
-  if (op == "divide" && integer) {
+  if ((op == "divide" || op == "mod" || op == "floor_mod") && integer) {
     b = Random(b_shape, dtype, rng, 1.0, 5.0);
     for (int64_t i = 0; dtype != kUInt8 && i < b->numel(); i += 2) {
       b->SetFromDouble(i, -b->GetAsDouble(i));
@@ -167,7 +167,9 @@ double VectorMathUlps(const std::string& op) {
 // round float32 values much closer than that), under each bound. float64
 // evaluates the same libm expressions on both sides, and the other ops are
 // exactly rounded on both (IEEE +, -, *, /, sqrt, comparisons, conversions,
-// integer arithmetic): for them the bound is 0, exact equality.
+// integer arithmetic; elu, hard_sigmoid and softplus, which both sides
+// compute in double and round once): for them the bound is 0, exact
+// equality.
 double UlpBound(const std::string& op, DataType dtype) {
   constexpr double kReferenceRounding = 0.5;
   if (dtype == DataType::Float64()) return 0;
@@ -215,13 +217,49 @@ std::string KernelError(const std::string& op, std::vector<Tensor> arguments,
 }
 
 TEST(ElemwiseKernels, EveryOpHasARuntimeKernel) {
-  const std::vector<std::string> expected = {
-      "negative", "abs",         "exp",     "log",           "sqrt",        "rsqrt",
-      "tanh",     "sigmoid",     "nn.relu", "erf",           "gelu",        "round",
-      "copy",     "logical_not", "cast",    "add",           "subtract",    "multiply",
-      "divide",   "power",       "maximum", "minimum",       "equal",       "not_equal",
-      "less",     "less_equal",  "greater", "greater_equal", "logical_and", "logical_or",
-      "where"};
+  const std::vector<std::string> expected = {"negative",
+                                             "abs",
+                                             "exp",
+                                             "log",
+                                             "sqrt",
+                                             "rsqrt",
+                                             "tanh",
+                                             "sigmoid",
+                                             "nn.relu",
+                                             "erf",
+                                             "gelu",
+                                             "round",
+                                             "copy",
+                                             "logical_not",
+                                             "cast",
+                                             "add",
+                                             "subtract",
+                                             "multiply",
+                                             "divide",
+                                             "power",
+                                             "maximum",
+                                             "minimum",
+                                             "equal",
+                                             "not_equal",
+                                             "less",
+                                             "less_equal",
+                                             "greater",
+                                             "greater_equal",
+                                             "logical_and",
+                                             "logical_or",
+                                             "where",
+                                             "floor",
+                                             "ceil",
+                                             "sign",
+                                             "nn.leaky_relu",
+                                             "nn.elu",
+                                             "nn.hard_sigmoid",
+                                             "nn.softplus",
+                                             "clip",
+                                             "isnan",
+                                             "mod",
+                                             "floor_mod",
+                                             "logical_xor"};
   std::vector<std::string> tabled = UnaryOps();
   for (const std::string& op : BinaryOps()) tabled.push_back(op);
   tabled.push_back("cast");
@@ -296,7 +334,9 @@ TEST(ElemwiseKernels, FloatSpecialValues) {
       if (op != "logical_not") ExpectElemwiseMatches(op, {x});
     }
     for (const std::string& op : BinaryOps()) {
-      if (op != "logical_and" && op != "logical_or") ExpectElemwiseMatches(op, {x, y});
+      if (op != "logical_and" && op != "logical_or" && op != "logical_xor") {
+        ExpectElemwiseMatches(op, {x, y});
+      }
     }
     for (const DataType to : kAllDTypes) ExpectElemwiseMatches("cast", {x}, CastTo(to));
   }
@@ -347,7 +387,7 @@ TEST(ElemwiseKernels, LargeOutputsTakeTheParallelPath) {
     ExpectElemwiseMatches(op, {UnaryInput(op, kLarge, dtype, rng)});
   }
   for (const std::string& op : BinaryOps()) {
-    const bool logical = op == "logical_and" || op == "logical_or";
+    const bool logical = op == "logical_and" || op == "logical_or" || op == "logical_xor";
     const DataType dtype = logical ? DataType::Bool() : f32;
     ExpectElemwiseMatches(op, BinaryInputs(op, kLarge, kLarge, dtype, rng));
   }
@@ -540,6 +580,17 @@ TEST(ElemwiseKernels, IntegerWrapAroundAndDivision) {
        {39, 63},
        {4052555153018976267, std::numeric_limits<int64_t>::min()}},
       {"power", kUInt8, {3, 2}, {5, 8}, {243, 0}},
+      // mod keeps the dividend's sign (C), floor_mod takes the divisor's (Python).
+      {"mod", DataType::Int32(), {7, -7, 7, -7, kMin32}, {3, 3, -3, -3, -1}, {1, -1, 1, -1, 0}},
+      {"floor_mod",
+       DataType::Int32(),
+       {7, -7, 7, -7, kMin32, 6, -6},
+       {3, 3, -3, -3, -1, -3, 3},
+       {1, 2, -2, -1, 0, 0, 0}},
+      {"floor_mod", DataType::Int8(), {-128, -128, 127}, {127, -128, -128}, {126, 0, -1}},
+      {"floor_mod", kUInt8, {255, 7}, {2, 255}, {1, 7}},
+      {"sign", DataType::Int64(), {-kBig, 0, kBig}, {}, {-1, 0, 1}},
+      {"sign", kUInt8, {0, 1, 255}, {}, {0, 1, 1}},
       {"negative", DataType::Int32(), {kMin32, 5, 0}, {}, {kMin32, -5, 0}},
       {"negative", kUInt8, {1, 0}, {}, {255, 0}},
       {"abs", DataType::Int8(), {-128, -5, 7}, {}, {-128, 5, 7}},
