@@ -517,6 +517,35 @@ TEST_F(ManInTheMiddleTest, AForgedResultClosesTheConnection) {
   Attack("forge", "forged a result", "has a wrong MAC");
 }
 
+// --require-commit admits agents of that build only: another one is refused
+// with both commits named and exits 1 (it does not mend itself); one of the
+// build's own commit (what `probe` reports) joins. Listening on every
+// address without TLS, the coordinator says once what that leaves open;
+// on loopback it says nothing.
+TEST_F(FleetTest, ACoordinatorRequiringACommitRefusesAgentsOfAnother) {
+  const CliResult probe = RunCommand({NIMBLE_BENCH_BINARY, "probe"}, 60s);
+  ASSERT_EQ(probe.exit_code, 0) << probe.err;
+  const std::string commit = Json::parse(probe.out).at("commit").get<std::string>();
+  ASSERT_FALSE(commit.empty());
+
+  ASSERT_GT(StartCoordinator("0.0.0.0:0", {"--require-commit", "0123456789ab"}, "strict"), 0);
+  const CliResult other = RunCommand({NIMBLE_BENCH_BINARY, "agent", "--coordinator", address_,
+                                      "--secret-file", secret_file_, "--name", "other-build"},
+                                     20s);
+  EXPECT_EQ(other.exit_code, 1) << other.err;
+  EXPECT_THAT(other.err, HasSubstr("the agent is of commit " + commit +
+                                   ", this coordinator requires 0123456789ab"));
+  EXPECT_EQ(db_->Count("SELECT count(*) FROM agents WHERE name = 'other-build'"), 0);
+  EXPECT_THAT(LinesWith(coordinator_->Log(), "no TLS on a non-loopback address"),
+              ::testing::SizeIs(1));
+  coordinator_->Kill();
+
+  ASSERT_GT(StartCoordinator("127.0.0.1:0", {"--require-commit", commit}, "same-build"), 0);
+  StartAgent("same-build");
+  EXPECT_TRUE(AgentConnects("same-build"));
+  EXPECT_THAT(LinesWith(coordinator_->Log(), "no TLS"), ::testing::IsEmpty());
+}
+
 // One host holding idle connections (127.0.0.2, another loopback address)
 // fills only its own share of the handshake slots: its next connection is
 // refused, naming the per-address limit, while an agent and a client from
