@@ -267,6 +267,7 @@ backend::CompileOptions CompileOptionsOf(const BenchOptions& options) {
   compile.fuse_ops = options.fuse_ops;
   compile.kernels = options.kernels;
   compile.tuning_database = options.tuning_database;
+  compile.precision = options.precision;
   return compile;
 }
 
@@ -329,6 +330,8 @@ std::string ConfigurationJson(const BenchOptions& options) {
   config["seed"] = options.dataset.seed;
   if (options.kernels != "auto") config["kernels"] = options.kernels;
   if (!options.fuse_ops) config["fusion"] = false;
+  // Spelled as the peers record theirs (f32, bf16).
+  if (options.precision != "fp32") config["precision"] = options.precision;
   return config.dump();
 }
 
@@ -373,6 +376,47 @@ BenchResult RunCountedPass(const BenchOptions& options) {
   figures.Add("tokens", static_cast<double>(TotalTokens(samples)), "count");
   return {figures.Take(), static_cast<int64_t>(samples.size())};
 }
+
+namespace {
+
+// The predicted class of a classifier's output: the index of its largest value.
+int64_t PredictedClass(const Tensor& logits) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < logits->numel(); ++i) {
+    if (logits->GetAsDouble(i) > logits->GetAsDouble(best)) best = i;
+  }
+  return best;
+}
+
+// What reduced precision changed: every sample through `machine` and through
+// the fp32 program, the largest absolute difference of their outputs, and for
+// BERT (a 2-class head) the share of sentence pairs whose class differs.
+void AddPrecisionFigures(Figures& figures, const ir::IRModule& module, const BenchOptions& options,
+                         vm::VirtualMachine& machine, const std::vector<Sample>& samples) {
+  backend::CompileOptions fp32 = CompileOptionsOf(options);
+  fp32.precision = "fp32";
+  vm::VirtualMachine reference(backend::Compile(module, fp32));
+  double max_diff = 0;
+  int64_t flips = 0;
+  for (const Sample& sample : samples) {
+    const Tensor reduced = machine.Invoke("main", sample.args).as<TensorNode>();
+    const Tensor exact = reference.Invoke("main", sample.args).as<TensorNode>();
+    if (!reduced || !exact || reduced->numel() != exact->numel()) {
+      throw Error("the " + options.precision + " and fp32 programs' outputs differ in shape");
+    }
+    for (int64_t i = 0; i < exact->numel(); ++i) {
+      max_diff = std::max(max_diff, std::abs(reduced->GetAsDouble(i) - exact->GetAsDouble(i)));
+    }
+    flips += PredictedClass(reduced) != PredictedClass(exact);
+  }
+  figures.Add("max_abs_diff_vs_fp32", max_diff, "abs");
+  if (options.model == "bert") {
+    figures.Add("class_flip_share_vs_fp32",
+                static_cast<double>(flips) / static_cast<double>(samples.size()), "ratio");
+  }
+}
+
+}  // namespace
 
 BenchResult RunBenchmark(const BenchOptions& options, const Progress& progress) {
   CheckProtocol(options);
@@ -463,6 +507,7 @@ BenchResult RunBenchmark(const BenchOptions& options, const Progress& progress) 
     AddSplit(figures, "fixed_len_static_", static_timing,
              ProfilePass(static_executable, fixed_profiled));
   }
+  if (options.precision != "fp32") AddPrecisionFigures(figures, module, options, machine, samples);
   if (options.against_native) {
     vm::VirtualMachine native_machine(
         backend::Compile(models::BuildBert(options.bert).Module(), planned));

@@ -50,6 +50,10 @@ struct BenchOptions {
   std::string kernels = "auto";
   bool fuse_ops = true;
   std::string tuning_database;  // empty: measure kernel choices afresh
+  // fp32, or bf16 (backend::CompileOptions::precision): a bf16 run also runs
+  // the fp32 program on every sample and records the largest difference of
+  // their outputs and, for BERT, the share of pairs whose class differs.
+  std::string precision = "fp32";
   models::LstmOptions lstm;
   models::TreeLstmOptions treelstm;
   models::BertOptions bert;

@@ -66,6 +66,7 @@ struct KernelChoice {
   bool fusion = true;
   std::string tuning_db = backend::DefaultTuningDatabase();
   te::MatMulKnobs matmul;
+  std::string precision = "fp32";
 };
 
 // `choose_kernels` off: only --no-fusion (`dump --kernels` lists kernels).
@@ -103,6 +104,12 @@ void AddKernelOptions(CLI::App* command, KernelChoice& choice, bool choose_kerne
                      "the row count's residue (1 to 64; default: the tile's rows, full "
                      "dispatch)")
         ->check(CLI::Range(1, 64));
+    command
+        ->add_option("--precision", choice.precision,
+                     "fp32, or bf16: constant dense weights in bfloat16 and their products in "
+                     "bf16 with float32 sums (x86-64 hosts with avx512_bf16; AMX where present)")
+        ->check(CLI::IsMember({"fp32", "bf16"}))
+        ->capture_default_str();
   }
   command->add_flag("!--no-fusion", choice.fusion,
                     "Give every op a kernel of its own (no operator fusion)");
@@ -113,6 +120,7 @@ backend::CompileOptions WithKernels(backend::CompileOptions options, const Kerne
   options.kernels = choice.kernels;
   options.tuning_database = choice.tuning_db;
   options.matmul = choice.matmul;
+  options.precision = choice.precision;
   return options;
 }
 
@@ -222,8 +230,9 @@ vm::Executable LoadOrCompile(const RunOptions& options) {
     if (!options.plan_memory) throw Error(path + ": --no-memory-plan applies to programs");
     if (!options.dim_bounds.empty()) throw Error(path + ": --dim-bound applies to ONNX models");
     if (options.kernels.kernels != "auto" || !options.kernels.fusion ||
-        options.kernels.tuning_db != backend::DefaultTuningDatabase()) {
-      throw Error(path + ": --kernels, --no-fusion and --tuning-db apply to programs");
+        options.kernels.tuning_db != backend::DefaultTuningDatabase() ||
+        options.kernels.precision != "fp32") {
+      throw Error(path + ": --kernels, --no-fusion, --tuning-db and --precision apply to programs");
     }
     return vm::Executable::LoadFromFile(path);
   }

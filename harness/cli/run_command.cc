@@ -317,6 +317,13 @@ void AddRunOptions(CLI::App* command, RunCommand& run) {
       ->capture_default_str();
   command->add_flag("!--no-fusion", run.bench.fuse_ops,
                     "Give every op a kernel of its own (no operator fusion)");
+  command
+      ->add_option("--precision", run.bench.precision,
+                   "fp32, or bf16: dense weights in bfloat16, bf16 products with float32 sums "
+                   "(hosts with avx512_bf16); records the largest difference from the fp32 "
+                   "program's outputs and, for BERT, the share of pairs whose class changed")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   command->add_flag("--count-instructions", run.count_instructions,
                     "Count the instructions of one pass with Valgrind's callgrind, one thread "
                     "(slow: a small run); records no times");

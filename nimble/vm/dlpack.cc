@@ -116,6 +116,8 @@ DLDataType ToDLDataType(DataType dtype) {
       return {kDLUInt, static_cast<uint8_t>(dtype.bits()), 1};
     case DataType::Code::kFloat:
       return {kDLFloat, static_cast<uint8_t>(dtype.bits()), 1};
+    case DataType::Code::kBFloat:
+      return {kDLBfloat, static_cast<uint8_t>(dtype.bits()), 1};
   }
   throw Error("dtype " + dtype.name() + " has no DLPack equivalent");
 }
@@ -141,11 +143,14 @@ DataType FromDLDataType(DLDataType type) {
       if (type.bits == 32) return DataType::Float32();
       if (type.bits == 64) return DataType::Float64();
       break;
+    case kDLBfloat:
+      if (type.bits == 16) return DataType::BFloat16();
+      break;
     default:
       break;
   }
   throw Error("unsupported DLPack dtype " + DLTypeName(type) +
-              " (expected bool, int8, uint8, int32, int64, float16, float32 or float64)");
+              " (expected bool, int8, uint8, int32, int64, float16, bfloat16, float32 or float64)");
 }
 
 DLTensor AsDLTensor(const TensorNode& tensor) {

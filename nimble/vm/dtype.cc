@@ -13,10 +13,11 @@ bool DataType::TryParse(std::string_view name, DataType* out) {
     std::string_view name;
     DataType dtype;
   } kNames[] = {
-      {"bool", Bool()},       {"int8", Int8()},
-      {"int32", Int32()},     {"int64", Int64()},
-      {"float16", Float16()}, {"float32", Float32()},
-      {"float64", Float64()}, {"uint8", {Code::kUInt, 8}},
+      {"bool", Bool()},         {"int8", Int8()},
+      {"int32", Int32()},       {"int64", Int64()},
+      {"float16", Float16()},   {"float32", Float32()},
+      {"float64", Float64()},   {"uint8", {Code::kUInt, 8}},
+      {"bfloat16", BFloat16()},
   };
   for (const auto& entry : kNames) {
     if (entry.name == name) {
@@ -30,8 +31,9 @@ bool DataType::TryParse(std::string_view name, DataType* out) {
 DataType DataType::Parse(std::string_view name) {
   DataType dtype;
   if (!TryParse(name, &dtype)) {
-    throw Error("unknown dtype '" + std::string(name) +
-                "' (expected bool, int8, uint8, int32, int64, float16, float32 or float64)");
+    throw Error(
+        "unknown dtype '" + std::string(name) +
+        "' (expected bool, int8, uint8, int32, int64, float16, bfloat16, float32 or float64)");
   }
   return dtype;
 }
@@ -46,6 +48,8 @@ std::string DataType::name() const {
       return "uint" + std::to_string(bits_);
     case Code::kFloat:
       return "float" + std::to_string(bits_);
+    case Code::kBFloat:
+      return "bfloat" + std::to_string(bits_);
   }
   return "?";
 }
@@ -90,6 +94,20 @@ Half FloatToHalf(float f) {
   const uint32_t remainder = mantissa & 0x1fffu;
   if (remainder > 0x1000u || (remainder == 0x1000u && (result & 1u))) ++result;
   return {static_cast<uint16_t>(sign | result)};
+}
+
+float BFloat16ToFloat(BFloat16 b) {
+  return std::bit_cast<float>(uint32_t{b.bits} << 16);
+}
+
+BFloat16 FloatToBFloat16(float f) {
+  const uint32_t bits = std::bit_cast<uint32_t>(f);
+  if (std::isnan(f)) return {static_cast<uint16_t>((bits >> 16) | 0x40u)};
+  // Adding 0x7fff plus the lowest kept bit rounds the dropped half to
+  // nearest, a tie towards the even result; an overflow carries into the
+  // exponent, up to infinity, as rounding should.
+  const uint32_t rounded = bits + 0x7fffu + ((bits >> 16) & 1u);
+  return {static_cast<uint16_t>(rounded >> 16)};
 }
 
 }  // namespace nimble

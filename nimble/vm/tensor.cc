@@ -116,8 +116,8 @@ double LoadElementAsDouble(const void* data, DataType dtype, int64_t index) {
   return DispatchDType(dtype, [&](auto tag) -> double {
     using T = decltype(tag);
     const T value = static_cast<const T*>(data)[index];
-    if constexpr (std::is_same_v<T, Half>) {
-      return HalfToFloat(value);
+    if constexpr (kIsFloatBits<T>) {
+      return FloatBitsToFloat(value);
     } else {
       return static_cast<double>(value);
     }
@@ -128,8 +128,8 @@ int64_t LoadElementAsInt64(const void* data, DataType dtype, int64_t index) {
   return DispatchDType(dtype, [&](auto tag) -> int64_t {
     using T = decltype(tag);
     const T value = static_cast<const T*>(data)[index];
-    if constexpr (std::is_same_v<T, Half>) {
-      return static_cast<int64_t>(HalfToFloat(value));
+    if constexpr (kIsFloatBits<T>) {
+      return static_cast<int64_t>(FloatBitsToFloat(value));
     } else {
       return static_cast<int64_t>(value);
     }
@@ -147,8 +147,8 @@ int64_t TensorNode::GetAsInt64(int64_t index) const {
 void TensorNode::SetFromDouble(int64_t index, double value) const {
   DispatchDType(dtype_, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_same_v<T, Half>) {
-      data<T>()[index] = FloatToHalf(static_cast<float>(value));
+    if constexpr (kIsFloatBits<T>) {
+      data<T>()[index] = FloatToFloatBits<T>(static_cast<float>(value));
     } else if constexpr (std::is_same_v<T, bool>) {
       data<T>()[index] = value != 0;
     } else {

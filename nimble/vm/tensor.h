@@ -134,8 +134,8 @@ Tensor TensorNode::FromVector(const Shape& shape, DataType dtype, const std::vec
     using E = decltype(tag);
     E* data = tensor->data<E>();
     for (size_t i = 0; i < count; ++i) {
-      if constexpr (std::is_same_v<E, Half>) {
-        data[i] = FloatToHalf(static_cast<float>(values[i]));
+      if constexpr (kIsFloatBits<E>) {
+        data[i] = FloatToFloatBits<E>(static_cast<float>(values[i]));
       } else if constexpr (std::is_same_v<E, bool>) {
         data[i] = values[i] != T{};
       } else {

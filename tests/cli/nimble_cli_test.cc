@@ -347,7 +347,7 @@ TEST_F(NimbleCli, DumpIrAfterAPass) {
   EXPECT_THAT(
       unknown.err,
       HasSubstr("unknown pass 'nope' (passes: inline, fold-constant, batch-matmul-to-dense, "
-                "pack-dense-weights, eta-expand, anf"));
+                "bf16-weights, pack-dense-weights, eta-expand, anf"));
 }
 
 // --kernels and --no-fusion choose the kernels a program compiles to, which
@@ -388,10 +388,13 @@ TEST_F(NimbleCli, KernelChoiceAndFusion) {
   }
   ExpectUserError(
       Nimble({"run", Temp("fused.nimble"), "--no-fusion"}),
-      Temp("fused.nimble") + ": --kernels, --no-fusion and --tuning-db apply to programs");
+      Temp("fused.nimble") + ": --kernels, --no-fusion, --tuning-db and --precision apply to programs");
   ExpectUserError(
       Nimble({"run", Temp("fused.nimble"), "--tuning-db", Temp("other.db")}),
-      Temp("fused.nimble") + ": --kernels, --no-fusion and --tuning-db apply to programs");
+      Temp("fused.nimble") + ": --kernels, --no-fusion, --tuning-db and --precision apply to programs");
+  ExpectUserError(
+      Nimble({"run", Temp("fused.nimble"), "--precision", "bf16"}),
+      Temp("fused.nimble") + ": --kernels, --no-fusion, --tuning-db and --precision apply to programs");
 }
 
 // The loop IR of the generated kernels, simplified: a row's elementwise

@@ -5,15 +5,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "nimble/vm/cpu_features.h"
 #include "nimble/vm/dlpack.h"
 #include "nimble/vm/error.h"
 #include "nimble/vm/kernel.h"
@@ -33,22 +36,27 @@ Tensor RandomTensor(const Shape& shape, uint32_t seed) {
   return TensorNode::FromVector<float>(shape, DataType::Float32(), values);
 }
 
-// Binds kernel `name` to `attrs` and runs it on `a` and `b` into a new output
+// Binds kernel `name` to `attrs` and runs it on `inputs` into a new output
 // of `out_shape`, first filled with NaN so that elements it leaves unwritten
 // show up.
-Tensor RunKernel(const std::string& name, const Attrs& attrs, const std::vector<Tensor>& inputs,
+Tensor RunKernel(const std::string& name, const Attrs& attrs, std::vector<DLTensor> inputs,
                  const Shape& out_shape) {
   const Kernel kernel = KernelRegistry::Global().Bind(name, attrs);
   const Tensor out = TensorNode::FromVector<float>(
       out_shape, DataType::Float32(),
       std::vector<float>(ShapeNumel(out_shape), std::numeric_limits<float>::quiet_NaN()));
-  std::vector<DLTensor> tensors;
-  for (const Tensor& input : inputs) tensors.push_back(AsDLTensor(input));
-  tensors.push_back(AsDLTensor(out));
+  inputs.push_back(AsDLTensor(out));
   std::vector<DLTensor*> args;
-  for (DLTensor& tensor : tensors) args.push_back(&tensor);
+  for (DLTensor& tensor : inputs) args.push_back(&tensor);
   kernel(args.data(), static_cast<int32_t>(args.size()));
   return out;
+}
+
+Tensor RunKernel(const std::string& name, const Attrs& attrs, const std::vector<Tensor>& inputs,
+                 const Shape& out_shape) {
+  std::vector<DLTensor> tensors;
+  for (const Tensor& input : inputs) tensors.push_back(AsDLTensor(input));
+  return RunKernel(name, attrs, std::move(tensors), out_shape);
 }
 
 Tensor RunKernel(const std::string& name, const Attrs& attrs, const Tensor& a, const Tensor& b,
@@ -56,15 +64,20 @@ Tensor RunKernel(const std::string& name, const Attrs& attrs, const Tensor& a, c
   return RunKernel(name, attrs, std::vector<Tensor>{a, b}, out_shape);
 }
 
-// The message of the nimble::Error that running `name` throws.
-std::string KernelError(const std::string& name, const Attrs& attrs,
-                        const std::vector<Tensor>& inputs, const Shape& out_shape) {
+// The message of the nimble::Error that `run` throws.
+std::string ErrorOf(const std::function<void()>& run) {
   try {
-    RunKernel(name, attrs, inputs, out_shape);
+    run();
   } catch (const Error& error) {
     return error.what();
   }
   return "(no error)";
+}
+
+// The message of the nimble::Error that running `name` throws.
+std::string KernelError(const std::string& name, const Attrs& attrs,
+                        const std::vector<Tensor>& inputs, const Shape& out_shape) {
+  return ErrorOf([&] { RunKernel(name, attrs, inputs, out_shape); });
 }
 
 std::string KernelError(const std::string& name, const Attrs& attrs, const Tensor& a,
@@ -363,7 +376,7 @@ TEST_P(DenseKernelsTest, RejectsTensorsItCannotRead) {
   EXPECT_THAT(error([&](DLTensor& t) {
                 t.dtype = {kDLFloat, 64, 1};
               }),
-              HasSubstr("nn.dense: weight must be float32, got float64"));
+              HasSubstr("nn.dense: weight must be float32 or bfloat16, got float64"));
 }
 
 TEST_P(DenseKernelsTest, BindingValidatesAttributes) {
@@ -401,6 +414,241 @@ INSTANTIATE_TEST_SUITE_P(Implementations, DenseKernelsTest,
                            return info.param.empty() ? std::string("builtin")
                                                      : info.param.substr(1);
                          });
+
+// ---------------------------------------------------------------------------
+// nn.dense with a bfloat16 weight: DLPack's {kDLBfloat, 16}, stored as the
+// upper halves of float32s; data and out stay float32.
+
+// `value` rounded to bfloat16 (nearest, ties to even; no NaN here).
+uint16_t Bf16BitsOf(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  bits += 0x7fff + ((bits >> 16) & 1);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+float FloatOfBf16(uint16_t bf16) {
+  const uint32_t bits = uint32_t{bf16} << 16;
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+// A bfloat16 tensor, which vm tensors do not hold: its bits, and a DLTensor
+// over them.
+struct Bf16Tensor {
+  Shape shape;
+  std::vector<uint16_t> bits;
+
+  DLTensor dl() {
+    return DLTensor{bits.data(),
+                    {kDLCPU, 0},
+                    static_cast<int32_t>(shape.size()),
+                    {kDLBfloat, 16, 1},
+                    shape.data(),
+                    nullptr,
+                    0};
+  }
+};
+
+// `tensor`'s values rounded to bfloat16.
+Bf16Tensor ToBf16(const Tensor& tensor) {
+  Bf16Tensor rounded{Shape(tensor->shape().begin(), tensor->shape().end()), {}};
+  const float* values = tensor->data<float>();
+  for (int64_t i = 0; i < tensor->numel(); ++i) rounded.bits.push_back(Bf16BitsOf(values[i]));
+  return rounded;
+}
+
+// Sets NIMBLE_CPU_FEATURES_OFF for the life of the object (cpu_features.h:
+// read on every check), then restores it, or unsets it if it was unset.
+class CpuFeaturesOff {
+ public:
+  explicit CpuFeaturesOff(const char* features) {
+    if (const char* value = std::getenv(kVariable)) before_ = value;
+    setenv(kVariable, features, /*overwrite=*/1);
+  }
+  ~CpuFeaturesOff() {
+    if (before_) {
+      setenv(kVariable, before_->c_str(), /*overwrite=*/1);
+    } else {
+      unsetenv(kVariable);
+    }
+  }
+  CpuFeaturesOff(const CpuFeaturesOff&) = delete;
+  CpuFeaturesOff& operator=(const CpuFeaturesOff&) = delete;
+
+ private:
+  static constexpr const char* kVariable = "NIMBLE_CPU_FEATURES_OFF";
+  std::optional<std::string> before_;
+};
+
+// The kernels that take a bfloat16 weight.
+class Bf16DenseKernelsTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!HostHas(CpuFeature::kAvx512Bf16)) {
+      GTEST_SKIP() << "this host has no avx512_bf16, without which bf16 products refuse to run "
+                      "(RefusedWithoutAvx512Bf16 checks that)";
+    }
+  }
+
+  std::string Dense() const { return "nn.dense" + GetParam(); }
+
+  // nn.dense on random data and a random weight rounded to bfloat16, against
+  // the product in double of the bf16-rounded data and weight: the kernel
+  // rounds the data the same way, so only the order of the float32 sums
+  // differs, within 1e-4 of the sum of the products' magnitudes.
+  void CheckBf16Dense(const Shape& data_shape, int64_t n, uint32_t seed,
+                      const Attrs& attrs = Attrs()) {
+    const int64_t k = data_shape.back();
+    const int64_t m = ShapeNumel(std::span(data_shape).first(data_shape.size() - 1));
+    SCOPED_TRACE(Dense() + " data " + ShapeToString(data_shape) + ", n " + std::to_string(n));
+    const Tensor data = RandomTensor(data_shape, seed);
+    Bf16Tensor weight = ToBf16(RandomTensor({n, k}, seed + 1));
+    Shape out_shape(data_shape.begin(), data_shape.end() - 1);
+    out_shape.push_back(n);
+    const Tensor out = RunKernel(Dense(), attrs, {AsDLTensor(data), weight.dl()}, out_shape);
+    const Bf16Tensor rounded_data = ToBf16(data);
+    const float* actual = out->data<float>();
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        double magnitude = 0;
+        for (int64_t q = 0; q < k; ++q) {
+          const double product = static_cast<double>(FloatOfBf16(rounded_data.bits[i * k + q])) *
+                                 FloatOfBf16(weight.bits[j * k + q]);
+          sum += product;
+          magnitude += std::abs(product);
+        }
+        ASSERT_NEAR(actual[i * n + j], sum, 1e-4 * magnitude + 1e-30)
+            << "at row " << i << ", column " << j;
+      }
+    }
+  }
+};
+
+// Every k tail of a 32-value step (1, 7, 31: no whole step; 33, 300: a step
+// or more and a tail; 768: none), one row (the matrix-vector loop, eight
+// weight rows at a time) and more (tiles of 6 rows, their tails: 2, 5, 54 =
+// 9 x 6), and n around the tiles' 4 and 8 columns, split over threads at 1000.
+TEST_P(Bf16DenseKernelsTest, MatchesBf16RoundedReference) {
+  uint32_t seed = 1000;
+  for (const int64_t m : {1, 2, 5, 54}) {
+    for (const int64_t k : {1, 7, 31, 33, 300, 768}) {
+      for (const int64_t n : {1, 15, 17, 64, 1000}) CheckBf16Dense({m, k}, n, seed += 2);
+    }
+  }
+}
+
+TEST_P(Bf16DenseKernelsTest, FlattensLeadingDimensions) {
+  CheckBf16Dense({2, 3, 300}, 17, 20);
+  CheckBf16Dense({2, 27, 768}, 64, 22);
+  CheckBf16Dense({1, 1, 1024}, 4096, 24);  // an LSTM step at model size
+  CheckBf16Dense({33}, 9, 26);
+}
+
+// The rounded data lives in a buffer kept from call to call: a smaller call
+// after a larger one, and units checked as for float32.
+TEST_P(Bf16DenseKernelsTest, RepeatedCallsAndUnits) {
+  CheckBf16Dense({54, 768}, 100, 30);
+  CheckBf16Dense({3, 40}, 9, 32);
+  Attrs units;
+  units.Set("units", int64_t{9});
+  units.Set("out_dtype", DataType::Float32());
+  CheckBf16Dense({3, 40}, 9, 34, units);
+  const Tensor data = RandomTensor({3, 40}, 36);
+  Bf16Tensor weight = ToBf16(RandomTensor({8, 40}, 37));
+  EXPECT_THAT(ErrorOf([&] {
+                RunKernel(Dense(), units, {AsDLTensor(data), weight.dl()}, {3, 8});
+              }),
+              HasSubstr("nn.dense: units=9 but weight has shape (8, 40)"));
+}
+
+TEST_P(Bf16DenseKernelsTest, EmptySizes) {
+  Bf16Tensor empty_weight = ToBf16(RandomTensor({4, 0}, 40));
+  const Tensor zeros = RunKernel(Dense(), Attrs(),
+                                 {AsDLTensor(RandomTensor({3, 0}, 41)), empty_weight.dl()}, {3, 4});
+  ExpectClose(zeros, std::vector<float>(12, 0.0f), 0);
+  Bf16Tensor weight = ToBf16(RandomTensor({5, 7}, 42));
+  EXPECT_EQ(RunKernel(Dense(), Attrs(), {AsDLTensor(RandomTensor({0, 7}, 43)), weight.dl()}, {0, 5})
+                ->numel(),
+            0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Implementations, Bf16DenseKernelsTest, ::testing::Values("", ".dnnl"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param.empty() ? std::string("builtin")
+                                                     : info.param.substr(1);
+                         });
+
+// Without AVX512-BF16 (here: turned off) a bf16 weight is refused, never
+// multiplied in float32 instead; the same kernels still take float32.
+TEST(Bf16DenseRefusalTest, RefusedWithoutAvx512Bf16) {
+  const Tensor data = RandomTensor({2, 40}, 50);
+  const Tensor float_weight = RandomTensor({3, 40}, 51);
+  Bf16Tensor weight = ToBf16(float_weight);
+  const CpuFeaturesOff off("avx512_bf16");
+  for (const std::string name : {"nn.dense", "nn.dense.dnnl"}) {
+    SCOPED_TRACE(name);
+    const std::string error = ErrorOf([&] {
+      RunKernel(name, Attrs(), {AsDLTensor(data), weight.dl()}, {2, 3});
+    });
+    EXPECT_THAT(error, HasSubstr("nn.dense with a bfloat16 weight needs the CPU feature "
+                                 "avx512_bf16"));
+    EXPECT_THAT(error, HasSubstr("NIMBLE_CPU_FEATURES_OFF=avx512_bf16"));
+    ExpectClose(RunKernel(name, Attrs(), data, float_weight, {2, 3}),
+                NaiveMatMul({1, 1, 2, 3, 40, false, true}, data, float_weight), 40);
+  }
+}
+
+TEST(Bf16DenseRefusalTest, OpenBlasHasNoBf16Product) {
+  const Tensor data = RandomTensor({2, 40}, 60);
+  Bf16Tensor weight = ToBf16(RandomTensor({3, 40}, 61));
+  EXPECT_THAT(
+      ErrorOf([&] {
+        RunKernel("nn.dense.openblas", Attrs(), {AsDLTensor(data), weight.dl()}, {2, 3});
+      }),
+      HasSubstr("kernel nn.dense.openblas: nn.dense: OpenBLAS has no bfloat16 product in this "
+                "build; nn.dense and nn.dense.dnnl take a bfloat16 weight"));
+}
+
+// Only nn.dense's weight may be bfloat16, and only float32 or bfloat16.
+TEST(Bf16DenseRefusalTest, WrongDTypesNameTheOpArgumentAndDType) {
+  const Tensor data = RandomTensor({2, 40}, 70);
+  const Tensor float_weight = RandomTensor({3, 40}, 71);
+  Bf16Tensor bf16_data = ToBf16(data);
+  Bf16Tensor weight = ToBf16(float_weight);
+  const auto error = [](const std::string& name, std::vector<DLTensor> inputs, const Shape& out) {
+    return ErrorOf([&] { RunKernel(name, Attrs(), std::move(inputs), out); });
+  };
+  for (const std::string name : {"nn.dense", "nn.dense.dnnl", "nn.dense.openblas"}) {
+    SCOPED_TRACE(name);
+    EXPECT_THAT(error(name, {bf16_data.dl(), weight.dl()}, {2, 3}),
+                HasSubstr("nn.dense: data must be float32, got bfloat16"));
+    DLTensor doubles = AsDLTensor(float_weight);
+    doubles.dtype = {kDLFloat, 64, 1};
+    EXPECT_THAT(error(name, {AsDLTensor(data), doubles}, {2, 3}),
+                HasSubstr("nn.dense: weight must be float32 or bfloat16, got float64"));
+    DLTensor bytes = AsDLTensor(float_weight);
+    bytes.dtype = {kDLInt, 8, 1};
+    EXPECT_THAT(error(name, {AsDLTensor(data), bytes}, {2, 3}),
+                HasSubstr("nn.dense: weight must be float32 or bfloat16, got int8"));
+    // The output: a bf16 tensor where float32 is expected.
+    Bf16Tensor out = ToBf16(RandomTensor({2, 3}, 72));
+    DLTensor args[] = {AsDLTensor(data), weight.dl(), out.dl()};
+    DLTensor* arg_pointers[] = {&args[0], &args[1], &args[2]};
+    const Kernel kernel = KernelRegistry::Global().Bind(name, Attrs());
+    EXPECT_THAT(ErrorOf([&] { kernel(arg_pointers, 3); }),
+                HasSubstr("nn.dense: out must be float32, got bfloat16"));
+  }
+  Bf16Tensor packed = ToBf16(RandomTensor({1, 40, 16}, 73));
+  EXPECT_THAT(error("nn.contrib_dense_pack", {AsDLTensor(data), packed.dl()}, {2, 16}),
+              HasSubstr("nn.contrib_dense_pack: weight must be float32, got bfloat16"));
+  Bf16Tensor y = ToBf16(RandomTensor({1, 3, 40}, 74));
+  EXPECT_THAT(
+      error("nn.batch_matmul", {AsDLTensor(RandomTensor({1, 2, 40}, 75)), y.dl()}, {1, 2, 3}),
+      HasSubstr("nn.batch_matmul: y must be float32, got bfloat16"));
+}
 
 // ---------------------------------------------------------------------------
 // nn.contrib_dense_pack: the weight [n, k] packed as [n / 16, k, 16].

@@ -60,12 +60,19 @@ TEST(DLPackTest, MapsDataTypesBothWays) {
   EXPECT_EQ(FromDLDataType({kDLUInt, 8, 1}), (DataType{DataType::Code::kUInt, 8}));
 }
 
+TEST(DLPackTest, BFloat16RoundTrips) {
+  EXPECT_EQ(FromDLDataType({kDLBfloat, 16, 1}), DataType::BFloat16());
+  const DLDataType bf16 = ToDLDataType(DataType::BFloat16());
+  EXPECT_EQ(bf16.code, kDLBfloat);
+  EXPECT_EQ(bf16.bits, 16);
+}
+
 TEST(DLPackTest, RejectsTypesWithoutANimbleEquivalent) {
   EXPECT_THAT(
       [] {
-        FromDLDataType({kDLBfloat, 16, 1});
+        FromDLDataType({kDLBfloat, 32, 1});
       },
-      ::testing::ThrowsMessage<Error>(HasSubstr("unsupported DLPack dtype bfloat16")));
+      ::testing::ThrowsMessage<Error>(HasSubstr("unsupported DLPack dtype bfloat32")));
   EXPECT_THAT(
       [] {
         FromDLDataType({kDLInt, 16, 1});

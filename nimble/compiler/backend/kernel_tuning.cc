@@ -49,11 +49,19 @@ class ProcessMeasurements {
 // A kernel to time on a site.
 using Candidate = std::pair<const MatMulSite*, std::string>;
 
+// Whether `kernel` can run `site`: a bf16 weight has no generated kernel
+// and no OpenBLAS one.
+bool RunsSite(const MatMulSite& site, const std::string& kernel) {
+  return !site.bf16_weight() || kernel == site.op || kernel == site.op + ".dnnl";
+}
+
 std::vector<Candidate> Candidates(const MatMulSite& site, const std::string& choice) {
   std::vector<Candidate> candidates;
-  if (choice == "auto" && NIMBLE_HAVE_CODEGEN) candidates.emplace_back(&site, kGeneratedKernel);
+  if (choice == "auto" && NIMBLE_HAVE_CODEGEN && RunsSite(site, kGeneratedKernel)) {
+    candidates.emplace_back(&site, kGeneratedKernel);
+  }
   for (std::string& kernel : LibraryCandidates(site.op, site.dynamic(), choice)) {
-    candidates.emplace_back(&site, std::move(kernel));
+    if (RunsSite(site, kernel)) candidates.emplace_back(&site, std::move(kernel));
   }
   return candidates;
 }
@@ -125,7 +133,8 @@ class SiteTimer {
                                  ? site.op + ".generated " + te::MatMulKnobsText(matmul_)
                                  : MeasuredKernelName(kernel);
     const bool from_memory = site.weights == WeightResidence::kMemory && site.weight_input() >= 0;
-    return from_memory ? name + ", weights from memory" : name;
+    const std::string weight = site.bf16_weight() ? name + ", bfloat16 weight" : name;
+    return from_memory ? weight + ", weights from memory" : weight;
   }
   std::string ProcessKey(const MatMulSite& site, const std::string& kernel) const {
     return std::to_string(host_.threads) + "|" + Key(site, kernel) + "|" + AttrsText(site.attrs) +
@@ -143,7 +152,10 @@ class SiteTimer {
 // is not for these options.
 std::optional<KernelChoice> TunedChoice(const MatMulSite& site, const CompileOptions& options,
                                         SiteTimer& timer) {
-  if (options.kernels == "library" || !options.tuned_matmul) return std::nullopt;
+  // A tuned site's records are of float32 products.
+  if (options.kernels == "library" || !options.tuned_matmul || site.bf16_weight()) {
+    return std::nullopt;
+  }
   const std::optional<TunedSite> tuned = timer.database().FindTuned(
       timer.host(), {site.op, AttrsText(site.attrs), ShapesText(site.input_class)});
   if (!tuned) return std::nullopt;
@@ -214,7 +226,7 @@ std::optional<LargeExtentKernel> LargeExtentChoice(const MatMulSite& site,
   for (const MatMulSite& at : sites) {
     candidates.push_back(Candidates(at, "auto"));
     for (std::string& kernel : LibraryCandidates(site.op, /*dynamic=*/false, "library")) {
-      candidates.back().emplace_back(&at, std::move(kernel));
+      if (RunsSite(at, kernel)) candidates.back().emplace_back(&at, std::move(kernel));
     }
     seconds.push_back(timer.Seconds(candidates.back()));
   }

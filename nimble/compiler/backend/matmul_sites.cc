@@ -30,10 +30,11 @@
 namespace nimble::backend {
 namespace {
 
-std::optional<Shape> ShapeClass(const ir::Type& type) {
+// The shape class of a float32 tensor type, or of one of dtype `also`.
+std::optional<Shape> ShapeClass(const ir::Type& type, DataType also = DataType::Float32()) {
   if (!type || type->kind != ir::TypeKind::kTensor) return std::nullopt;
   const auto& tensor = static_cast<const ir::TensorTypeNode&>(*type);
-  if (tensor.dtype != DataType::Float32()) return std::nullopt;
+  if (tensor.dtype != DataType::Float32() && tensor.dtype != also) return std::nullopt;
   Shape shape;
   for (const ir::Dim& dim : tensor.shape)
     shape.push_back(dim.is_any() ? kSymbolicDim : dim.value());
@@ -65,10 +66,13 @@ std::optional<MatMulSite> AsMatMulSite(const ir::FunctionNode* primitive) {
   for (size_t i = 0; i < call->args.size(); ++i) {
     if (call->args[i].get() != primitive->params[i].get()) return std::nullopt;
     const ir::Var& param = primitive->params[i];
+    const ir::Type& type = param->checked_type ? param->checked_type : param->type_annotation;
+    const bool weight = op == "nn.dense" && i == 1;
     std::optional<Shape> shape =
-        ShapeClass(param->checked_type ? param->checked_type : param->type_annotation);
+        ShapeClass(type, weight ? DataType::BFloat16() : DataType::Float32());
     if (!shape) return std::nullopt;
     site.input_class.push_back(std::move(*shape));
+    site.input_dtypes.push_back(static_cast<const ir::TensorTypeNode&>(*type).dtype);
   }
   std::optional<Shape> output = ShapeClass(body->checked_type);
   if (!output) return std::nullopt;
@@ -129,9 +133,9 @@ class PoolWork {
 // call's weight comes from memory, as in the program.
 constexpr size_t kMemoryWeightCycleBytes = size_t{64} << 20;
 
-Tensor Filled(const Shape& shape) {
-  Tensor tensor = TensorNode::Empty(shape, DataType::Float32());
-  std::fill_n(tensor->data<float>(), tensor->numel(), 0.5f);
+Tensor Filled(const Shape& shape, DataType dtype = DataType::Float32()) {
+  Tensor tensor = TensorNode::Empty(shape, dtype);
+  for (int64_t i = 0; i < tensor->numel(); ++i) tensor->SetFromDouble(i, 0.5);
   return tensor;
 }
 
@@ -151,6 +155,12 @@ int MatMulSite::weight_input() const {
   };
   if (has_symbolic(0) == has_symbolic(1)) return -1;
   return has_symbolic(0) ? 1 : 0;
+}
+
+bool MatMulSite::bf16_weight() const {
+  const int weight = weight_input();
+  return weight >= 0 && static_cast<size_t>(weight) < input_dtypes.size() &&
+         input_dtypes[weight] == DataType::BFloat16();
 }
 
 bool MatMulSite::dynamic() const {
@@ -175,8 +185,9 @@ int64_t MatMulSite::MultiplyAdds() const {
 
 int64_t MatMulSite::Bytes() const {
   int64_t total = ShapeBytes(output, DataType::Float32());
-  for (const Shape& shape : inputs) {
-    if (__builtin_add_overflow(total, ShapeBytes(shape, DataType::Float32()), &total)) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const DataType dtype = i < input_dtypes.size() ? input_dtypes[i] : DataType::Float32();
+    if (__builtin_add_overflow(total, ShapeBytes(inputs[i], dtype), &total)) {
       return std::numeric_limits<int64_t>::max();
     }
   }
@@ -361,7 +372,10 @@ SiteMeasurer::~SiteMeasurer() = default;
 std::function<void()> SiteMeasurer::Prepare(const MatMulSite& site, const std::string& kernel,
                                             const te::MatMulKnobs& matmul) {
   auto tensors = std::make_shared<std::vector<Tensor>>();
-  for (const Shape& shape : site.inputs) tensors->push_back(Filled(shape));
+  for (size_t i = 0; i < site.inputs.size(); ++i) {
+    tensors->push_back(Filled(
+        site.inputs[i], i < site.input_dtypes.size() ? site.input_dtypes[i] : DataType::Float32()));
+  }
   tensors->push_back(Filled(site.output));
   auto views = std::make_shared<std::vector<DLTensor>>();
   for (const Tensor& tensor : *tensors) views->push_back(AsDLTensor(tensor));

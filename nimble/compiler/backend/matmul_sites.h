@@ -3,7 +3,8 @@
 // the template tuner (template_tuning.h).
 //
 // A site is a primitive whose body is one nn.dense or nn.batch_matmul call on
-// float32 (fusion leaves matrix products on their own). Its shape class is
+// float32 (fusion leaves matrix products on their own), or an nn.dense on a
+// bfloat16 weight (transform/bf16_weights.h). Its shape class is
 // its input shapes with `?` kept; the paper's tuning measures a `?` at
 // several extents, every `?` of a site at the same one (one symbolic
 // variable, as in BERT, where each `?` is the sequence length).
@@ -65,6 +66,8 @@ struct MatMulSite {
   std::string op;
   Attrs attrs;
   std::vector<Shape> input_class;  // kSymbolicDim for `?`
+  // float32, but for nn.dense's weight under --precision bf16 (bfloat16).
+  std::vector<DataType> input_dtypes;
   Shape output_class;
   // input_class and output_class with each `?` at the measured extent.
   std::vector<Shape> inputs;
@@ -79,6 +82,9 @@ struct MatMulSite {
   // nn.batch_matmul's, the one without a `?` when the other has one; -1
   // when neither can be told apart.
   int weight_input() const;
+  // Whether the weight is bfloat16: only the runtime's bf16 products
+  // (nn.dense, nn.dense.dnnl) run such a site.
+  bool bf16_weight() const;
   // The site measured with every `?` at `extent`.
   MatMulSite AtExtent(int64_t extent) const;
   // A call's multiply-adds and the bytes of its operands and result at the
@@ -130,7 +136,7 @@ std::optional<std::string> KernelOfMeasuredName(const std::string& name);
 // candidates instead of charging it to whichever ran then.
 std::vector<double> InterleavedSecondsPerCall(const std::vector<std::function<void()>>& runs);
 
-// Kernels on float32 tensors of a site's measured shapes. Each call is
+// Kernels on tensors of a site's measured shapes and dtypes. Each call is
 // followed by the same piece of parallel work on the runtime's thread pool,
 // as in a model, where other kernels run between two calls of a site: a
 // kernel that leaves threads busy after it returns would slow that work, and

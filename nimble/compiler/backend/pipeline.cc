@@ -11,6 +11,7 @@
 #include "nimble/compiler/op/compute.h"
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/batch_matmul_to_dense.h"
+#include "nimble/compiler/transform/bf16_weights.h"
 #include "nimble/compiler/transform/coalesce_storage.h"
 #include "nimble/compiler/transform/dead_code.h"
 #include "nimble/compiler/transform/eta_expand.h"
@@ -72,7 +73,18 @@ const std::vector<PassInfo>& Passes() {
       Plain("fold-constant", transform::FoldConstants),
       {"batch-matmul-to-dense",
        [](const ir::IRModule& module, const CompileOptions& options) {
+         // In bf16 a product on a constant weight is a dense, so that its
+         // weight goes to bf16 too.
+         if (options.precision == "bf16") {
+           return transform::BatchMatMulToDense(
+               module,
+               [](const ir::TensorTypeNode&, const ir::TensorTypeNode&, bool) { return true; });
+         }
          return transform::BatchMatMulToDense(module, PackingWins(module, options));
+       }},
+      {"bf16-weights",
+       [](const ir::IRModule& module, const CompileOptions& options) {
+         return options.precision == "bf16" ? transform::ConvertDenseWeightsToBf16(module) : module;
        }},
       {"pack-dense-weights",
        [](const ir::IRModule& module, const CompileOptions& options) {
@@ -143,6 +155,7 @@ std::vector<std::string> DisabledPasses() {
 ir::IRModule RunPasses(const ir::IRModule& module, const CompileOptions& options,
                        const std::string& stop_after) {
   if (!stop_after.empty()) CheckPassName(stop_after, "");
+  CheckPrecision(options);
   const std::vector<std::string> disabled = DisabledPasses();
   // Passes recurse along the program's nesting (a chain of 100,000 graph
   // bindings overflowed the main thread's 8 MiB stack in ConstantBytes).

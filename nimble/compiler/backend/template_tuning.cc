@@ -284,6 +284,8 @@ std::vector<TunableSite> TunableSites(const ir::IRModule& module) {
   std::vector<TunableSite> sites;
   std::set<std::tuple<std::string, std::string, std::string>> seen;
   for (const MatMulSite& site : CollectMatMulSites(module)) {
+    // A bf16 product has no generated kernel to tune.
+    if (site.bf16_weight()) continue;
     TuningSiteKey key{site.op, AttrsText(site.attrs), ShapesText(site.input_class)};
     if (!seen.insert({key.op, key.attrs, key.shapes}).second) continue;
     sites.push_back({std::move(key), site.dynamic(), SiteProgram(site)});

@@ -29,6 +29,7 @@
 #include "nimble/compiler/op/vm_instructions.h"
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/pass_util.h"
+#include "nimble/vm/cpu_features.h"
 #include "nimble/vm/error.h"
 #include "nimble/vm/extent_switch.h"
 #include "nimble/vm/kernels/op_kernel.h"
@@ -1034,6 +1035,20 @@ std::string TargetDevice(const std::string& target) {
   if (target == "nvidia") return "cuda";
   if (target == "intel" || target == "arm") return "cpu";
   throw Error("unknown target '" + target + "' (expected intel, arm or nvidia)");
+}
+
+void CheckPrecision(const CompileOptions& options) {
+  if (options.precision == "fp32") return;
+  if (options.precision != "bf16") {
+    throw Error("unknown precision '" + options.precision + "' (expected fp32 or bf16)");
+  }
+  if (options.target != "intel") {
+    throw Error(
+        "--precision bf16 runs on x86-64 hosts with avx512_bf16 (target intel), not "
+        "target " +
+        options.target);
+  }
+  vm::RequireBf16Products("--precision bf16");
 }
 
 bool GeneratesOp(const std::string& op, const CompileOptions& options) {

@@ -67,7 +67,17 @@ struct CompileOptions {
   // On: a site `nimble-bench tune` tuned on this host takes the tuned tile
   // instead of matmul's (kernel_tuning.h); off when a tile is asked for.
   bool tuned_matmul = true;
+  // "fp32" (the paper's), or "bf16": constant dense weights in bfloat16,
+  // their products in bf16 with float32 sums (transform/bf16_weights.h),
+  // only for the intel target on a host with AVX512-BF16.
+  std::string precision = "fp32";
 };
+
+// Throws nimble::Error for a precision other than fp32 and bf16, and for
+// bf16 on another target than intel or on a host without the bf16
+// instructions (naming the missing CPU feature): such a program never runs
+// in float32 instead.
+void CheckPrecision(const CompileOptions& options);
 
 // The accelerator of `target` ("cuda" for nvidia), or "cpu".
 std::string TargetDevice(const std::string& target);

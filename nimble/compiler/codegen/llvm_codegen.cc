@@ -663,6 +663,8 @@ class FunctionEmitter {
         if (dtype.bits() == 32) return b_.getFloatTy();
         if (dtype.bits() == 64) return b_.getDoubleTy();
         break;
+      case DataType::Code::kBFloat:
+        break;
     }
     Unsupported(dtype.name() + " is not supported by code generation");
   }

@@ -26,7 +26,9 @@ Expr BroadcastDim(const Expr& a, const Expr& b) {
 }  // namespace
 
 bool HasFloat16(std::span<const te::Tensor> inputs, std::span<const DataType> output_dtypes) {
-  const auto is_half = [](DataType dtype) { return dtype == DataType::Float16(); };
+  const auto is_half = [](DataType dtype) {
+    return dtype == DataType::Float16() || dtype == DataType::BFloat16();
+  };
   return std::any_of(inputs.begin(), inputs.end(),
                      [&](const te::Tensor& input) { return is_half(input->dtype); }) ||
          std::any_of(output_dtypes.begin(), output_dtypes.end(), is_half);

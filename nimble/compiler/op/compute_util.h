@@ -17,8 +17,8 @@ namespace nimble::op {
 
 using te::Expr;
 
-// Code generation leaves float16 to the built-in kernels: true when an input
-// or an output is float16.
+// Code generation leaves float16 and bfloat16 to the built-in kernels: true
+// when an input or an output is either.
 bool HasFloat16(std::span<const te::Tensor> inputs, std::span<const DataType> output_dtypes);
 
 // True when `a` and `b` are known to be the same size: equal constants, or

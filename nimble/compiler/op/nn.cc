@@ -102,7 +102,11 @@ bool DenseRelation(const std::vector<ir::Type>& types, const ir::Attrs& attrs,
     reporter.Assign(types[1], weight);
   }
   if (weight->ndim() != 2) throw Error("weight must be 2-D, got " + ir::TypeToString(weight));
-  CheckSameDType(data, "data", weight, "weight");
+  // A bfloat16 weight multiplies float32 data in bf16 products
+  // (--precision bf16, transform/bf16_weights.h).
+  const bool bf16_weight =
+      weight->dtype == DataType::BFloat16() && data->dtype == DataType::Float32();
+  if (!bf16_weight) CheckSameDType(data, "data", weight, "weight");
   CheckReductionDims(k, "data's last dimension", weight->shape[1], "weight's dimension 1", data,
                      weight);
   Dim units = weight->shape[0];
@@ -143,7 +147,8 @@ void DenseReference(std::span<const Tensor> inputs, std::span<Tensor> outputs,
         for (int64_t l = 0; l < k; ++l) {
           data_index.back() = l;
           sum +=
-              ElementAt<T>(data, data_index) * ElementAt<T>(weight, weight_index(index.back(), l));
+              ElementAt<T>(data, data_index) *
+              weight->GetAsDouble(BroadcastOffset(weight->shape(), weight_index(index.back(), l)));
         }
         out->data<Out>()[BroadcastOffset(out->shape(), index)] = ConvertElement<Out>(sum);
       });

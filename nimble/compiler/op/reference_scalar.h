@@ -74,8 +74,8 @@ uint64_t Widen(C value) {
 // is reached through float32.
 template <typename To, typename From>
 To Convert(From value) {
-  if constexpr (std::is_same_v<To, Half>) {
-    return FloatToHalf(static_cast<float>(value));
+  if constexpr (kIsFloatBits<To>) {
+    return FloatToFloatBits<To>(static_cast<float>(value));
   } else if constexpr (std::is_same_v<To, bool>) {
     return value != From(0);
   } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {

@@ -28,8 +28,10 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
 
+#include "nimble/vm/cpu_features.h"
 #include "nimble/vm/dlpack.h"
 #include "nimble/vm/error.h"
+#include "nimble/vm/kernels/dense_bf16.h"
 #include "nimble/vm/kernels/vector_math.h"
 #include "nimble/vm/tensor.h"
 #include "nimble/vm/thread_pool.h"
@@ -51,8 +53,12 @@ struct MatMulProblem {
   int64_t batch() const { return batch_a == 1 ? batch_b : batch_a; }
 };
 
-// One implementation of MatMulProblem. Every size it gets is positive.
-using MatMulImpl = void (*)(const MatMulProblem& problem, const float* a, const float* b, float* c);
+// One implementation of MatMulProblem on operands of element type T (float,
+// or Bf16Bits for nn.dense with a bfloat16 weight: the data rounded to it
+// first); c is float32 either way. Every size it gets is positive.
+template <typename T>
+using MatMulImplOf = void (*)(const MatMulProblem& problem, const T* a, const T* b, float* c);
+using MatMulImpl = MatMulImplOf<float>;
 
 int64_t CeilDiv(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -753,6 +759,11 @@ void BuiltinMatMul(const MatMulProblem& p, const float* a, const float* b, float
   });
 }
 
+// nn.dense with a bfloat16 weight: its own loops (dense_bf16.h), b as [n, k].
+void BuiltinBf16MatMul(const MatMulProblem& p, const Bf16Bits* a, const Bf16Bits* b, float* c) {
+  Bf16DenseProduct(a, b, c, p.m, p.n, p.k);
+}
+
 // ---------------------------------------------------------------------------
 // Libraries. oneDNN and OpenBLAS run on the runtime's pool: the product is cut
 // into one slice per pool thread and each slice is a single-threaded library
@@ -763,38 +774,42 @@ void BuiltinMatMul(const MatMulProblem& p, const float* a, const float* b, float
 // 1.35x slower than the dynamic program, which used none, and as fast once
 // OpenMP's threads slept (OMP_WAIT_POLICY=passive).
 
-// One slice of a MatMulProblem: its sizes, where its operands start, and the
-// strides of the whole operands it lies in (a row of a, of b as stored, of c;
-// a matrix of each).
-struct MatMulSlice {
+// One slice of a MatMulProblem: its sizes and the strides of the whole
+// operands it lies in (a row of a, of b as stored, of c; a matrix of each)...
+struct MatMulSliceShape {
   MatMulProblem p;
-  const float* a;
-  const float* b;
-  float* c;
   int64_t lda, ldb, ldc;
   int64_t batch_stride_a, batch_stride_b, batch_stride_c;
 };
 
-using MatMulSliceImpl = void (*)(const MatMulSlice& slice);
+// ... and where its operands start, a and b of element type T.
+template <typename T>
+struct MatMulSlice : MatMulSliceShape {
+  const T* a;
+  const T* b;
+  float* c;
+};
+
+template <typename T>
+using MatMulSliceImpl = void (*)(const MatMulSlice<T>& slice);
 
 // Cuts `p` into at most one slice per pool thread and runs `impl` on each in
 // parallel: along the batch when there are enough matrices, else along
 // whichever of m and n is larger (splitting n gives each thread a part of b,
 // the weights of a dense layer, instead of all of it).
-void RunSlicedOnPool(MatMulSliceImpl impl, const MatMulProblem& p, const float* a, const float* b,
+template <typename T>
+void RunSlicedOnPool(MatMulSliceImpl<T> impl, const MatMulProblem& p, const T* a, const T* b,
                      float* c) {
-  const MatMulSlice whole{
-      .p = p,
-      .a = a,
-      .b = b,
-      .c = c,
-      .lda = p.transpose_a ? p.m : p.k,
-      .ldb = p.transpose_b ? p.k : p.n,
-      .ldc = p.n,
-      .batch_stride_a = p.m * p.k,
-      .batch_stride_b = p.n * p.k,
-      .batch_stride_c = p.m * p.n,
-  };
+  const MatMulSlice<T> whole{MatMulSliceShape{
+                                 .p = p,
+                                 .lda = p.transpose_a ? p.m : p.k,
+                                 .ldb = p.transpose_b ? p.k : p.n,
+                                 .ldc = p.n,
+                                 .batch_stride_a = p.m * p.k,
+                                 .batch_stride_b = p.n * p.k,
+                                 .batch_stride_c = p.m * p.n,
+                             },
+                             a, b, c};
   // Below this many multiply-adds a second thread costs more than it saves.
   constexpr int64_t kMinSliceWork = int64_t{1} << 16;
   const int64_t work = p.batch() * p.m * p.n * p.k;
@@ -814,7 +829,7 @@ void RunSlicedOnPool(MatMulSliceImpl impl, const MatMulProblem& p, const float* 
     for (int64_t piece = first; piece < last; ++piece) {
       const int64_t begin = piece * step;
       const int64_t size = std::min(step, extent - begin);
-      MatMulSlice slice = whole;
+      MatMulSlice<T> slice = whole;
       switch (axis) {
         case Axis::kBatch:
           // A batch of one broadcasts: every slice reads the whole of it.
@@ -845,31 +860,40 @@ void RunSlicedOnPool(MatMulSliceImpl impl, const MatMulProblem& p, const float* 
 }
 
 #if defined(NIMBLE_HAVE_DNNL)
-// oneDNN: one matmul primitive per slice shape, created on first use
-// (creation costs far more than a small product) and kept for the life of the
-// process. Transposed operands and slices are strided views: nothing is copied.
-// A primitive is shared by the pool's threads, so its scratchpad is ours, one
-// per thread: oneDNN's own (library mode, as Debian builds it) is common to
-// all primitives and lets a primitive run only on the thread that created it;
-// two slices of one shape on two threads gave wrong products.
+// oneDNN: one matmul primitive per slice shape and element type, created on
+// first use (creation costs far more than a small product) and kept for the
+// life of the process. Transposed operands and slices are strided views:
+// nothing is copied. A primitive is shared by the pool's threads, so its
+// scratchpad is ours, one per thread: oneDNN's own (library mode, as Debian
+// builds it) is common to all primitives and lets a primitive run only on
+// the thread that created it; two slices of one shape on two threads gave
+// wrong products. With bf16 operands (a bfloat16 weight, the data rounded to
+// it) the sums are still float32: c stays f32, and oneDNN takes AMX tiles
+// where the CPU has them.
 
 dnnl::engine& CpuEngine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
 }
 
+// oneDNN's name for the operands' element type T.
+template <typename T>
+constexpr dnnl::memory::data_type kDnnlType =
+    std::is_same_v<T, Bf16Bits> ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+
 struct DnnlPrimitive {
   dnnl::matmul matmul;
   dnnl::memory::desc a, b, c, scratchpad;
 };
 
-DnnlPrimitive CreateDnnlPrimitive(const MatMulSlice& s) {
+// `type`: a's and b's.
+DnnlPrimitive CreateDnnlPrimitive(const MatMulSliceShape& s, dnnl::memory::data_type type) {
   using dnnl::memory;
   const MatMulProblem& p = s.p;
-  const memory::desc a({p.batch_a, p.m, p.k}, memory::data_type::f32,
+  const memory::desc a({p.batch_a, p.m, p.k}, type,
                        p.transpose_a ? memory::dims{s.batch_stride_a, 1, s.lda}
                                      : memory::dims{s.batch_stride_a, s.lda, 1});
-  const memory::desc b({p.batch_b, p.k, p.n}, memory::data_type::f32,
+  const memory::desc b({p.batch_b, p.k, p.n}, type,
                        p.transpose_b ? memory::dims{s.batch_stride_b, 1, s.ldb}
                                      : memory::dims{s.batch_stride_b, s.ldb, 1});
   const memory::desc c({p.batch(), p.m, p.n}, memory::data_type::f32,
@@ -881,12 +905,14 @@ DnnlPrimitive CreateDnnlPrimitive(const MatMulSlice& s) {
   return {dnnl::matmul(descriptor), a, b, c, descriptor.scratchpad_desc()};
 }
 
-std::shared_ptr<const DnnlPrimitive> CachedDnnlPrimitive(const MatMulSlice& s) {
-  using Key = std::array<int64_t, 13>;
+std::shared_ptr<const DnnlPrimitive> CachedDnnlPrimitive(const MatMulSliceShape& s,
+                                                         dnnl::memory::data_type type) {
+  using Key = std::array<int64_t, 14>;
   static std::mutex mutex;
   static std::map<Key, std::shared_ptr<const DnnlPrimitive>> cache;
   const MatMulProblem& p = s.p;
-  const Key key{p.batch_a,
+  const Key key{static_cast<int64_t>(type),
+                p.batch_a,
                 p.batch_b,
                 p.m,
                 p.n,
@@ -901,7 +927,7 @@ std::shared_ptr<const DnnlPrimitive> CachedDnnlPrimitive(const MatMulSlice& s) {
                 s.batch_stride_c};
   std::lock_guard lock(mutex);
   std::shared_ptr<const DnnlPrimitive>& entry = cache[key];
-  if (!entry) entry = std::make_shared<const DnnlPrimitive>(CreateDnnlPrimitive(s));
+  if (!entry) entry = std::make_shared<const DnnlPrimitive>(CreateDnnlPrimitive(s, type));
   return entry;
 }
 
@@ -910,18 +936,21 @@ std::string ProblemString(const MatMulProblem& p) {
          ", m=" + std::to_string(p.m) + ", n=" + std::to_string(p.n) + ", k=" + std::to_string(p.k);
 }
 
-void DnnlMatMulSlice(const MatMulSlice& s) {
+// The slice at s, a and b of element type `type`: one function for every
+// element type, so that a thread keeps one stream and one scratchpad.
+void RunDnnlMatMulSlice(const MatMulSliceShape& s, dnnl::memory::data_type type, const void* a,
+                        const void* b, float* c) {
   // OpenMP's thread count is per thread: each pool thread runs its slice alone.
   thread_local const bool single_threaded = (omp_set_num_threads(1), true);
   (void)single_threaded;
   try {
-    const std::shared_ptr<const DnnlPrimitive> primitive = CachedDnnlPrimitive(s);
+    const std::shared_ptr<const DnnlPrimitive> primitive = CachedDnnlPrimitive(s, type);
     dnnl::engine& engine = CpuEngine();
     thread_local dnnl::stream stream(engine);
     // oneDNN takes non-const handles but reads the inputs only.
-    dnnl::memory a_memory(primitive->a, engine, const_cast<float*>(s.a));
-    dnnl::memory b_memory(primitive->b, engine, const_cast<float*>(s.b));
-    dnnl::memory c_memory(primitive->c, engine, s.c);
+    dnnl::memory a_memory(primitive->a, engine, const_cast<void*>(a));
+    dnnl::memory b_memory(primitive->b, engine, const_cast<void*>(b));
+    dnnl::memory c_memory(primitive->c, engine, c);
     thread_local std::vector<std::byte> scratchpad;
     scratchpad.resize(std::max(scratchpad.size(), primitive->scratchpad.get_size()));
     dnnl::memory scratchpad_memory(primitive->scratchpad, engine, scratchpad.data());
@@ -931,12 +960,19 @@ void DnnlMatMulSlice(const MatMulSlice& s) {
                                        {DNNL_ARG_SCRATCHPAD, scratchpad_memory}});
     stream.wait();
   } catch (const dnnl::error& error) {
-    throw Error("oneDNN matmul (" + ProblemString(s.p) + ") failed: " + error.what());
+    const char* operands = type == dnnl::memory::data_type::bf16 ? ", bfloat16" : "";
+    throw Error("oneDNN matmul (" + ProblemString(s.p) + operands + ") failed: " + error.what());
   }
 }
 
-void DnnlMatMul(const MatMulProblem& p, const float* a, const float* b, float* c) {
-  RunSlicedOnPool(DnnlMatMulSlice, p, a, b, c);
+template <typename T>
+void DnnlMatMulSlice(const MatMulSlice<T>& s) {
+  RunDnnlMatMulSlice(s, kDnnlType<T>, s.a, s.b, s.c);
+}
+
+template <typename T>
+void DnnlMatMul(const MatMulProblem& p, const T* a, const T* b, float* c) {
+  RunSlicedOnPool(DnnlMatMulSlice<T>, p, a, b, c);
 }
 #endif
 
@@ -984,7 +1020,7 @@ blasint BlasIndex(int64_t value) {
   return static_cast<blasint>(value);
 }
 
-void OpenBlasMatMulSlice(const MatMulSlice& s) {
+void OpenBlasMatMulSlice(const MatMulSlice<float>& s) {
   const MatMulProblem& p = s.p;
   const blasint m = BlasIndex(p.m);
   const blasint n = BlasIndex(p.n);
@@ -1020,26 +1056,65 @@ void OpenBlasMatMul(const MatMulProblem& p, const float* a, const float* b, floa
 // ---------------------------------------------------------------------------
 // The kernels: argument and attribute checks around an implementation.
 
-// A float32 tensor on the CPU, dense row-major.
+// The element types of the products' operands: float32, and bfloat16 for
+// nn.dense's weight.
+enum class Element { kFloat32, kBfloat16 };
+
+const char* ElementName(Element element) {
+  return element == Element::kFloat32 ? "float32" : "bfloat16";
+}
+
+std::optional<Element> ElementOf(DLDataType type) {
+  if (type.lanes != 1) return std::nullopt;
+  if (type.code == kDLFloat && type.bits == 32) return Element::kFloat32;
+  if (type.code == kDLBfloat && type.bits == 16) return Element::kBfloat16;
+  return std::nullopt;
+}
+
+// `type` as a message names it; DLPack's code and bits for a type that
+// nimble has no DataType for.
+std::string DTypeName(DLDataType type) {
+  if (const std::optional<Element> element = ElementOf(type)) return ElementName(*element);
+  try {
+    return FromDLDataType(type).name();
+  } catch (const Error&) {
+    return "DLPack type code " + std::to_string(type.code) + ", " + std::to_string(type.bits) +
+           " bits, " + std::to_string(type.lanes) + " lanes";
+  }
+}
+
+// A tensor on the CPU, dense row-major, of one of the products' element types.
 struct MatrixArg {
-  float* data;
+  void* data;
   std::span<const int64_t> shape;
+  Element element;
+
+  template <typename T>
+  T* As() const {
+    return static_cast<T*>(data);
+  }
 };
 
 std::string ShapeOf(const MatrixArg& arg) {
   return ShapeToString(arg.shape);
 }
 
-MatrixArg CheckArg(const DLTensor* tensor, const std::string& op, const char* role) {
+// `accepted`: the element types the argument may have.
+MatrixArg CheckArg(const DLTensor* tensor, const std::string& op, const char* role,
+                   std::initializer_list<Element> accepted = {Element::kFloat32}) {
   if (tensor == nullptr) throw Error(op + ": " + role + " is null");
   const std::span<const int64_t> shape(tensor->shape, tensor->ndim);
   for (const int64_t dim : shape) {
     if (dim < 0)
       throw Error(op + ": " + role + " has a negative dimension: " + ShapeToString(shape));
   }
-  const DLDataType type = tensor->dtype;
-  if (type.code != kDLFloat || type.bits != 32 || type.lanes != 1) {
-    throw Error(op + ": " + role + " must be float32, got " + FromDLDataType(type).name());
+  const std::optional<Element> element = ElementOf(tensor->dtype);
+  if (!element || std::find(accepted.begin(), accepted.end(), *element) == accepted.end()) {
+    std::string names;
+    for (const Element name : accepted) {
+      names += (names.empty() ? "" : " or ") + std::string(ElementName(name));
+    }
+    throw Error(op + ": " + role + " must be " + names + ", got " + DTypeName(tensor->dtype));
   }
   if (tensor->device.device_type != kDLCPU) {
     throw Error(op + ": " + role + " must be on the CPU, got device type " +
@@ -1055,7 +1130,7 @@ MatrixArg CheckArg(const DLTensor* tensor, const std::string& op, const char* ro
       expected *= shape[axis];
     }
   }
-  return {reinterpret_cast<float*>(static_cast<char*>(tensor->data) + tensor->byte_offset), shape};
+  return {static_cast<char*>(tensor->data) + tensor->byte_offset, shape, *element};
 }
 
 void CheckArgCount(const std::string& op, int32_t num_args, int32_t num_inputs = 2) {
@@ -1076,9 +1151,20 @@ void CheckOutShape(const std::string& op, const MatrixArg& out, const Shape& exp
   }
 }
 
+// `count` values rounded to bfloat16 (nn.dense's data, for a bfloat16 weight),
+// in a buffer of this thread's that its next call overwrites: kept from call
+// to call, as PackedMatMul's panels are.
+const Bf16Bits* RoundedToBf16(const float* values, int64_t count) {
+  thread_local std::vector<Bf16Bits> rounded;
+  if (rounded.size() < static_cast<size_t>(count)) rounded.resize(static_cast<size_t>(count));
+  RoundToBf16(values, count, rounded.data());
+  return rounded.data();
+}
+
 // Runs `impl`, handling the sizes it never sees: empty results, and k = 0
 // (a sum of nothing).
-void RunMatMul(MatMulImpl impl, const MatMulProblem& p, const float* a, const float* b, float* c) {
+template <typename T>
+void RunMatMul(MatMulImplOf<T> impl, const MatMulProblem& p, const T* a, const T* b, float* c) {
   if (p.batch() == 0 || p.m == 0 || p.n == 0) return;
   if (p.k == 0) {
     std::fill_n(c, p.batch() * p.m * p.n, 0.0f);
@@ -1103,12 +1189,15 @@ int Guarded(const Body& body) {
 
 struct DenseState {
   MatMulImpl impl;
+  // For a bfloat16 weight; null where the implementation has none (OpenBLAS).
+  MatMulImplOf<Bf16Bits> bf16_impl;
   std::optional<int64_t> units;
 };
 
-// The arguments of nn.dense or nn.contrib_dense_pack, checked: data of rank
-// >= 1, the weight as `weight_dims` reads it (returning its reduction and
-// unit counts, or throwing), and out of data's leading shape by the units.
+// The arguments of nn.dense or nn.contrib_dense_pack, checked: float32 data
+// of rank >= 1, the weight of one of `weight_elements` as `weight_dims` reads
+// it (returning its reduction and unit counts, or throwing), and float32 out
+// of data's leading shape by the units.
 struct DenseCall {
   MatrixArg data, weight, out;
   int64_t m, k, units;
@@ -1117,10 +1206,11 @@ struct DenseCall {
 template <typename WeightDims>
 // The output is the argument after the `num_inputs` inputs.
 DenseCall CheckDenseCall(const std::string& op, DLTensor* const* args, int32_t num_args,
+                         std::initializer_list<Element> weight_elements,
                          const WeightDims& weight_dims, int32_t num_inputs = 2) {
   CheckArgCount(op, num_args, num_inputs);
   DenseCall call{CheckArg(args[0], op, "data"),
-                 CheckArg(args[1], op, "weight"),
+                 CheckArg(args[1], op, "weight", weight_elements),
                  CheckArg(args[num_inputs], op, "out"),
                  0,
                  0,
@@ -1147,18 +1237,32 @@ int DenseKernel(void* state, DLTensor* const* args, int32_t num_args) {
   return Guarded([&] {
     const std::string op = "nn.dense";
     const auto& dense = *static_cast<const DenseState*>(state);
-    const DenseCall call = CheckDenseCall(op, args, num_args, [&](const MatrixArg& weight) {
-      if (weight.shape.size() != 2) {
-        throw Error(op + ": weight must be 2-D, got " + ShapeOf(weight));
-      }
-      if (dense.units && *dense.units != weight.shape[0]) {
-        throw Error(op + ": units=" + std::to_string(*dense.units) + " but weight has shape " +
-                    ShapeOf(weight));
-      }
-      return std::pair(weight.shape[1], weight.shape[0]);
-    });
+    const DenseCall call = CheckDenseCall(
+        op, args, num_args, {Element::kFloat32, Element::kBfloat16}, [&](const MatrixArg& weight) {
+          if (weight.shape.size() != 2) {
+            throw Error(op + ": weight must be 2-D, got " + ShapeOf(weight));
+          }
+          if (dense.units && *dense.units != weight.shape[0]) {
+            throw Error(op + ": units=" + std::to_string(*dense.units) + " but weight has shape " +
+                        ShapeOf(weight));
+          }
+          return std::pair(weight.shape[1], weight.shape[0]);
+        });
     const MatMulProblem problem{.m = call.m, .n = call.units, .k = call.k};
-    RunMatMul(dense.impl, problem, call.data.data, call.weight.data, call.out.data);
+    const float* data = call.data.As<const float>();
+    float* out = call.out.As<float>();
+    if (call.weight.element == Element::kFloat32) {
+      RunMatMul(dense.impl, problem, data, call.weight.As<const float>(), out);
+      return;
+    }
+    // The weight's dtype comes with the call: binding cannot refuse it.
+    if (!dense.bf16_impl) {
+      throw Error(op + ": OpenBLAS has no bfloat16 product in this build; nn.dense and " +
+                  "nn.dense.dnnl take a bfloat16 weight");
+    }
+    RequireBf16Products(op + " with a bfloat16 weight");
+    RunMatMul(dense.bf16_impl, problem, RoundedToBf16(data, call.m * call.k),
+              call.weight.As<const Bf16Bits>(), out);
   });
 }
 
@@ -1179,7 +1283,7 @@ int PackedDenseKernel(void* state, DLTensor* const* args, int32_t num_args) {
     }
     const int32_t num_inputs = num_args - 1;
     const DenseCall call = CheckDenseCall(
-        op, args, num_args,
+        op, args, num_args, {Element::kFloat32},
         [&](const MatrixArg& weight) {
           if (weight.shape.size() != 3 || weight.shape[2] != kPackedBlock) {
             throw Error(op + ": weight must be packed as [units / 16, k, 16], got " +
@@ -1195,12 +1299,12 @@ int PackedDenseKernel(void* state, DLTensor* const* args, int32_t num_args) {
         throw Error(op + ": bias must have shape " + ShapeToString(Shape{call.units}) + ", got " +
                     ShapeOf(arg));
       }
-      bias = arg.data;
+      bias = arg.As<const float>();
     }
     if (call.m == 0 || call.units == 0) return;
     if (call.k == 0) {
       for (int64_t row = 0; row < call.m; ++row) {
-        float* out = call.out.data + row * call.units;
+        float* out = call.out.As<float>() + row * call.units;
         if (bias) {
           std::copy_n(bias, call.units, out);
         } else {
@@ -1210,8 +1314,8 @@ int PackedDenseKernel(void* state, DLTensor* const* args, int32_t num_args) {
       }
       return;
     }
-    PackedMatMul(call.data.data, call.weight.data, bias, call.out.data, call.m, call.units, call.k,
-                 gelu);
+    PackedMatMul(call.data.As<const float>(), call.weight.As<const float>(), bias,
+                 call.out.As<float>(), call.m, call.units, call.k, gelu);
   });
 }
 
@@ -1254,7 +1358,8 @@ int BatchMatMulKernel(void* state, DLTensor* const* args, int32_t num_args) {
       throw Error(op + ": " + inputs() + " have batch sizes that differ and neither is 1");
     }
     CheckOutShape(op, out, {problem.batch(), problem.m, problem.n}, inputs);
-    RunMatMul(batch_matmul.impl, problem, x.data, y.data, out.data);
+    RunMatMul(batch_matmul.impl, problem, x.As<const float>(), y.As<const float>(),
+              out.As<float>());
   });
 }
 
@@ -1275,10 +1380,11 @@ void CheckOutDType(const std::string& kernel, const Attrs& attrs) {
   }
 }
 
-Kernel BindDense(const std::string& kernel, MatMulImpl impl, const Attrs& attrs) {
+Kernel BindDense(const std::string& kernel, MatMulImpl impl, MatMulImplOf<Bf16Bits> bf16_impl,
+                 const Attrs& attrs) {
   CheckAttrNames(kernel, attrs, {"units", "out_dtype"});
   CheckOutDType(kernel, attrs);
-  auto state = std::make_shared<DenseState>(DenseState{impl, std::nullopt});
+  auto state = std::make_shared<DenseState>(DenseState{impl, bf16_impl, std::nullopt});
   if (!attrs.IsNone("units")) {
     state->units = attrs.GetInt("units");
     if (*state->units < 0) {
@@ -1302,15 +1408,17 @@ Kernel BindBatchMatMul(const std::string& kernel, MatMulImpl impl, const Attrs& 
 }  // namespace
 
 void RegisterDenseKernels(KernelRegistry& registry) {
-  std::vector<std::pair<std::string, MatMulImpl>> implementations = {{"", BuiltinMatMul},
-                                                                     {".openblas", OpenBlasMatMul}};
+  // Each with its product for nn.dense's bfloat16 weight, if any.
+  std::vector<std::tuple<std::string, MatMulImpl, MatMulImplOf<Bf16Bits>>> implementations = {
+      {"", BuiltinMatMul, BuiltinBf16MatMul}, {".openblas", OpenBlasMatMul, nullptr}};
 #if defined(NIMBLE_HAVE_DNNL)
-  implementations.emplace_back(".dnnl", DnnlMatMul);
+  implementations.emplace_back(".dnnl", DnnlMatMul<float>, DnnlMatMul<Bf16Bits>);
 #endif
-  for (const auto& [suffix, impl] : implementations) {
+  for (const auto& [suffix, impl, bf16_impl] : implementations) {
     const std::string dense = "nn.dense" + suffix;
-    registry.Register(dense,
-                      [dense, impl](const Attrs& attrs) { return BindDense(dense, impl, attrs); });
+    registry.Register(dense, [dense, impl, bf16_impl](const Attrs& attrs) {
+      return BindDense(dense, impl, bf16_impl, attrs);
+    });
     const std::string batch_matmul = "nn.batch_matmul" + suffix;
     registry.Register(batch_matmul, [batch_matmul, impl](const Attrs& attrs) {
       return BindBatchMatMul(batch_matmul, impl, attrs);

@@ -1,6 +1,6 @@
-// Float32 matrix products: Relay's nn.dense and nn.batch_matmul, each in three
-// implementations chosen by kernel name, so that tuning can measure them
-// against each other:
+// Float32 matrix products (nn.dense also on a bfloat16 weight: below):
+// Relay's nn.dense and nn.batch_matmul, each in three implementations chosen
+// by kernel name, so that tuning can measure them against each other:
 //
 //   nn.dense, nn.batch_matmul                    built-in: cache-blocked tiles of
 //                                                dot products on the thread pool
@@ -27,6 +27,18 @@
 //                   y's batch may be 1 and broadcasts. Attrs: out_dtype,
 //                   transpose_a (default False), transpose_b (default True).
 // out_dtype must be None or float32. Binding rejects other attributes.
+//
+// nn.dense's weight may also be bfloat16 (DLPack {kDLBfloat, 16}: the upper
+// halves of float32s, as --precision bf16 stores constant weights), with
+// data and out still float32: the data is rounded to bfloat16 (nearest
+// even) once per call, and the products are bf16 with float32 sums. nn.dense
+// runs AVX512-BF16 dot products (kernels/dense_bf16.h), nn.dense.dnnl oneDNN's
+// bf16 matmul (AMX where the CPU has it), and nn.dense.openblas refuses the
+// weight (OpenBLAS has no bf16 product here). Without AVX512-BF16 (including
+// NIMBLE_CPU_FEATURES_OFF=avx512_bf16, and every non-x86 host) a bf16 weight
+// throws nimble::Error (cpu_features.h: RequireBf16Products) rather than
+// running in float32. Every other operand of every op is float32 only.
+//
 // oneDNN is optional (NIMBLE_HAVE_DNNL): in a build without it, such as the
 // aarch64 one, binding a .dnnl kernel throws nimble::Error saying so.
 //

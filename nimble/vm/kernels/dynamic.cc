@@ -137,7 +137,7 @@ std::vector<Shape> ArgWhereShapeFunc(std::span<const Shape> input_shapes, Tensor
 
 template <typename T>
 bool IsNonZero(T value) {
-  if constexpr (std::is_same_v<T, Half>) {
+  if constexpr (kIsFloatBits<T>) {
     return (value.bits & 0x7fff) != 0;  // all but the sign bit: -0 is zero, NaN is not
   } else {
     return value != T{};

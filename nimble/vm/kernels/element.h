@@ -28,7 +28,7 @@ constexpr bool ElementInClass(DTypeClass accepted) {
     case DTypeClass::kNumeric:
       return !std::is_same_v<T, bool>;
     case DTypeClass::kFloat:
-      return std::is_floating_point_v<T> || std::is_same_v<T, Half>;
+      return std::is_floating_point_v<T> || kIsFloatBits<T>;
     case DTypeClass::kBool:
       return std::is_same_v<T, bool>;
   }
@@ -61,13 +61,17 @@ template <>
 struct ComputeTypeOf<Half> {
   using type = float;
 };
+template <>
+struct ComputeTypeOf<BFloat16> {
+  using type = float;
+};
 template <typename T>
 using ComputeType = typename ComputeTypeOf<T>::type;
 
 template <typename T>
 inline ComputeType<T> LoadElement(T value) {
-  if constexpr (std::is_same_v<T, Half>) {
-    return HalfToFloat(value);
+  if constexpr (kIsFloatBits<T>) {
+    return FloatBitsToFloat(value);
   } else {
     return value;
   }
@@ -79,10 +83,10 @@ inline ComputeType<T> LoadElement(T value) {
 // modulo 2^bits.
 template <typename To, typename From>
 inline To ConvertElement(From value) {
-  if constexpr (std::is_same_v<To, Half>) {
-    return FloatToHalf(static_cast<float>(value));
-  } else if constexpr (std::is_same_v<From, Half>) {
-    return ConvertElement<To>(HalfToFloat(value));
+  if constexpr (kIsFloatBits<To>) {
+    return FloatToFloatBits<To>(static_cast<float>(ConvertElement<float>(value)));
+  } else if constexpr (kIsFloatBits<From>) {
+    return ConvertElement<To>(FloatBitsToFloat(value));
   } else if constexpr (std::is_same_v<To, bool>) {
     return value != From(0);
   } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {

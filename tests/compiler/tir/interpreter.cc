@@ -42,12 +42,13 @@ double Round(double value, DataType dtype) {
   Fail("no arithmetic in " + dtype.name());
 }
 
-// Calls fn(T{}) with T the element type of `dtype`; float16 has none here.
+// Calls fn(T{}) with T the element type of `dtype`; float16 and bfloat16 have
+// none here.
 template <typename Fn>
 Value WithElementType(DataType dtype, const Fn& fn) {
   return DispatchDType(dtype, [&](auto tag) -> Value {
-    if constexpr (std::is_same_v<decltype(tag), Half>) {
-      Fail("float16 is not interpreted");
+    if constexpr (kIsFloatBits<decltype(tag)>) {
+      Fail(dtype.name() + " is not interpreted");
     } else {
       return fn(tag);
     }
