@@ -22,6 +22,7 @@
 #include "nimble/vm/kernel.h"
 #include "nimble/vm/tensor.h"
 #include "nimble/vm/thread_pool.h"
+#include "tests/scoped_env.h"
 
 namespace nimble::vm {
 namespace {
@@ -459,27 +460,10 @@ Bf16Tensor ToBf16(const Tensor& tensor) {
   return rounded;
 }
 
-// Sets NIMBLE_CPU_FEATURES_OFF for the life of the object (cpu_features.h:
-// read on every check), then restores it, or unsets it if it was unset.
-class CpuFeaturesOff {
+// NIMBLE_CPU_FEATURES_OFF for a scope (cpu_features.h reads it on every check).
+class CpuFeaturesOff : public testing::ScopedEnv {
  public:
-  explicit CpuFeaturesOff(const char* features) {
-    if (const char* value = std::getenv(kVariable)) before_ = value;
-    setenv(kVariable, features, /*overwrite=*/1);
-  }
-  ~CpuFeaturesOff() {
-    if (before_) {
-      setenv(kVariable, before_->c_str(), /*overwrite=*/1);
-    } else {
-      unsetenv(kVariable);
-    }
-  }
-  CpuFeaturesOff(const CpuFeaturesOff&) = delete;
-  CpuFeaturesOff& operator=(const CpuFeaturesOff&) = delete;
-
- private:
-  static constexpr const char* kVariable = "NIMBLE_CPU_FEATURES_OFF";
-  std::optional<std::string> before_;
+  explicit CpuFeaturesOff(const char* features) : ScopedEnv("NIMBLE_CPU_FEATURES_OFF", features) {}
 };
 
 // The kernels that take a bfloat16 weight.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "nimble/vm/error.h"
+#include "tests/scoped_env.h"
 
 namespace nimble {
 namespace {
@@ -192,27 +193,10 @@ TEST(ThreadPoolTest, RejectsBadSizes) {
   EXPECT_THROW(ThreadPool(ThreadPool::kMaxThreads + 1), Error);
 }
 
-// Sets NIMBLE_NUM_THREADS for one test and restores it after.
-class ScopedNumThreads {
+// NIMBLE_NUM_THREADS for one test.
+class ScopedNumThreads : public testing::ScopedEnv {
  public:
-  explicit ScopedNumThreads(const char* value) {
-    if (const char* old = std::getenv("NIMBLE_NUM_THREADS")) old_ = old;
-    if (value) {
-      setenv("NIMBLE_NUM_THREADS", value, 1);
-    } else {
-      unsetenv("NIMBLE_NUM_THREADS");
-    }
-  }
-  ~ScopedNumThreads() {
-    if (old_) {
-      setenv("NIMBLE_NUM_THREADS", old_->c_str(), 1);
-    } else {
-      unsetenv("NIMBLE_NUM_THREADS");
-    }
-  }
-
- private:
-  std::optional<std::string> old_;
+  explicit ScopedNumThreads(const char* value) : ScopedEnv("NIMBLE_NUM_THREADS", value) {}
 };
 
 TEST(ThreadPoolTest, DefaultNumThreadsReadsTheEnvironment) {

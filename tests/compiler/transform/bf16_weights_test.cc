@@ -18,6 +18,7 @@
 #include "nimble/vm/error.h"
 #include "nimble/vm/vm.h"
 #include "tests/compiler/transform/normalize_test_util.h"
+#include "tests/scoped_env.h"
 
 namespace nimble::transform {
 namespace {
@@ -26,23 +27,10 @@ using testing::ExactValues;
 using testing::ExpectProgram;
 using testing::ParseTyped;
 
-// Sets NIMBLE_CPU_FEATURES_OFF for the test's scope, restoring what it was.
-class FeaturesOff {
+// NIMBLE_CPU_FEATURES_OFF for a scope (cpu_features.h reads it on every check).
+class FeaturesOff : public nimble::testing::ScopedEnv {
  public:
-  explicit FeaturesOff(const char* value) {
-    if (const char* old = std::getenv("NIMBLE_CPU_FEATURES_OFF")) old_ = old;
-    setenv("NIMBLE_CPU_FEATURES_OFF", value, 1);
-  }
-  ~FeaturesOff() {
-    if (old_) {
-      setenv("NIMBLE_CPU_FEATURES_OFF", old_->c_str(), 1);
-    } else {
-      unsetenv("NIMBLE_CPU_FEATURES_OFF");
-    }
-  }
-
- private:
-  std::optional<std::string> old_;
+  explicit FeaturesOff(const char* features) : ScopedEnv("NIMBLE_CPU_FEATURES_OFF", features) {}
 };
 
 Tensor RoundedByHand(const Tensor& weight) {
