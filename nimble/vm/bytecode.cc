@@ -55,6 +55,8 @@ const char* OpcodeName(Opcode op) {
       return "kill_register";
     case Opcode::kScalar:
       return "scalar";
+    case Opcode::kTreeSchedule:
+      return "tree_schedule";
   }
   return "unknown";
 }
@@ -293,6 +295,17 @@ Instruction Instruction::DeviceCopy(RegName source, int32_t source_device_index,
   return instruction;
 }
 
+Instruction Instruction::TreeSchedule(RegName tree, int64_t max_children, Shape layout,
+                                      RegName dst) {
+  Instruction instruction;
+  instruction.op = Opcode::kTreeSchedule;
+  instruction.src = tree;
+  instruction.index = max_children;
+  instruction.shape = std::move(layout);
+  instruction.dst = dst;
+  return instruction;
+}
+
 Instruction Instruction::ShapeOf(RegName tensor, DataType dtype, RegName dst) {
   Instruction instruction;
   instruction.op = Opcode::kShapeOf;
@@ -388,6 +401,9 @@ std::string Operands(const Instruction& in, std::optional<int64_t> pc) {
       return Reg(in.src);
     case Opcode::kShapeOf:
       return Reg(in.src) + " " + in.dtype.name();
+    case Opcode::kTreeSchedule:
+      return Reg(in.src) + " children " + std::to_string(in.index) + " layout " +
+             AttrValueToString(in.shape);
     case Opcode::kScalar: {
       // Clamped so that a malformed operator still prints.
       if (in.index < 0 || in.index >= kNumScalarOperators) {

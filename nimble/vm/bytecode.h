@@ -49,8 +49,9 @@ enum class Opcode : uint8_t {
   kFatal,
   kKillRegister,
   kScalar,
+  kTreeSchedule,
 };
-inline constexpr int kNumOpcodes = static_cast<int>(Opcode::kScalar) + 1;
+inline constexpr int kNumOpcodes = static_cast<int>(Opcode::kTreeSchedule) + 1;
 
 // The text name of an opcode ("invoke_packed").
 const char* OpcodeName(Opcode op);
@@ -116,6 +117,7 @@ bool IsScalarDType(DataType dtype);
 //   Fatal                                                message
 //   KillRegister    dst
 //   Scalar          dst  lhs            rhs reg|none     operator  rhs value      dtype
+//   TreeSchedule    dst  tree                            max children             shape (the payload layout)
 // clang-format on
 //
 // Scalar's operands are rank-0 tensors of `dtype` (int8, int32, int64 or bool;
@@ -135,6 +137,10 @@ bool IsScalarDType(DataType dtype);
 // compiler folds a kill that directly follows the instruction into it.
 // Only the first 64 args can move, and a register read twice by one
 // instruction (or that is also InvokeClosure's closure) cannot.
+//
+// TreeSchedule's shape holds the payload layout of its tree as
+// EncodeTreeScheduleLayout writes it (tree_schedule.h); its result is
+// ScheduleTree's tuple.
 //
 // Jump offsets are relative to the jumping instruction. Scalars in registers
 // (sizes, offsets, tests, shapes) are integer or bool tensors on the CPU.
@@ -197,6 +203,7 @@ struct alignas(128) Instruction {
   // both ignored by a unary operator.
   static Instruction Scalar(ScalarOperator op, RegName lhs, RegName rhs, int64_t rhs_value,
                             DataType dtype, RegName dst);
+  static Instruction TreeSchedule(RegName tree, int64_t max_children, Shape layout, RegName dst);
 
   // Of Invoke, InvokeClosure, AllocADT and AllocClosure: whether args[i]'s
   // reference moves (see "Moved args" above).

@@ -51,6 +51,7 @@
 #include "nimble/vm/error.h"
 #include "nimble/vm/extent_switch.h"
 #include "nimble/vm/file_io.h"
+#include "nimble/vm/tree_schedule.h"
 
 namespace nimble::vm {
 namespace {
@@ -344,6 +345,12 @@ void CodeFields(Codec& codec, Inst& in) {
     case Opcode::kShapeOf:
       codec.Reg(in.src);
       codec.DType(in.dtype);
+      codec.Reg(in.dst);
+      return;
+    case Opcode::kTreeSchedule:
+      codec.Reg(in.src);
+      codec.Int(in.index);
+      codec.Dims(in.shape);
       codec.Reg(in.dst);
       return;
     case Opcode::kScalar:
@@ -835,6 +842,13 @@ class FunctionValidator {
       case Opcode::kShapeOf:
         if (in.dtype != DataType::Int32() && in.dtype != DataType::Int64()) {
           Fail("shape_of gives int32 or int64, not " + in.dtype.name());
+        }
+        return Regs({in.src, in.dst});
+      case Opcode::kTreeSchedule:
+        try {
+          DecodeTreeScheduleLayout(in.index, in.shape);
+        } catch (const Error& error) {
+          Fail(error.what());
         }
         return Regs({in.src, in.dst});
       case Opcode::kScalar:

@@ -12,6 +12,7 @@
 #include "nimble/vm/extent_switch.h"
 #include "nimble/vm/kernel_library.h"
 #include "nimble/vm/kernels/element.h"
+#include "nimble/vm/tree_schedule.h"
 
 namespace nimble::vm {
 namespace {
@@ -750,6 +751,11 @@ Ref<Object> VirtualMachine::RunLoop() {
           break;
         case Opcode::kScalar:
           regs[in.dst] = Scalar(in, regs);
+          ++pc;
+          break;
+        case Opcode::kTreeSchedule:
+          regs[in.dst] =
+              ScheduleTree(regs[in.src], DecodeTreeScheduleLayout(in.index, in.shape));
           ++pc;
           break;
       }

@@ -346,7 +346,7 @@ TEST_F(NimbleCli, DumpIrAfterAPass) {
   EXPECT_EQ(unknown.status, 1);
   EXPECT_THAT(
       unknown.err,
-      HasSubstr("unknown pass 'nope' (passes: inline, fold-constant, batch-matmul-to-dense, "
+      HasSubstr("unknown pass 'nope' (passes: inline, fold-constant, tree-batching, batch-matmul-to-dense, "
                 "bf16-weights, pack-dense-weights, eta-expand, anf"));
 }
 

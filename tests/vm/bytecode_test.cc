@@ -34,7 +34,8 @@ TEST(BytecodeTest, OpcodeNamesAreTheInstructionSetsNames) {
                                   "reshape_tensor",
                                   "fatal",
                                   "kill_register",
-                                  "scalar"};
+                                  "scalar",
+                                  "tree_schedule"};
   ASSERT_EQ(std::size(expected), static_cast<size_t>(kNumOpcodes));
   for (int op = 0; op < kNumOpcodes; ++op) {
     EXPECT_STREQ(OpcodeName(static_cast<Opcode>(op)), expected[op]);

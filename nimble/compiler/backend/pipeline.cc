@@ -28,6 +28,7 @@
 #include "nimble/compiler/transform/sink_slices.h"
 #include "nimble/compiler/transform/slice_splits.h"
 #include "nimble/compiler/transform/to_anf.h"
+#include "nimble/compiler/transform/tree_batching.h"
 #include "nimble/vm/error.h"
 
 namespace nimble::backend {
@@ -71,6 +72,7 @@ const std::vector<PassInfo>& Passes() {
   static const std::vector<PassInfo> passes = {
       Plain("inline", transform::InlineFunctions),
       Plain("fold-constant", transform::FoldConstants),
+      Plain("tree-batching", transform::BatchTreeRecursion),
       {"batch-matmul-to-dense",
        [](const ir::IRModule& module, const CompileOptions& options) {
          // In bf16 a product on a constant weight is a dense, so that its

@@ -26,6 +26,7 @@
 #include "nimble/compiler/codegen/target.h"
 #endif
 #include "nimble/compiler/ir/functor.h"
+#include "nimble/compiler/op/tree_schedule.h"
 #include "nimble/compiler/op/vm_instructions.h"
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/compiler/transform/pass_util.h"
@@ -583,6 +584,14 @@ class FunctionCompiler : public ir::ExprFunctor<RegName> {
       const RegName data = Value(call->args[0]);
       const RegName shape = Value(call->args[1]);
       return EmitTo([&](RegName dst) { return Instruction::ReshapeTensor(data, shape, dst); });
+    }
+    if (name == "adt.tree_schedule") {
+      const vm::TreeScheduleLayout layout = op::TreeScheduleLayoutOf(attrs);
+      const RegName tree = Value(call->args[0]);
+      return EmitTo([&](RegName dst) {
+        return Instruction::TreeSchedule(tree, layout.max_children,
+                                         vm::EncodeTreeScheduleLayout(layout), dst);
+      });
     }
     if (name == "shape_of") {
       const DataType dtype = attrs.GetDType("dtype");

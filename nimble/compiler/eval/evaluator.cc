@@ -4,6 +4,7 @@
 
 #include "nimble/compiler/ir/free_vars.h"
 #include "nimble/compiler/op/invoke.h"
+#include "nimble/compiler/op/tree_schedule.h"
 #include "nimble/compiler/support/deep_stack.h"
 #include "nimble/vm/adt.h"
 #include "nimble/vm/error.h"
@@ -316,6 +317,10 @@ class Evaluator {
   Ref<Object> InvokeOp(const ir::OpNode* op, const ir::CallNode* call,
                        const std::vector<Ref<Object>>& args) const {
     try {
+      // The one operator on an ADT value: no kernel, the VM's instruction.
+      if (op->name == "adt.tree_schedule") {
+        return vm::ScheduleTree(args.at(0), op::TreeScheduleLayoutOf(call->attrs));
+      }
       return op::InvokeOp(*op->def, args, call->attrs, max_tensor_bytes_);
     } catch (const op::OutputTooLarge&) {
       throw;

@@ -56,6 +56,7 @@ const OpRegistry& OpRegistry::Global() {
     RegisterCreationOps(built);
     RegisterDynamicOps(built);
     RegisterMemoryOps(built);
+    RegisterTreeScheduleOp(built);
     LinkRuntimeHalves(built);
     return built;
   }();

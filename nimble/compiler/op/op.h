@@ -146,5 +146,6 @@ void RegisterTransformOps(OpRegistry& registry);
 void RegisterCreationOps(OpRegistry& registry);
 void RegisterDynamicOps(OpRegistry& registry);
 void RegisterMemoryOps(OpRegistry& registry);
+void RegisterTreeScheduleOp(OpRegistry& registry);
 
 }  // namespace nimble::op
