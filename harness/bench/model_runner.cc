@@ -268,6 +268,7 @@ backend::CompileOptions CompileOptionsOf(const BenchOptions& options) {
   compile.kernels = options.kernels;
   compile.tuning_database = options.tuning_database;
   compile.precision = options.precision;
+  compile.batch_trees = options.batch_trees;
   return compile;
 }
 
@@ -332,6 +333,7 @@ std::string ConfigurationJson(const BenchOptions& options) {
   if (!options.fuse_ops) config["fusion"] = false;
   // Spelled as the peers record theirs (f32, bf16).
   if (options.precision != "fp32") config["precision"] = options.precision;
+  if (options.batch_trees) config["batch_trees"] = true;
   return config.dump();
 }
 

@@ -54,6 +54,8 @@ struct BenchOptions {
   // the fp32 program on every sample and records the largest difference of
   // their outputs and, for BERT, the share of pairs whose class differs.
   std::string precision = "fp32";
+  // backend::CompileOptions::batch_trees; recorded in the configuration.
+  bool batch_trees = false;
   models::LstmOptions lstm;
   models::TreeLstmOptions treelstm;
   models::BertOptions bert;

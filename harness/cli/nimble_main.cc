@@ -67,6 +67,7 @@ struct KernelChoice {
   std::string tuning_db = backend::DefaultTuningDatabase();
   te::MatMulKnobs matmul;
   std::string precision = "fp32";
+  bool batch_trees = false;
 };
 
 // `choose_kernels` off: only --no-fusion (`dump --kernels` lists kernels).
@@ -110,6 +111,9 @@ void AddKernelOptions(CLI::App* command, KernelChoice& choice, bool choose_kerne
                      "bf16 with float32 sums (x86-64 hosts with avx512_bf16; AMX where present)")
         ->check(CLI::IsMember({"fp32", "bf16"}))
         ->capture_default_str();
+    command->add_flag("--batch-trees", choice.batch_trees,
+                      "Run a recursive function's independent calls on a tree in batches, the "
+                      "nodes of one height at a time (off: one node at a time)");
   }
   command->add_flag("!--no-fusion", choice.fusion,
                     "Give every op a kernel of its own (no operator fusion)");
@@ -121,6 +125,7 @@ backend::CompileOptions WithKernels(backend::CompileOptions options, const Kerne
   options.tuning_database = choice.tuning_db;
   options.matmul = choice.matmul;
   options.precision = choice.precision;
+  options.batch_trees = choice.batch_trees;
   return options;
 }
 
@@ -231,8 +236,10 @@ vm::Executable LoadOrCompile(const RunOptions& options) {
     if (!options.dim_bounds.empty()) throw Error(path + ": --dim-bound applies to ONNX models");
     if (options.kernels.kernels != "auto" || !options.kernels.fusion ||
         options.kernels.tuning_db != backend::DefaultTuningDatabase() ||
-        options.kernels.precision != "fp32") {
-      throw Error(path + ": --kernels, --no-fusion, --tuning-db and --precision apply to programs");
+        options.kernels.precision != "fp32" || options.kernels.batch_trees) {
+      throw Error(path +
+                  ": --kernels, --no-fusion, --tuning-db, --precision and --batch-trees apply to "
+                  "programs");
     }
     return vm::Executable::LoadFromFile(path);
   }

@@ -324,6 +324,9 @@ void AddRunOptions(CLI::App* command, RunCommand& run) {
                    "program's outputs and, for BERT, the share of pairs whose class changed")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
+  command->add_flag("--batch-trees", run.bench.batch_trees,
+                    "Tree-LSTM: run the nodes of one height as one batch (transform/"
+                    "tree_batching.h) instead of one node at a time; recorded as batch_trees");
   command->add_flag("--count-instructions", run.count_instructions,
                     "Count the instructions of one pass with Valgrind's callgrind, one thread "
                     "(slow: a small run); records no times");

@@ -388,13 +388,13 @@ TEST_F(NimbleCli, KernelChoiceAndFusion) {
   }
   ExpectUserError(
       Nimble({"run", Temp("fused.nimble"), "--no-fusion"}),
-      Temp("fused.nimble") + ": --kernels, --no-fusion, --tuning-db and --precision apply to programs");
+      Temp("fused.nimble") + ": --kernels, --no-fusion, --tuning-db, --precision and --batch-trees apply to programs");
   ExpectUserError(
       Nimble({"run", Temp("fused.nimble"), "--tuning-db", Temp("other.db")}),
-      Temp("fused.nimble") + ": --kernels, --no-fusion, --tuning-db and --precision apply to programs");
+      Temp("fused.nimble") + ": --kernels, --no-fusion, --tuning-db, --precision and --batch-trees apply to programs");
   ExpectUserError(
       Nimble({"run", Temp("fused.nimble"), "--precision", "bf16"}),
-      Temp("fused.nimble") + ": --kernels, --no-fusion, --tuning-db and --precision apply to programs");
+      Temp("fused.nimble") + ": --kernels, --no-fusion, --tuning-db, --precision and --batch-trees apply to programs");
 }
 
 // The loop IR of the generated kernels, simplified: a row's elementwise

@@ -72,7 +72,10 @@ const std::vector<PassInfo>& Passes() {
   static const std::vector<PassInfo> passes = {
       Plain("inline", transform::InlineFunctions),
       Plain("fold-constant", transform::FoldConstants),
-      Plain("tree-batching", transform::BatchTreeRecursion),
+      {"tree-batching",
+       [](const ir::IRModule& module, const CompileOptions& options) {
+         return options.batch_trees ? transform::BatchTreeRecursion(module) : module;
+       }},
       {"batch-matmul-to-dense",
        [](const ir::IRModule& module, const CompileOptions& options) {
          // In bf16 a product on a constant weight is a dense, so that its

@@ -71,6 +71,12 @@ struct CompileOptions {
   // their products in bf16 with float32 sums (transform/bf16_weights.h),
   // only for the intel target on a host with AVX512-BF16.
   std::string precision = "fp32";
+  // On: recursive functions over trees run their independent calls in
+  // batches, a group of nodes of one height at a time
+  // (transform/tree_batching.h). Off by default: at batch 1 on the hosts
+  // measured (docs/codegen.md) the groups are too small to pay for their
+  // bookkeeping.
+  bool batch_trees = false;
 };
 
 // Throws nimble::Error for a precision other than fp32 and bf16, and for

@@ -494,6 +494,7 @@ class ClauseBatcher {
       }
     } else if (name == "nn.dense") {
       only_first_batched();
+      return RowsDense(call, std::move(exprs));
     } else if (name == "concatenate") {
       const Value& tuple = args[0];
       if (tuple.kind != Value::Kind::kTuple) Refuse("concatenate of a tuple value");
@@ -521,6 +522,31 @@ class ClauseBatcher {
       ElementwiseCall(name, call, args);
     }
     return Make<ir::CallNode>(call.callee, std::move(exprs), std::move(attrs));
+  }
+
+  // nn.dense over all the group's rows as one 2-D product: on data of rank 3
+  // a kernel multiplies each node's (1, k) rows by the weight in turn,
+  // reading the weight once a node, which is what batching is to avoid.
+  Expr RowsDense(const ir::CallNode& call, std::vector<Expr> exprs) {
+    const ir::TensorTypeNode* data = TensorTypeOf(call.args[0]->checked_type);
+    const ir::TensorTypeNode* result = TensorTypeOf(call.checked_type);
+    if (!data || !result || !result->is_static()) Refuse("nn.dense of a dynamic shape");
+    const ir::Dim k = data->shape.back();
+    if (!k.is_static()) Refuse("nn.dense of a dynamic reduction");
+    const auto reshape = [&](Expr value, std::vector<int64_t> shape) {
+      ir::Attrs attrs;
+      attrs.Set("newshape", std::move(shape));
+      return Emit(Op("reshape", {std::move(value)}, std::move(attrs)));
+    };
+    exprs[0] = reshape(exprs[0], {-1, k.value()});
+    const Expr product = Emit(Make<ir::CallNode>(call.callee, std::move(exprs), call.attrs));
+    std::vector<int64_t> shape{-1};
+    for (const ir::Dim& dim : result->shape) shape.push_back(dim.value());
+    return Op("reshape", {product}, [&] {
+      ir::Attrs attrs;
+      attrs.Set("newshape", shape);
+      return attrs;
+    }());
   }
 
   // Elementwise and broadcasting operators keep their meaning when every

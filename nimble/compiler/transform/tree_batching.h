@@ -21,7 +21,10 @@
 // (every value gets a leading batch axis: children's results are gathered
 // from tables of the finished nodes' results, payloads from the schedule)
 // and appends the rows to the tables; the root's row is the result. The
-// function keeps its name and type, so callers are unchanged.
+// function keeps its name and type, so callers are unchanged. The pipeline
+// runs it only under CompileOptions::batch_trees (--batch-trees): at batch 1
+// on SST's deep trees a group averages under two nodes, too few to pay for
+// its bookkeeping (docs/codegen.md).
 #pragma once
 
 #include "nimble/compiler/ir/module.h"

@@ -1,6 +1,6 @@
 // BatchTreeRecursion: which recursive functions it batches and which it must
 // leave alone, and the batched programs on the VM against the same programs
-// compiled without the pass (NIMBLE_DISABLE_PASSES=tree-batching) and against
+// compiled without the pass (the default; --batch-trees runs it) and against
 // the reference evaluator: the Tree-LSTM on a single leaf, one node, a full
 // tree, a chain (one node a group) and random trees; a tree of vector
 // payloads with a tensor result.
@@ -21,20 +21,17 @@
 #include "nimble/vm/vm.h"
 #include "tests/compiler/transform/normalize_test_util.h"
 #include "tests/models/model_test_util.h"
-#include "tests/scoped_env.h"
 
 namespace nimble::transform {
 namespace {
 
 using testing::ParseTyped;
 
-// The program compiled with the full pipeline and with the pass disabled.
+// The program compiled with --batch-trees and without.
 struct BothPrograms {
   explicit BothPrograms(const ir::IRModule& module)
-      : batched(backend::Compile(module, {})), unbatched([&] {
-          const nimble::testing::ScopedEnv off("NIMBLE_DISABLE_PASSES", "tree-batching");
-          return backend::Compile(module, {});
-        }()) {}
+      : batched(backend::Compile(module, {.batch_trees = true})),
+        unbatched(backend::Compile(module, {})) {}
   vm::VirtualMachine batched;
   vm::VirtualMachine unbatched;
 };
