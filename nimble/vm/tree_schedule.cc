@@ -32,9 +32,9 @@ struct Node {
 std::vector<int64_t> EncodeTreeScheduleLayout(const TreeScheduleLayout& layout) {
   std::vector<int64_t> encoded;
   for (const TreeScheduleLayout::Payload& payload : layout.payloads) {
-    encoded.insert(encoded.end(), {payload.tag, payload.field,
-                                   static_cast<int64_t>(payload.dtype.code()), payload.dtype.bits(),
-                                   static_cast<int64_t>(payload.shape.size())});
+    encoded.insert(encoded.end(),
+                   {payload.tag, payload.field, static_cast<int64_t>(payload.dtype.code()),
+                    payload.dtype.bits(), static_cast<int64_t>(payload.shape.size())});
     encoded.insert(encoded.end(), payload.shape.begin(), payload.shape.end());
   }
   return encoded;
@@ -149,7 +149,8 @@ Ref<Object> ScheduleTree(const Ref<Object>& tree, const TreeScheduleLayout& layo
     if (!tensor) throw Error(where + " that is neither a tensor nor an ADT value");
     const int p = payload_of(adt.tag(), at);
     if (p < 0) {
-      throw Error(where + " of type " + tensor->TypeString() + ", which the layout has no table for");
+      throw Error(where + " of type " + tensor->TypeString() +
+                  ", which the layout has no table for");
     }
     const TreeScheduleLayout::Payload& payload = layout.payloads[p];
     if (tensor->dtype() != payload.dtype || tensor->shape() != payload.shape ||

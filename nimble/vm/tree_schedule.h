@@ -35,8 +35,7 @@ struct TreeScheduleLayout {
 // its tag, field, dtype code, dtype bits, rank and dims.
 std::vector<int64_t> EncodeTreeScheduleLayout(const TreeScheduleLayout& layout);
 // Its inverse; throws nimble::Error naming what is malformed.
-TreeScheduleLayout DecodeTreeScheduleLayout(int64_t max_children,
-                                            std::span<const int64_t> encoded);
+TreeScheduleLayout DecodeTreeScheduleLayout(int64_t max_children, std::span<const int64_t> encoded);
 
 // The schedule of `tree` as a tuple of tensors, all int32 but the payloads:
 // the nodes (distinct ADT objects: a shared subtree is one node) are numbered

@@ -754,8 +754,7 @@ Ref<Object> VirtualMachine::RunLoop() {
           ++pc;
           break;
         case Opcode::kTreeSchedule:
-          regs[in.dst] =
-              ScheduleTree(regs[in.src], DecodeTreeScheduleLayout(in.index, in.shape));
+          regs[in.dst] = ScheduleTree(regs[in.src], DecodeTreeScheduleLayout(in.index, in.shape));
           ++pc;
           break;
       }

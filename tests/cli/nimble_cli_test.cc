@@ -344,10 +344,9 @@ TEST_F(NimbleCli, DumpIrAfterAPass) {
                               HasSubstr("memory.alloc_storage(")));
   Outcome unknown = Nimble({"dump", Example("dynamic_concat.relay"), "--ir-after", "nope"});
   EXPECT_EQ(unknown.status, 1);
-  EXPECT_THAT(
-      unknown.err,
-      HasSubstr("unknown pass 'nope' (passes: inline, fold-constant, tree-batching, batch-matmul-to-dense, "
-                "bf16-weights, pack-dense-weights, eta-expand, anf"));
+  EXPECT_THAT(unknown.err, HasSubstr("unknown pass 'nope' (passes: inline, fold-constant, "
+                                     "tree-batching, batch-matmul-to-dense, "
+                                     "bf16-weights, pack-dense-weights, eta-expand, anf"));
 }
 
 // --kernels and --no-fusion choose the kernels a program compiles to, which
@@ -388,13 +387,16 @@ TEST_F(NimbleCli, KernelChoiceAndFusion) {
   }
   ExpectUserError(
       Nimble({"run", Temp("fused.nimble"), "--no-fusion"}),
-      Temp("fused.nimble") + ": --kernels, --no-fusion, --tuning-db, --precision and --batch-trees apply to programs");
+      Temp("fused.nimble") +
+          ": --kernels, --no-fusion, --tuning-db, --precision and --batch-trees apply to programs");
   ExpectUserError(
       Nimble({"run", Temp("fused.nimble"), "--tuning-db", Temp("other.db")}),
-      Temp("fused.nimble") + ": --kernels, --no-fusion, --tuning-db, --precision and --batch-trees apply to programs");
+      Temp("fused.nimble") +
+          ": --kernels, --no-fusion, --tuning-db, --precision and --batch-trees apply to programs");
   ExpectUserError(
       Nimble({"run", Temp("fused.nimble"), "--precision", "bf16"}),
-      Temp("fused.nimble") + ": --kernels, --no-fusion, --tuning-db, --precision and --batch-trees apply to programs");
+      Temp("fused.nimble") +
+          ": --kernels, --no-fusion, --tuning-db, --precision and --batch-trees apply to programs");
 }
 
 // The loop IR of the generated kernels, simplified: a row's elementwise
@@ -993,10 +995,21 @@ TEST_F(NimbleExport, TreeLstmRunsOnArrays) {
   WriteNpy(Temp("children.npy"), TensorNode::FromVector<int32_t>(
                                      {5, 2}, DataType::Int32(), {-1, 0, -1, 1, 0, 1, -1, 2, 2, 3}));
   ASSERT_EQ(Nimble({"random", "-o", Temp("leaves.npy"), "--tensor", "leaves:3x300"}).status, 0);
-  EXPECT_EQ(RunOnBothEngines({Temp("tree.relay"), "--params", Temp("tree.npz"), "--function",
-                              "main_arrays", "--input", Temp("children.npy"), Temp("leaves.npy")})
-                ->shape(),
-            (Shape{1, 150}));
+  const std::vector<std::string> args{Temp("tree.relay"),   "--params",        Temp("tree.npz"),
+                                      "--function",         "main_arrays",     "--input",
+                                      Temp("children.npy"), Temp("leaves.npy")};
+  const Tensor node_at_a_time = RunOnBothEngines(args);
+  EXPECT_EQ(node_at_a_time->shape(), (Shape{1, 150}));
+  // The same outputs with the nodes of one height batched.
+  std::vector<std::string> batched{"run"};
+  batched.insert(batched.end(), args.begin(), args.end());
+  batched.insert(batched.end(), {"--batch-trees", "--out", Temp("batched")});
+  const Outcome run = Nimble(batched);
+  ASSERT_EQ(run.status, 0) << run.err;
+  const std::vector<double> want = Values(node_at_a_time);
+  const std::vector<double> got = Values(ReadNpy(Temp("batched/0.npy")));
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << "element " << i;
 }
 
 TEST_F(NimbleExport, BertAtAStaticLength) {

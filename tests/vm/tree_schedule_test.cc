@@ -83,11 +83,11 @@ TEST(ScheduleTree, StacksVectorPayloadsAndEmptyTables) {
       .max_children = 1,
       .payloads = {{.tag = 0, .field = 0, .dtype = DataType::Float32(), .shape = {2}},
                    {.tag = 1, .field = 1, .dtype = DataType::Float32(), .shape = {2}}}};
-  const Ref<Object> tree = Make<ADTNode>(
-      1, std::vector<Ref<Object>>{
-             Make<ADTNode>(0, std::vector<Ref<Object>>{TensorNode::FromVector<float>(
-                                  {2}, DataType::Float32(), {1.5f, -2})}),
-             TensorNode::FromVector<float>({2}, DataType::Float32(), {3, 4})});
+  const Ref<Object> tree =
+      Make<ADTNode>(1, std::vector<Ref<Object>>{
+                           Make<ADTNode>(0, std::vector<Ref<Object>>{TensorNode::FromVector<float>(
+                                                {2}, DataType::Float32(), {1.5f, -2})}),
+                           TensorNode::FromVector<float>({2}, DataType::Float32(), {3, 4})});
   const ADT schedule = ScheduleTree(tree, layout).as<ADTNode>();
   const Tensor leaves = schedule->field(2).as<TensorNode>();
   EXPECT_EQ(leaves->shape(), (Shape{1, 2}));
@@ -103,14 +103,15 @@ TEST(ScheduleTree, StacksVectorPayloadsAndEmptyTables) {
 
 TEST(ScheduleTree, RefusesNodesTheLayoutDoesNotAllow) {
   EXPECT_THAT(ErrorOf([&] {
-                ScheduleTree(Make<ADTNode>(kLeaf, std::vector<Ref<Object>>{
-                                                      TensorNode::Scalar(DataType::Float32(), 1.0f)}),
+                ScheduleTree(Make<ADTNode>(kLeaf, std::vector<Ref<Object>>{TensorNode::Scalar(
+                                                      DataType::Float32(), 1.0f)}),
                              LeafRows());
               }),
               HasSubstr("node with tag 0 has field 0 of type Tensor[(), float32], but the layout "
                         "expects Tensor[(), int32]"));
-  EXPECT_THAT(ErrorOf([&] { ScheduleTree(Node(Leaf(0), Leaf(1)), {.max_children = 2, .payloads = {}}); }),
-              HasSubstr("which the layout has no table for"));
+  EXPECT_THAT(
+      ErrorOf([&] { ScheduleTree(Node(Leaf(0), Leaf(1)), {.max_children = 2, .payloads = {}}); }),
+      HasSubstr("which the layout has no table for"));
   const Ref<Object> three =
       Make<ADTNode>(kNode, std::vector<Ref<Object>>{Leaf(0), Leaf(1), Leaf(2)});
   EXPECT_THAT(ErrorOf([&] { ScheduleTree(three, LeafRows()); }),

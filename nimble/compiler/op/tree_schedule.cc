@@ -51,19 +51,19 @@ vm::TreeScheduleLayout TreeScheduleLayoutOf(const ir::Attrs& attrs) {
   const std::vector<int64_t>& ranks = attrs.GetIntList("payload_ranks");
   const std::vector<int64_t>& dims = attrs.GetIntList("payload_shapes");
   const std::vector<std::string> dtypes = SplitNames(attrs.GetString("payload_dtypes"));
-  if (fields.size() != tags.size() || ranks.size() != tags.size() ||
-      dtypes.size() != tags.size()) {
-    throw Error("adt.tree_schedule: payload_tags, payload_fields, payload_ranks and "
-                "payload_dtypes must name as many payloads, got " +
-                std::to_string(tags.size()) + ", " + std::to_string(fields.size()) + ", " +
-                std::to_string(ranks.size()) + " and " + std::to_string(dtypes.size()));
+  if (fields.size() != tags.size() || ranks.size() != tags.size() || dtypes.size() != tags.size()) {
+    throw Error(
+        "adt.tree_schedule: payload_tags, payload_fields, payload_ranks and "
+        "payload_dtypes must name as many payloads, got " +
+        std::to_string(tags.size()) + ", " + std::to_string(fields.size()) + ", " +
+        std::to_string(ranks.size()) + " and " + std::to_string(dtypes.size()));
   }
   std::vector<int64_t> encoded;
   size_t at = 0;
   for (size_t p = 0; p < tags.size(); ++p) {
     const DataType dtype = DataType::Parse(dtypes[p]);
-    encoded.insert(encoded.end(),
-                   {tags[p], fields[p], static_cast<int64_t>(dtype.code()), dtype.bits(), ranks[p]});
+    encoded.insert(encoded.end(), {tags[p], fields[p], static_cast<int64_t>(dtype.code()),
+                                   dtype.bits(), ranks[p]});
     if (ranks[p] < 0 || at + static_cast<size_t>(ranks[p]) > dims.size()) {
       throw Error("adt.tree_schedule: payload_ranks need " + std::to_string(at + ranks[p]) +
                   " dims of payload_shapes, which has " + std::to_string(dims.size()));
@@ -87,17 +87,16 @@ void RegisterTreeScheduleOp(OpRegistry& registry) {
       "constructor stacked (vm/tree_schedule.h).";
   def.min_inputs = def.max_inputs = 1;
   const auto int_list = [](const char* name) {
-    return AttrSpec{.name = name, .kind = ir::AttrKind::kIntList, .default_value = std::vector<int64_t>{}};
+    return AttrSpec{
+        .name = name, .kind = ir::AttrKind::kIntList, .default_value = std::vector<int64_t>{}};
   };
-  def.attrs = {{.name = "max_children", .kind = ir::AttrKind::kInt, .default_value = {},
-                .required = true},
-               int_list("payload_tags"),
-               int_list("payload_fields"),
-               int_list("payload_ranks"),
-               int_list("payload_shapes"),
-               {.name = "payload_dtypes",
-                .kind = ir::AttrKind::kString,
-                .default_value = std::string()}};
+  def.attrs = {
+      {.name = "max_children", .kind = ir::AttrKind::kInt, .default_value = {}, .required = true},
+      int_list("payload_tags"),
+      int_list("payload_fields"),
+      int_list("payload_ranks"),
+      int_list("payload_shapes"),
+      {.name = "payload_dtypes", .kind = ir::AttrKind::kString, .default_value = std::string()}};
   def.relation = TreeScheduleRelation;
   def.pattern = OpPattern::kOpaque;
   def.dialect = true;

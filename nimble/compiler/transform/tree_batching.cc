@@ -63,7 +63,8 @@ const ir::TensorTypeNode* TensorTypeOf(const ir::Type& type) {
 // The rank of the tensor `expr` computes for one node.
 int64_t RankOf(const Expr& expr) {
   const ir::TensorTypeNode* tensor = TensorTypeOf(expr->checked_type);
-  if (!tensor) Refuse("a value of type " + ir::TypeToString(expr->checked_type) + " is not a tensor");
+  if (!tensor)
+    Refuse("a value of type " + ir::TypeToString(expr->checked_type) + " is not a tensor");
   return static_cast<int64_t>(tensor->ndim());
 }
 
@@ -327,13 +328,12 @@ class ClauseBatcher {
   // Rows [offset, offset + count) of payload table `table`.
   Expr Payload(int table) {
     if (!payload_rows_) {
-      payload_rows_ =
-          Emit(Op("arange", {inputs_.offset, Op("add", {inputs_.offset, inputs_.count}), Int32(1)},
-                  [] {
-                    ir::Attrs attrs;
-                    attrs.Set("dtype", DataType::Int32());
-                    return attrs;
-                  }()));
+      payload_rows_ = Emit(
+          Op("arange", {inputs_.offset, Op("add", {inputs_.offset, inputs_.count}), Int32(1)}, [] {
+            ir::Attrs attrs;
+            attrs.Set("dtype", DataType::Int32());
+            return attrs;
+          }()));
     }
     return Emit(TakeAlong(Field(inputs_.schedule, 2 + table), payload_rows_, 0));
   }
@@ -469,7 +469,8 @@ class ClauseBatcher {
       attrs.Set(attr, NormalizedAxis(call.attrs.GetInt(attr), rank, extra) + 1);
     };
     const auto only_first_batched = [&] {
-      if (args[0].kind != Value::Kind::kTensor || !args[0].batched) Refuse(name + " of shared data");
+      if (args[0].kind != Value::Kind::kTensor || !args[0].batched)
+        Refuse(name + " of shared data");
       for (size_t i = 1; i < args.size(); ++i) {
         if (AnyBatched(args[i])) Refuse(name + " with a batched " + std::to_string(i) + "th input");
       }
@@ -662,8 +663,7 @@ BatchedFunctions Batch(const Candidate& candidate, const ir::IRModule& module) {
   step = Make<ir::LetNode>(
       ids, Op("arange", {start, Op("add", {start, count}), Int32(1)}, std::move(arange_attrs)),
       std::move(step));
-  const std::vector<std::pair<ir::Var, int>> columns{
-      {tag, 0}, {start, 1}, {count, 2}, {offset, 3}};
+  const std::vector<std::pair<ir::Var, int>> columns{{tag, 0}, {start, 1}, {count, 2}, {offset, 3}};
   for (auto it = columns.rbegin(); it != columns.rend(); ++it) {
     step = Make<ir::LetNode>(it->first, TakeAlong(row, Int32(it->second), 0), std::move(step));
   }
@@ -695,13 +695,13 @@ BatchedFunctions Batch(const Candidate& candidate, const ir::IRModule& module) {
   Expr body = candidate.tuple_result ? ir::MakeTupleExpr(std::move(root_rows)) : root_rows[0];
   body = Make<ir::LetNode>(root, Op("subtract", {DimOf(Field(schedule_value, 1), 0), Int32(1)}),
                            std::move(body));
-  body = Make<ir::LetNode>(tables, Make<ir::CallNode>(loop_global, std::move(first)),
-                           std::move(body));
+  body =
+      Make<ir::LetNode>(tables, Make<ir::CallNode>(loop_global, std::move(first)), std::move(body));
   body = Make<ir::LetNode>(schedule_value, ScheduleCall(function->params[0], candidate.tree),
                            std::move(body));
-  ir::Function wrapper = Make<ir::FunctionNode>(function->params, std::move(body),
-                                                function->ret_type, function->type_params,
-                                                function->attrs);
+  ir::Function wrapper =
+      Make<ir::FunctionNode>(function->params, std::move(body), function->ret_type,
+                             function->type_params, function->attrs);
   wrapper->span = function->span;
   return {std::move(wrapper), loop_global, std::move(loop)};
 }

@@ -36,59 +36,23 @@ struct BothPrograms {
   vm::VirtualMachine unbatched;
 };
 
-// A binary tree of `leaves` leaves in post-order (models::BinaryTree), split
-// at random points.
-models::BinaryTree RandomTree(int leaves, std::mt19937& random) {
+// A binary tree of `leaves` leaves in post-order (models::BinaryTree): a
+// node of n leaves has split(n) of them on its left.
+template <typename Split>
+models::BinaryTree GrowTree(int leaves, Split&& split) {
   models::BinaryTree tree;
-  const auto build = [&](auto& self, int count) -> int32_t {
-    if (count == 1) {
-      tree.left.push_back(-1);
-      tree.right.push_back(-1);
-    } else {
-      const int left_count = std::uniform_int_distribution<int>(1, count - 1)(random);
-      const int32_t left = self(self, left_count);
-      const int32_t right = self(self, count - left_count);
-      tree.left.push_back(left);
-      tree.right.push_back(right);
+  const auto grow = [&](auto& self, int count) -> int32_t {
+    int32_t left = -1, right = -1;
+    if (count > 1) {
+      const int left_count = split(count);
+      left = self(self, left_count);
+      right = self(self, count - left_count);
     }
-    return static_cast<int32_t>(tree.left.size() - 1);
-  };
-  build(build, leaves);
-  return tree;
-}
-
-// A full tree of depth `depth` (2^depth leaves).
-models::BinaryTree FullTree(int depth) {
-  models::BinaryTree tree;
-  const auto build = [&](auto& self, int level) -> int32_t {
-    if (level == 0) {
-      tree.left.push_back(-1);
-      tree.right.push_back(-1);
-    } else {
-      const int32_t left = self(self, level - 1);
-      const int32_t right = self(self, level - 1);
-      tree.left.push_back(left);
-      tree.right.push_back(right);
-    }
-    return static_cast<int32_t>(tree.left.size() - 1);
-  };
-  build(build, depth);
-  return tree;
-}
-
-// A right-leaning chain of `leaves` leaves: every height has one node.
-models::BinaryTree Chain(int leaves) {
-  models::BinaryTree tree;
-  for (int i = 0; i < leaves; ++i) {
-    tree.left.push_back(-1);
-    tree.right.push_back(-1);
-  }
-  int32_t right = leaves - 1;
-  for (int i = leaves - 2; i >= 0; --i) {
-    tree.left.push_back(i);
+    tree.left.push_back(left);
     tree.right.push_back(right);
-    right = static_cast<int32_t>(tree.left.size() - 1);
-  }
+    return static_cast<int32_t>(tree.left.size() - 1);
+  };
+  grow(grow, leaves);
   return tree;
 }
 
@@ -126,10 +90,13 @@ TEST(BatchTreeRecursion, TreeLstmEqualsTheUnbatchedProgram) {
   std::vector<std::pair<std::string, models::BinaryTree>> trees{
       {"single leaf", {{-1}, {-1}}},
       {"one node", {{-1, -1, 0}, {-1, -1, 1}}},
-      {"full tree of depth 4", FullTree(4)},
-      {"chain of 12", Chain(12)}};
+      {"full tree of depth 4", GrowTree(16, [](int count) { return count / 2; })},
+      // Every height holds one node: nothing to batch.
+      {"chain of 12", GrowTree(12, [](int) { return 1; })}};
   for (int leaves : {3, 7, 19, 40}) {
-    trees.emplace_back("random tree of " + std::to_string(leaves), RandomTree(leaves, random));
+    trees.emplace_back("random tree of " + std::to_string(leaves), GrowTree(leaves, [&](int count) {
+                         return std::uniform_int_distribution<int>(1, count - 1)(random);
+                       }));
   }
   for (const auto& [name, tree] : trees) {
     std::vector<int32_t> ids(tree.num_leaves());
@@ -186,8 +153,7 @@ TEST(BatchTreeRecursion, TreeOfVectorPayloadsEqualsTheUnbatchedProgram) {
       {3, 3}, DataType::Float32(), {0.5f, -0.25f, 0.125f, 1, 0.75f, -0.5f, 0.25f, 0.5f, -1});
   // A shared subtree is one node of the schedule and two uses.
   const Ref<Object> shared = VectorNode(node, VectorLeaf(leaf, 1), VectorLeaf(leaf, 2));
-  const Ref<Object> tree =
-      VectorNode(node, VectorNode(node, shared, VectorLeaf(leaf, -3)), shared);
+  const Ref<Object> tree = VectorNode(node, VectorNode(node, shared, VectorLeaf(leaf, -3)), shared);
   BothPrograms programs(module);
   for (const Ref<Object>& input : {VectorLeaf(leaf, 4), shared, tree}) {
     const std::vector<Ref<Object>> args{input, weight};
