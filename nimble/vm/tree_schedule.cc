@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "nimble/vm/adt.h"
+#include "nimble/vm/device.h"
 #include "nimble/vm/error.h"
 #include "nimble/vm/tensor.h"
 
@@ -27,6 +28,21 @@ struct Node {
   size_t post_order = 0;
 };
 
+// Every payload the layout lists for `adt`'s tag is one of its tensor
+// fields: the tables have a row for each node of the tag. (Its tensor fields
+// are checked against the layout as the walk reads them.)
+void CheckHasPayloads(const ADTNode& adt, const TreeScheduleLayout& layout) {
+  for (const TreeScheduleLayout::Payload& payload : layout.payloads) {
+    if (payload.tag != adt.tag()) continue;
+    const auto field = static_cast<size_t>(payload.field);
+    if (field < adt.size() && dynamic_cast<const TensorNode*>(adt.fields()[field].get())) continue;
+    throw Error("tree_schedule: node with tag " + std::to_string(adt.tag()) +
+                " has no tensor field " + std::to_string(field) + " (it has " +
+                std::to_string(adt.size()) + " fields), but the layout expects " +
+                PayloadType(payload.dtype, payload.shape) + " there");
+  }
+}
+
 }  // namespace
 
 std::vector<int64_t> EncodeTreeScheduleLayout(const TreeScheduleLayout& layout) {
@@ -42,8 +58,10 @@ std::vector<int64_t> EncodeTreeScheduleLayout(const TreeScheduleLayout& layout) 
 
 TreeScheduleLayout DecodeTreeScheduleLayout(int64_t max_children,
                                             std::span<const int64_t> encoded) {
-  if (max_children < 0) {
-    throw Error("tree_schedule: max_children must be >= 0, got " + std::to_string(max_children));
+  // Bounded like the ids in the children table, which are int32s.
+  if (max_children < 0 || max_children > INT32_MAX) {
+    throw Error("tree_schedule: max_children must be in [0, 2^31), got " +
+                std::to_string(max_children));
   }
   TreeScheduleLayout layout{.max_children = max_children, .payloads = {}};
   size_t at = 0;
@@ -64,8 +82,14 @@ TreeScheduleLayout DecodeTreeScheduleLayout(int64_t max_children,
       throw Error("tree_schedule: a payload's tag and field must be non-negative int32s, got " +
                   std::to_string(tag) + " and " + std::to_string(field));
     }
-    if (code < 0 || code > static_cast<int64_t>(DataType::Code::kBFloat) ||
-        (bits != 8 && bits != 16 && bits != 32 && bits != 64)) {
+    // Only the dtypes that have a name (no float8, no 32-bit bool).
+    const bool in_range = code >= 0 && code <= static_cast<int64_t>(DataType::Code::kBFloat) &&
+                          bits > 0 && bits <= 64;
+    const DataType dtype =
+        in_range ? DataType(static_cast<DataType::Code>(code), static_cast<uint8_t>(bits))
+                 : DataType();
+    DataType known;
+    if (!in_range || !DataType::TryParse(dtype.name(), &known) || known != dtype) {
       throw Error("tree_schedule: a payload's dtype (code " + std::to_string(code) + ", " +
                   std::to_string(bits) + " bits) is not one");
     }
@@ -74,7 +98,7 @@ TreeScheduleLayout DecodeTreeScheduleLayout(int64_t max_children,
     }
     payload.tag = static_cast<int32_t>(tag);
     payload.field = static_cast<int32_t>(field);
-    payload.dtype = DataType(static_cast<DataType::Code>(code), static_cast<uint8_t>(bits));
+    payload.dtype = dtype;
     for (int64_t d = 0; d < rank; ++d) {
       const int64_t dim = next("dimension");
       if (dim < 0) throw Error("tree_schedule: a payload's dimension is negative");
@@ -124,6 +148,7 @@ Ref<Object> ScheduleTree(const Ref<Object>& tree, const TreeScheduleLayout& layo
     const size_t at = stack.back().second;
     const ADTNode& adt = *nodes[current].adt;
     if (at == adt.size()) {
+      CheckHasPayloads(adt, layout);
       Node& node = nodes[current];
       for (const size_t child : node.children) {
         node.height = std::max(node.height, nodes[child].height + 1);
@@ -153,10 +178,9 @@ Ref<Object> ScheduleTree(const Ref<Object>& tree, const TreeScheduleLayout& layo
                   ", which the layout has no table for");
     }
     const TreeScheduleLayout::Payload& payload = layout.payloads[p];
-    if (tensor->dtype() != payload.dtype || tensor->shape() != payload.shape ||
-        tensor->device().type != DeviceType::kCPU) {
+    if (tensor->dtype() != payload.dtype || tensor->shape() != payload.shape) {
       throw Error(where + " of type " + tensor->TypeString() + ", but the layout expects " +
-                  PayloadType(payload.dtype, payload.shape) + " on the CPU");
+                  PayloadType(payload.dtype, payload.shape));
     }
   }
   std::vector<size_t> order(nodes.size());
@@ -207,7 +231,15 @@ Ref<Object> ScheduleTree(const Ref<Object>& tree, const TreeScheduleLayout& layo
     for (size_t r = 0; r < payload_nodes[p].size(); ++r) {
       const auto& value = static_cast<const TensorNode&>(
           *payload_nodes[p][r]->adt->fields()[static_cast<size_t>(payload.field)]);
-      std::memcpy(out + r * row_bytes, value.raw_data(), row_bytes);
+      // Device placement may have left a payload on the accelerator; the
+      // tables are host values, like every instruction's result.
+      if (value.device().type == DeviceType::kCPU) {
+        std::memcpy(out + r * row_bytes, value.raw_data(), row_bytes);
+      } else {
+        DeviceAPI::Get(value.device())
+            ->Copy(out + r * row_bytes, Device{DeviceType::kCPU, 0}, value.raw_data(),
+                   value.device(), row_bytes);
+      }
     }
     fields.push_back(std::move(table));
   }

@@ -48,8 +48,12 @@ TreeScheduleLayout DecodeTreeScheduleLayout(int64_t max_children, std::span<cons
 //      padded with -1;
 //   2...: per layout payload, the payloads of its tag's nodes stacked in
 //      node order, (nodes of the tag, *shape).
-// Walks without recursion (a chain of 100,000 nodes is fine). Throws
-// nimble::Error "tree_schedule: ..." for a node the layout does not allow.
+// Every tensor is new and on the CPU (payloads are copied from wherever they
+// are). Walks without recursion (a chain of 100,000 nodes is fine). Throws
+// nimble::Error "tree_schedule: ..." for a node the layout does not allow: a
+// field neither a tensor nor an ADT value, a tensor field the layout has no
+// table for or of another dtype or shape, a payload of the layout missing,
+// more than max_children children.
 Ref<Object> ScheduleTree(const Ref<Object>& tree, const TreeScheduleLayout& layout);
 
 }  // namespace nimble::vm

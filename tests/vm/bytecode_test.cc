@@ -104,6 +104,17 @@ TEST(BytecodeTest, MoveRetAndRegisterToRegisterOps) {
   EXPECT_EQ(reshape.dst, 10);
   EXPECT_EQ(InstructionToString(reshape), "$10 = reshape_tensor $6 shape $8");
 
+  // The payload layout as EncodeTreeScheduleLayout writes it: tag 0, field
+  // 0, int32 (code 0, 32 bits), rank 0.
+  const I schedule = I::TreeSchedule(3, 2, {0, 0, 0, 32, 0}, 4);
+  EXPECT_EQ(schedule.op, Opcode::kTreeSchedule);
+  EXPECT_EQ(schedule.src, 3);
+  EXPECT_EQ(schedule.index, 2);
+  EXPECT_EQ(schedule.shape, (Shape{0, 0, 0, 32, 0}));
+  EXPECT_EQ(schedule.dst, 4);
+  EXPECT_EQ(InstructionToString(schedule),
+            "$4 = tree_schedule $3 children 2 layout [0, 0, 0, 32, 0]");
+
   const I kill = I::KillRegister(13);
   EXPECT_EQ(kill.op, Opcode::kKillRegister);
   EXPECT_EQ(kill.dst, 13);

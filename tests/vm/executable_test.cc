@@ -417,7 +417,7 @@ TEST(ExecutableTest, RejectsBadJumps) {
   Executable exe = MakeSampleExecutable();
   exe.functions[0].instructions[2].false_offset = 30;
   EXPECT_EQ(SaveLoadError(exe),
-            "executable: function @main pc 2: jump target pc 32 outside the function (28 "
+            "executable: function @main pc 2: jump target pc 32 outside the function (29 "
             "instructions)");
   exe = MakeSampleExecutable();
   exe.functions[1].instructions[2] = I::Goto(-3);
@@ -562,6 +562,37 @@ TEST(ExecutableTest, RejectsBadScalarInstructions) {
   exe.functions[0].instructions[9].dtype = DataType::Float32();
   EXPECT_EQ(SaveLoadError(exe),
             "executable: function @main pc 9: shape_of gives int32 or int64, not float32");
+}
+
+// TreeSchedule's layout is decoded at load, so that a damaged one is refused
+// there, naming the instruction, rather than when the instruction runs.
+TEST(ExecutableTest, RejectsBadTreeScheduleLayouts) {
+  const auto with_layout = [](int64_t max_children, Shape layout) {
+    Executable exe = MakeSampleExecutable();
+    exe.functions[0].instructions[27].index = max_children;
+    exe.functions[0].instructions[27].shape = std::move(layout);
+    return SaveLoadError(exe);
+  };
+  EXPECT_EQ(with_layout(2, {0, 0, 0, 32}),
+            "executable: function @main pc 27: tree_schedule: the layout ends before a payload's "
+            "rank");
+  EXPECT_EQ(with_layout(-3, {}),
+            "executable: function @main pc 27: tree_schedule: max_children must be in [0, 2^31), "
+            "got -3");
+  EXPECT_EQ(with_layout(2, {0, 0, 7, 32, 0}),
+            "executable: function @main pc 27: tree_schedule: a payload's dtype (code 7, 32 bits) "
+            "is not one");
+  EXPECT_EQ(with_layout(2, {0, 0, 0, 32, 2, 3}),
+            "executable: function @main pc 27: tree_schedule: the layout ends before a payload's "
+            "dimension");
+  Executable exe = MakeSampleExecutable();
+  // No children and no payloads: a tree of bare constructors.
+  exe.functions[0].instructions[27].index = 0;
+  exe.functions[0].instructions[27].shape = {};
+  EXPECT_NO_THROW(Executable::Load(exe.Save()));
+  exe.functions[0].instructions[27].src = 16;
+  EXPECT_EQ(SaveLoadError(exe),
+            "executable: function @main pc 27: register $16 out of range (register file size 16)");
 }
 
 TEST(ExecutableTest, RejectsFunctionsThatFallOffTheEnd) {
@@ -740,7 +771,9 @@ TEST(ExecutableTest, ExecutableToStringListsTablesAndCode) {
           "   0: $2 = load_const const[0]  ; 3:7\n"
           "   1: $3 = load_consti 1\n"));
   EXPECT_THAT(text, HasSubstr("   2: if $3 == 1 then +1 (pc 3) else +2 (pc 4)\n"));
-  EXPECT_THAT(text, HasSubstr("  26: fatal message[0]  ; 12:1\n  27: ret $2\n"));
+  EXPECT_THAT(text, HasSubstr("  26: fatal message[0]  ; 12:1\n"
+                              "  27: $15 = tree_schedule $12 children 2 layout [0, 0, 0, 32, 0, 1, "
+                              "1, 2, 32, 2, 3, 4]\n  28: ret $2\n"));
   EXPECT_THAT(text,
               HasSubstr("\nfunc[1] def @helper($0) registers 1:\n"
                         "  signature @helper(%: fn (Tensor[(), int32]) -> Tensor[(), int32])\n"

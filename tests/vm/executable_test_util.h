@@ -128,6 +128,8 @@ inline Executable MakeSampleExecutable() {
       I::KillRegister(13),
       I::If(14, 3, 0, 2, 1),
       I::Fatal(0),
+      // Payloads (tag 0, field 0, int32, ()) and (tag 1, field 1, float32, (3, 4)).
+      I::TreeSchedule(12, 2, {0, 0, 0, 32, 0, 1, 1, 2, 32, 2, 3, 4}, 15),
       I::Ret(2),
   };
   main.params = {

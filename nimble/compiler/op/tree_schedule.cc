@@ -79,6 +79,26 @@ vm::TreeScheduleLayout TreeScheduleLayoutOf(const ir::Attrs& attrs) {
   return vm::DecodeTreeScheduleLayout(attrs.GetInt("max_children"), encoded);
 }
 
+ir::Call MakeTreeScheduleCall(ir::Expr tree, const vm::TreeScheduleLayout& layout) {
+  std::vector<int64_t> tags, fields, ranks, dims;
+  std::string dtypes;
+  for (const vm::TreeScheduleLayout::Payload& payload : layout.payloads) {
+    tags.push_back(payload.tag);
+    fields.push_back(payload.field);
+    ranks.push_back(static_cast<int64_t>(payload.shape.size()));
+    dims.insert(dims.end(), payload.shape.begin(), payload.shape.end());
+    dtypes += (dtypes.empty() ? "" : ",") + payload.dtype.name();
+  }
+  ir::Attrs attrs;
+  attrs.Set("max_children", layout.max_children);
+  attrs.Set("payload_tags", std::move(tags));
+  attrs.Set("payload_fields", std::move(fields));
+  attrs.Set("payload_ranks", std::move(ranks));
+  attrs.Set("payload_shapes", std::move(dims));
+  attrs.Set("payload_dtypes", std::move(dtypes));
+  return MakeOpCall("adt.tree_schedule", {std::move(tree)}, std::move(attrs));
+}
+
 void RegisterTreeScheduleOp(OpRegistry& registry) {
   OpDef& def = registry.Register("adt.tree_schedule");
   def.description =

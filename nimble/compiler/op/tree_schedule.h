@@ -16,4 +16,9 @@ namespace nimble::op {
 // comma-separated names). Throws nimble::Error naming an inconsistency.
 vm::TreeScheduleLayout TreeScheduleLayoutOf(const ir::Attrs& attrs);
 
+// The call adt.tree_schedule(tree) for `layout`, its attributes written so
+// that TreeScheduleLayoutOf gives the layout back. Throws nimble::Error as
+// MakeOpCall does.
+ir::Call MakeTreeScheduleCall(ir::Expr tree, const vm::TreeScheduleLayout& layout);
+
 }  // namespace nimble::op

@@ -225,8 +225,8 @@ class Coalescer {
 
   // The candidates the value bound by `binding` may reference. Tensors keep
   // their storage; views, tuples, projections, constructors, closures and
-  // calls may hold anything they are given; kernels, shape functions, kills
-  // and shape_of return nothing that aliases.
+  // calls may hold anything they are given; kernels, shape functions, kills,
+  // shape_of and adt.tree_schedule (new tensors) return nothing that aliases.
   static PointsTo PointsToOf(const Binding& binding, const std::vector<ir::Var>& used,
                              const std::map<const ir::VarNode*, size_t>& candidate_of,
                              const std::map<const ir::VarNode*, PointsTo>& points_to) {
@@ -236,7 +236,7 @@ class Coalescer {
       return candidate == candidate_of.end() ? PointsTo{} : PointsTo{candidate->second};
     }
     if (op == "memory.invoke_mut" || op == "memory.shape_func" || op == "memory.kill" ||
-        op == "shape_of") {
+        op == "shape_of" || op == "adt.tree_schedule") {
       return {};
     }
     std::vector<ir::Var> sources = used;

@@ -509,6 +509,12 @@ class Placement : public ir::ExprFunctor<Places> {
     }
     if (name == "memory.reshape_tensor") return VisitExpr(call.args[0]);
     if (name == "shape_of") return {Place::kHost};
+    // The TreeSchedule instruction walks the tree on the host and returns
+    // new CPU tensors, whatever device the tree's payloads are on.
+    if (name == "adt.tree_schedule") {
+      VisitExpr(call.args[0]);
+      return Uniform(call.checked_type, Place::kHost);
+    }
     // Scalar instructions read and write on the CPU.
     if (op::ScalarInstructionOf(call)) {
       for (const ir::Expr& arg : call.args) VisitExpr(arg);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "nimble/compiler/op/op.h"
+#include "nimble/compiler/op/tree_schedule.h"
 #include "nimble/compiler/transform/pass_util.h"
 #include "nimble/vm/error.h"
 
@@ -146,21 +147,17 @@ std::optional<TreeType> TreeTypeOf(const ir::Type& type, const ir::IRModule& mod
 
 // The adt.tree_schedule call of `tree` for this tree type.
 Expr ScheduleCall(Expr tree, const TreeType& type) {
-  std::vector<int64_t> ranks, shapes;
-  std::string dtypes;
-  for (const ir::TensorType& payload : type.payload_types) {
-    ranks.push_back(static_cast<int64_t>(payload->ndim()));
-    for (const ir::Dim& dim : payload->shape) shapes.push_back(dim.value());
-    dtypes += (dtypes.empty() ? "" : ",") + payload->dtype.name();
+  vm::TreeScheduleLayout layout{.max_children = type.max_children, .payloads = {}};
+  for (size_t p = 0; p < type.payload_types.size(); ++p) {
+    const ir::TensorType& payload = type.payload_types[p];
+    Shape shape;
+    for (const ir::Dim& dim : payload->shape) shape.push_back(dim.value());
+    layout.payloads.push_back({.tag = static_cast<int32_t>(type.payload_tags[p]),
+                               .field = static_cast<int32_t>(type.payload_fields[p]),
+                               .dtype = payload->dtype,
+                               .shape = shape});
   }
-  ir::Attrs attrs;
-  attrs.Set("max_children", type.max_children);
-  attrs.Set("payload_tags", type.payload_tags);
-  attrs.Set("payload_fields", type.payload_fields);
-  attrs.Set("payload_ranks", ranks);
-  attrs.Set("payload_shapes", shapes);
-  attrs.Set("payload_dtypes", dtypes);
-  return Op("adt.tree_schedule", {std::move(tree)}, std::move(attrs));
+  return op::MakeTreeScheduleCall(std::move(tree), layout);
 }
 
 // A tensor type with a leading `?` axis before `type`'s dims: a table of rows.

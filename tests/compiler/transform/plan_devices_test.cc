@@ -408,6 +408,26 @@ TEST(PlanDevicesTest, ClosuresAndAdts) {
   EXPECT_EQ(Count(result, "rows").storages, (std::map<std::string, int>{{"cuda", 1}}));
 }
 
+// adt.tree_schedule is an instruction that returns new CPU tensors: a table
+// read by a kernel on the device is copied there (as is %x), one read only by
+// host work is not, and the tree stays where it is.
+TEST(PlanDevicesTest, TreeScheduleTablesAreOnTheHost) {
+  const ir::IRModule result = Plan(Lowered(R"(
+type Tree {
+  Leaf(Tensor[(), float32]),
+  Node(Tree, Tree),
+}
+
+def @main(%tree: Tree, %x: Tensor[(1,), float32]) {
+  let %schedule = adt.tree_schedule(%tree, max_children=2, payload_tags=[0], payload_fields=[0],
+                                    payload_ranks=[0], payload_dtypes="float32");
+  (add(%schedule.2, %x), negative(%schedule.2))
+}
+)"));
+  EXPECT_EQ(Count(result).copies, (Copies{.to_device = 2, .to_host = 1, .constants = 0}));
+  EXPECT_EQ(DeviceCopyInstructions(result), 3);
+}
+
 // Every example compiles for nvidia after the pass, with the copies the
 // comments count.
 TEST(PlanDevicesTest, ExamplesCompileForNvidia) {
