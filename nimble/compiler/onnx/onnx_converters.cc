@@ -1,6 +1,7 @@
 #include "nimble/compiler/onnx/onnx_converters.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -8,6 +9,7 @@
 #include <numeric>
 
 #include "nimble/compiler/ir/functor.h"
+#include "nimble/compiler/onnx/onnx_control_flow.h"
 #include "nimble/compiler/op/invoke.h"
 #include "nimble/compiler/op/op.h"
 #include "nimble/vm/error.h"
@@ -27,12 +29,6 @@ constexpr int64_t kMaxFoldedElements = int64_t{1} << 24;
 constexpr int64_t kMaxFoldedBytes = kMaxFoldedElements * 8;
 
 using Values = std::vector<Value>;
-
-ir::Attrs AttrsOf(std::initializer_list<std::pair<std::string, AttrValue>> entries) {
-  ir::Attrs attrs;
-  for (const auto& [name, value] : entries) attrs.Set(name, value);
-  return attrs;
-}
 
 // The elements of a small integer scalar or vector, for shape arithmetic.
 std::vector<ShapeElement> ElementsOf(const Tensor& tensor) {
@@ -573,6 +569,20 @@ Converter Reduce(const std::string& op, int64_t axes_input_opset) {
   };
 }
 
+// ArgMax, ArgMin: `argmax`/`argmin` over one axis, as int64 (Nimble's give
+// int32).
+Converter ArgReduce(const std::string& op) {
+  return [op](const NodeContext& context) {
+    context.OnlyAttrs({"axis", "keepdims", "select_last_index"});
+    const Value indices = context.Call(
+        op, {context.Input(0)},
+        AttrsOf({{"axis", std::vector<int64_t>{context.IntAttr("axis").value_or(0)}},
+                 {"keepdims", context.IntAttr("keepdims").value_or(1) != 0},
+                 {"select_last_index", context.IntAttr("select_last_index").value_or(0) != 0}}));
+    return Values{context.Call("cast", {indices}, AttrsOf({{"dtype", DataType::Int64()}}))};
+  };
+}
+
 // Expand: a broadcast against a tensor of the given shape.
 Values Expand(const NodeContext& context) {
   context.OnlyAttrs({});
@@ -807,6 +817,8 @@ const std::map<std::string, Converter>& Converters() {
       {"Abs", Unary("abs")},
       {"Add", Binary("add")},
       {"And", Binary("logical_and")},
+      {"ArgMax", ArgReduce("argmax")},
+      {"ArgMin", ArgReduce("argmin")},
       {"Cast", Cast},
       {"Ceil", Unary("ceil")},
       {"Clip", Clip},
@@ -827,11 +839,13 @@ const std::map<std::string, Converter>& Converters() {
       {"GRU", RecurrentLayer({3, "gru", false})},
       {"HardSigmoid", Activation("nn.hard_sigmoid", {{"alpha", 0.2f}, {"beta", 0.5f}})},
       {"Identity", Identity},
+      {"If", ConvertIf},
       {"IsNaN", Unary("isnan")},
       {"LayerNormalization", LayerNormalization},
       {"LeakyRelu", Activation("nn.leaky_relu", {{"alpha", 0.01f}})},
       {"Less", Binary("less")},
       {"Log", Unary("log")},
+      {"Loop", ConvertLoop},
       {"LSTM", RecurrentLayer({4, "lstm", true})},
       {"MatMul", MatMul},
       {"Max", Binary("maximum")},
@@ -878,7 +892,8 @@ NodeContext::NodeContext(
     std::function<ir::TensorType(const ir::Expr&)> type_of,
     std::function<bool(const ir::Expr&)> reads_inputs,
     std::function<Tensor(const ir::Expr&, int64_t max_bytes)> fold,
-    std::function<ir::GlobalVar(const std::string&, const std::string&)> define)
+    std::function<ir::GlobalVar(const std::string&, const std::string&)> define,
+    Subgraphs& subgraphs)
     : node_(node),
       name_(std::move(name)),
       opset_(opset),
@@ -886,7 +901,8 @@ NodeContext::NodeContext(
       type_of_(std::move(type_of)),
       reads_inputs_(std::move(reads_inputs)),
       fold_(std::move(fold)),
-      define_(std::move(define)) {}
+      define_(std::move(define)),
+      subgraphs_(subgraphs) {}
 
 ir::GlobalVar NodeContext::Define(const std::string& name, const std::string& relay_text) const {
   return define_(name, relay_text);
@@ -981,6 +997,15 @@ std::optional<std::vector<std::string>> NodeContext::StringsAttr(const std::stri
   return std::vector<std::string>(attribute->strings().begin(), attribute->strings().end());
 }
 
+const onnx::GraphProto& NodeContext::GraphAttr(const std::string& name) const {
+  const onnx::AttributeProto* attribute = FindAttr(node_, name);
+  if (!attribute) Fail("attribute '" + name + "' (a graph) is required");
+  if (attribute->type() != onnx::AttributeProto::GRAPH || !attribute->has_g()) {
+    Fail("attribute '" + name + "' must be a graph");
+  }
+  return attribute->g();
+}
+
 void NodeContext::OnlyAttrs(const std::vector<std::string>& known) const {
   for (const onnx::AttributeProto& attribute : node_.attribute()) {
     if (std::find(known.begin(), known.end(), attribute.name()) == known.end()) {
@@ -1019,6 +1044,19 @@ Value NodeContext::Expr(const ir::Expr& expr) const {
 
 void NodeContext::Fail(const std::string& reason) const {
   throw Error("node " + name_ + ": " + reason);
+}
+
+ir::Attrs AttrsOf(std::initializer_list<std::pair<std::string, AttrValue>> entries) {
+  ir::Attrs attrs;
+  for (const auto& [name, value] : entries) attrs.Set(name, value);
+  return attrs;
+}
+
+std::string Identifier(const std::string& name) {
+  std::string id;
+  for (char c : name) id += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  if (id.empty() || std::isdigit(static_cast<unsigned char>(id.front()))) id = "w_" + id;
+  return id;
 }
 
 Value KnownValue(const Tensor& tensor, const std::string& name) {

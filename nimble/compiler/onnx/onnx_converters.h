@@ -7,6 +7,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,9 +39,40 @@ struct Value {
   std::vector<ShapeElement> elements;  // empty: nothing tracked
 };
 
+// Attributes of a Nimble operator call.
+ir::Attrs AttrsOf(std::initializer_list<std::pair<std::string, AttrValue>> entries);
+
+// `name` (an ONNX tensor's) made an identifier that Relay text can print:
+// letters, digits and `_`.
+std::string Identifier(const std::string& name);
+
 // A value known at import time: a constant named `name` (empty: unnamed),
 // with its elements when it is a small integer scalar or vector.
 Value KnownValue(const Tensor& tensor, const std::string& name = "");
+
+// How a control-flow converter (If, Loop, Scan) imports the graphs its node
+// holds and adds the global functions they become; the importer implements
+// it, keeping a scope per graph so that a subgraph reads the values of the
+// graphs around it.
+class Subgraphs {
+ public:
+  virtual ~Subgraphs() = default;
+  // The values of enclosing graphs that `graph`, or a graph nested in it,
+  // reads, by name (sorted); names no scope defines are left out, for
+  // Import to report.
+  virtual std::vector<std::pair<std::string, Value>> Captured(const onnx::GraphProto& graph) = 0;
+  // Converts the nodes of `graph` in a scope of its own where `bindings`
+  // define names (its inputs, captured values made variables) before the
+  // enclosing scopes; returns its outputs. `what` names the graph in errors
+  // ("node /Loop (Loop): body").
+  virtual std::vector<Value> Import(const onnx::GraphProto& graph,
+                                    const std::map<std::string, Value>& bindings,
+                                    const std::string& what) = 0;
+  // A global variable named from `stem` that no function of the module has
+  // yet, and the adding of its function (a recursion names it in its body).
+  virtual ir::GlobalVar FreshGlobal(const std::string& stem) = 0;
+  virtual void AddFunction(const ir::GlobalVar& global, const ir::Function& function) = 0;
+};
 
 // What the importer gives a converter for one node.
 class NodeContext {
@@ -52,13 +84,14 @@ class NodeContext {
   // call whose arguments are all known, throwing op::OutputTooLarge rather
   // than computing a tensor past `max_bytes`; `define` adds a global function given
   // as Relay text (`def @name(...) { ... }`) to the module being built, once
-  // per name, and returns it.
+  // per name, and returns it; `subgraphs` imports the graphs a node holds.
   NodeContext(const onnx::NodeProto& node, std::string name, int64_t opset,
               std::vector<std::optional<Value>> inputs,
               std::function<ir::TensorType(const ir::Expr&)> type_of,
               std::function<bool(const ir::Expr&)> reads_inputs,
               std::function<Tensor(const ir::Expr&, int64_t max_bytes)> fold,
-              std::function<ir::GlobalVar(const std::string&, const std::string&)> define);
+              std::function<ir::GlobalVar(const std::string&, const std::string&)> define,
+              Subgraphs& subgraphs);
 
   const onnx::NodeProto& node() const { return node_; }
   int64_t opset() const { return opset_; }
@@ -80,6 +113,8 @@ class NodeContext {
   const onnx::TensorProto* TensorAttr(const std::string& name) const;
   std::optional<std::string> StringAttr(const std::string& name) const;
   std::optional<std::vector<std::string>> StringsAttr(const std::string& name) const;
+  // The graph attribute `name`; fails when it is missing or not a graph.
+  const onnx::GraphProto& GraphAttr(const std::string& name) const;
   // Fails when the node has an attribute that is not in `known`.
   void OnlyAttrs(const std::vector<std::string>& known) const;
 
@@ -89,6 +124,9 @@ class NodeContext {
   Value Expr(const ir::Expr& expr) const;
   // The global function `name`, defined by `relay_text` the first time.
   ir::GlobalVar Define(const std::string& name, const std::string& relay_text) const;
+  Subgraphs& subgraphs() const { return subgraphs_; }
+  // How the node is named in errors ("/Loop (Loop)", "#3 (If)").
+  const std::string& name() const { return name_; }
 
   // Throws nimble::Error "node NAME (OP): reason" (#INDEX for NAME where the
   // node has none).
@@ -103,6 +141,7 @@ class NodeContext {
   std::function<bool(const ir::Expr&)> reads_inputs_;
   std::function<Tensor(const ir::Expr&, int64_t max_bytes)> fold_;
   std::function<ir::GlobalVar(const std::string&, const std::string&)> define_;
+  Subgraphs& subgraphs_;
 };
 
 // A converter: the node's outputs, in order.

@@ -1,5 +1,6 @@
 #include "nimble/compiler/onnx/onnx_import.h"
 
+#include <deque>
 #include <fstream>
 #include <map>
 #include <set>
@@ -20,48 +21,52 @@ namespace {
 // Larger input dimensions are a broken file, not a model.
 constexpr int64_t kMaxDimension = int64_t{1} << 31;
 
-// A name usable in `meta[relay.Constant][name]`: letters, digits and `_`.
-std::string Identifier(const std::string& name) {
-  std::string id;
-  for (char c : name) id += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  if (id.empty() || std::isdigit(static_cast<unsigned char>(id.front()))) id = "w_" + id;
-  return id;
-}
-
 std::string NodeName(const onnx::NodeProto& node, size_t index) {
   const std::string op = node.op_type().empty() ? "" : " (" + node.op_type() + ")";
   return (node.name().empty() ? "#" + std::to_string(index) : node.name()) + op;
 }
 
-class GraphImporter {
+// The names a graph's nodes, and the graphs nested in them, read without
+// defining them (the graph's inputs, initializers and nodes' outputs), sorted.
+std::set<std::string> FreeNames(const onnx::GraphProto& graph) {
+  std::set<std::string> defined, used;
+  for (const onnx::ValueInfoProto& input : graph.input()) defined.insert(input.name());
+  for (const onnx::TensorProto& initializer : graph.initializer()) {
+    defined.insert(initializer.name());
+  }
+  for (const onnx::NodeProto& node : graph.node()) {
+    for (const std::string& output : node.output()) defined.insert(output);
+    for (const std::string& input : node.input()) used.insert(input);
+    for (const onnx::AttributeProto& attribute : node.attribute()) {
+      if (attribute.has_g()) used.merge(FreeNames(attribute.g()));
+      for (const onnx::GraphProto& nested : attribute.graphs()) used.merge(FreeNames(nested));
+    }
+  }
+  std::set<std::string> free;
+  for (const std::string& name : used) {
+    if (!name.empty() && !defined.contains(name)) free.insert(name);
+  }
+  return free;
+}
+
+class GraphImporter : public Subgraphs {
  public:
   GraphImporter(const onnx::GraphProto& graph, int64_t opset, const std::string& source,
                 const ImportOptions& options)
       : graph_(graph), opset_(opset), source_(source), options_(options) {}
 
   ir::IRModule Run() {
-    std::set<std::string> used_names;
-    for (const onnx::TensorProto& initializer : graph_.initializer()) {
-      const std::string what = source_ + ": initializer '" + initializer.name() + "'";
-      Tensor tensor = TensorFromProto(initializer, what);
-      std::string name = Identifier(initializer.name());
-      while (!used_names.insert(name).second) name += "_";
-      values_[initializer.name()] = KnownValue(tensor, name);
-    }
+    scopes_.emplace_back();
+    AddInitializers(graph_);
     std::vector<ir::Var> params;
     for (const onnx::ValueInfoProto& input : graph_.input()) {
-      if (values_.contains(input.name())) continue;  // an initialiser listed as an input
+      if (Lookup(input.name())) continue;  // an initialiser listed as an input
       params.push_back(Make<ir::VarNode>(Identifier(input.name()), InputType(input)));
-      values_[input.name()] = {params.back(), std::nullopt, {}};
+      scopes_.back()[input.name()] = {params.back(), std::nullopt, {}};
     }
     CheckDimBoundsNameInputDims();
-    for (size_t index : TopologicalOrder()) Convert(graph_.node(static_cast<int>(index)), index);
     std::vector<ir::Expr> outputs;
-    for (const onnx::ValueInfoProto& output : graph_.output()) {
-      const auto found = values_.find(output.name());
-      if (found == values_.end()) Fail("graph output '" + output.name() + "' is never defined");
-      outputs.push_back(found->second.expr);
-    }
+    for (const Value& output : ConvertNodes(graph_, "graph")) outputs.push_back(output.expr);
     if (outputs.empty()) Fail("the graph has no outputs");
     const ir::Expr body = outputs.size() == 1 ? outputs.front() : Make<ir::TupleNode>(outputs);
     module_->Add(Make<ir::GlobalVarNode>("main"),
@@ -118,16 +123,91 @@ class GraphImporter {
     }
   }
 
+  // Subgraphs:
+  std::vector<std::pair<std::string, Value>> Captured(const onnx::GraphProto& graph) override {
+    std::vector<std::pair<std::string, Value>> captured;
+    for (const std::string& name : FreeNames(graph)) {
+      if (const Value* value = Lookup(name)) captured.emplace_back(name, *value);
+    }
+    return captured;
+  }
+
+  std::vector<Value> Import(const onnx::GraphProto& graph,
+                            const std::map<std::string, Value>& bindings,
+                            const std::string& what) override {
+    scopes_.emplace_back(bindings.begin(), bindings.end());
+    std::vector<Value> outputs;
+    try {
+      AddInitializers(graph);
+      outputs = ConvertNodes(graph, what);
+    } catch (const Error& error) {
+      scopes_.pop_back();
+      // The node holding the graph adds its name and the file's.
+      std::string message = error.what();
+      if (message.starts_with(source_ + ": ")) message.erase(0, source_.size() + 2);
+      if (!message.starts_with(what)) message = what + ": " + message;
+      throw Error(message);
+    }
+    scopes_.pop_back();
+    return outputs;
+  }
+
+  ir::GlobalVar FreshGlobal(const std::string& stem) override {
+    std::string name = stem;
+    for (int suffix = 1; module_->Lookup(name) || !global_names_.insert(name).second; ++suffix) {
+      name = stem + "_" + std::to_string(suffix);
+    }
+    return Make<ir::GlobalVarNode>(name);
+  }
+
+  void AddFunction(const ir::GlobalVar& global, const ir::Function& function) override {
+    module_->Add(global, function);
+  }
+
+  // The value named `name` in the innermost scope that has it, or null.
+  const Value* Lookup(const std::string& name) const {
+    for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope) {
+      const auto found = scope->find(name);
+      if (found != scope->end()) return &found->second;
+    }
+    return nullptr;
+  }
+
+  void AddInitializers(const onnx::GraphProto& graph) {
+    for (const onnx::TensorProto& initializer : graph.initializer()) {
+      const std::string what = source_ + ": initializer '" + initializer.name() + "'";
+      Tensor tensor = TensorFromProto(initializer, what);
+      std::string name = Identifier(initializer.name());
+      while (!constant_names_.insert(name).second) name += "_";
+      scopes_.back()[initializer.name()] = KnownValue(tensor, name);
+    }
+  }
+
+  // Converts the nodes of `graph` into the innermost scope; returns the
+  // graph's outputs (`what` names the graph).
+  std::vector<Value> ConvertNodes(const onnx::GraphProto& graph, const std::string& what) {
+    for (size_t index : TopologicalOrder(graph)) {
+      Convert(graph.node(static_cast<int>(index)), index);
+    }
+    std::vector<Value> outputs;
+    for (const onnx::ValueInfoProto& output : graph.output()) {
+      const Value* value = Lookup(output.name());
+      if (!value) Fail(what + " output '" + output.name() + "' is never defined");
+      outputs.push_back(*value);
+    }
+    return outputs;
+  }
+
   // The nodes in an order where each comes after what defines its inputs
   // (ONNX asks for that order, but not every exporter keeps it).
-  std::vector<size_t> TopologicalOrder() const {
-    const int count = graph_.node_size();
+  std::vector<size_t> TopologicalOrder(const onnx::GraphProto& graph) const {
+    const int count = graph.node_size();
     std::unordered_map<std::string, size_t> producer;
     for (int i = 0; i < count; ++i) {
-      for (const std::string& output : graph_.node(i).output()) {
+      for (const std::string& output : graph.node(i).output()) {
         if (output.empty()) continue;
-        if (values_.contains(output) || !producer.emplace(output, i).second) {
-          Fail("node " + NodeName(graph_.node(i), i) + " defines '" + output +
+        if (Lookup(output) || !producer.emplace(output, i).second) {
+          Fail("node " + NodeName(graph.node(i), i) + " defines '" + output +
                "', which is already defined");
         }
       }
@@ -135,11 +215,11 @@ class GraphImporter {
     std::vector<std::vector<size_t>> users(count);
     std::vector<size_t> waiting(count, 0);
     for (int i = 0; i < count; ++i) {
-      for (const std::string& input : graph_.node(i).input()) {
-        if (input.empty() || values_.contains(input)) continue;
+      for (const std::string& input : graph.node(i).input()) {
+        if (input.empty() || Lookup(input)) continue;
         const auto found = producer.find(input);
         if (found == producer.end()) {
-          Fail("node " + NodeName(graph_.node(i), i) + " refers to '" + input +
+          Fail("node " + NodeName(graph.node(i), i) + " refers to '" + input +
                "', which no input, initializer or node defines");
         }
         users[found->second].push_back(i);
@@ -160,8 +240,7 @@ class GraphImporter {
     }
     if (order.size() != static_cast<size_t>(count)) {
       for (int i = 0; i < count; ++i) {
-        if (waiting[i] > 0)
-          Fail("the graph has a cycle through node " + NodeName(graph_.node(i), i));
+        if (waiting[i] > 0) Fail("the graph has a cycle through node " + NodeName(graph.node(i), i));
       }
     }
     return order;
@@ -245,7 +324,7 @@ class GraphImporter {
     if (!converter) Fail("node " + name + ": operator " + node.op_type() + " is not supported");
     std::vector<std::optional<Value>> inputs;
     for (const std::string& input : node.input()) {
-      inputs.push_back(input.empty() ? std::nullopt : std::optional(values_.at(input)));
+      inputs.push_back(input.empty() ? std::nullopt : std::optional(*Lookup(input)));
     }
     std::vector<Value> outputs;
     try {
@@ -253,7 +332,8 @@ class GraphImporter {
           node, name, opset_, std::move(inputs),
           [this](const ir::Expr& expr) { return TypeOf(expr); },
           [this](const ir::Expr& expr) { return ReadsInputs(expr); }, Fold,
-          [this](const std::string& name, const std::string& text) { return Define(name, text); });
+          [this](const std::string& name, const std::string& text) { return Define(name, text); },
+          *this);
       outputs = (*converter)(context);
     } catch (const Error& error) {
       const std::string message = error.what();
@@ -265,7 +345,7 @@ class GraphImporter {
       if (static_cast<size_t>(i) >= outputs.size()) {
         Fail("node " + name + ": output " + std::to_string(i) + " is not supported");
       }
-      values_[node.output(i)] = outputs[i];
+      scopes_.back()[node.output(i)] = outputs[i];
     }
   }
 
@@ -275,7 +355,11 @@ class GraphImporter {
   const ImportOptions& options_;
   std::set<std::string> dim_names_;  // the inputs' named dimensions
   ir::IRModule module_ = ir::MakeModule();
-  std::unordered_map<std::string, Value> values_;
+  // The values by name of the graph being converted and of the graphs
+  // around it, innermost last.
+  std::deque<std::unordered_map<std::string, Value>> scopes_;
+  std::set<std::string> constant_names_;  // the initializers' identifiers
+  std::set<std::string> global_names_;    // given by FreshGlobal
   // Each entry holds its expression, so that no address is reused for
   // another while the importer runs.
   using TypeMap = std::unordered_map<const ir::ExprNode*, std::pair<ir::Expr, ir::TensorType>>;

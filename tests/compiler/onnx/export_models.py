@@ -110,8 +110,66 @@ class Recurrent(nn.Module):
         return output, states
 
 
-def export(out_dir, name, model, make_inputs, lengths, dynamic_axes, opset):
+class CountedLoop(nn.Module):
+    """A loop over the input's first axis (a trip count of its length), carrying a state."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(4, 4) * 0.5)
+
+    def forward(self, x):
+        h = torch.zeros(1, 4)
+        for i in range(x.size(0)):
+            h = torch.tanh(h @ self.weight + x[i])
+        return h
+
+
+class WhileLoop(nn.Module):
+    """A trip count that depends on the values: doubling until the sum passes 100."""
+
+    def forward(self, x):
+        y = x
+        steps = torch.zeros((), dtype=torch.long)
+        while bool(y.abs().sum() < 100.0):
+            y = y * 2.0 + 0.1
+            steps = steps + 1
+        return y, steps
+
+
+class GreedyDecoder(nn.Module):
+    """Up to 12 greedy steps with an early break at token 0; the tokens grow each step."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Parameter(torch.randn(8, 6))
+        self.out = nn.Parameter(torch.randn(6, 8))
+
+    def forward(self, h):
+        tokens = torch.zeros(0, dtype=torch.long)
+        for _ in range(12):
+            token = torch.argmax(h @ self.out, dim=1)
+            tokens = torch.cat([tokens, token])
+            if bool(token[0] == 0):
+                break
+            h = torch.tanh(h + self.embed[token])
+        return tokens, h
+
+
+class Branch(nn.Module):
+    """A branch on a reduced value whose two sides give different shapes."""
+
+    def forward(self, x):
+        if bool(x.mean() > 0):
+            y = x[1:] * 2.0
+        else:
+            y = torch.cat([x, x - 1.0], dim=0)
+        return y
+
+
+def export(out_dir, name, model, make_inputs, lengths, dynamic_axes, opset, script=False):
     model.eval()
+    if script:  # TorchScript's exporter: Python control flow becomes Loop and If
+        model = torch.jit.script(model)
     sample = make_inputs(lengths[0])
     inputs = [f"in{i}" for i in range(len(sample))]
     with torch.no_grad():
@@ -169,6 +227,17 @@ def main():
         for layers in (1, 2):
             export(out_dir, f"{name}{layers}", Recurrent(cell, layers), sequence, [5, 1, 12],
                    {"in0": {0: "sequence"}}, 14)
+    first_axis = {"in0": {0: "n"}}
+    export(out_dir, "loop_counted", CountedLoop(), lambda n: (torch.randn(n, 1, 4),), [5, 1, 9],
+           first_axis, 14, script=True)
+    export(out_dir, "loop_while", WhileLoop(), lambda n: (torch.randn(n) * 0.5,), [3, 8],
+           first_axis, 14, script=True)
+    # The sizes only label the cases: each draws another start state.
+    export(out_dir, "greedy_decoder", GreedyDecoder(), lambda n: (torch.randn(1, 6) * n,),
+           [1, 2, 3, 4, 5], first_axis, 14, script=True)
+    export(out_dir, "branch", Branch(),
+           lambda n: (torch.randn(n, 2) + (2.0 if n % 2 else -2.0),), [3, 4, 7], first_axis, 14,
+           script=True)
 
 
 if __name__ == "__main__":

@@ -195,6 +195,36 @@ TEST(OnnxImport, GruLayersMatchPyTorchAtEveryLength) {
   ExpectMatchesPyTorch("gru2");
 }
 
+// TorchScript exports: Loop and If become a tail-recursive function and a
+// Relay `if`.
+TEST(OnnxImport, ALoopOverTheInputsLengthMatchesPyTorch) {
+  ExpectMatchesPyTorch("loop_counted");
+}
+
+TEST(OnnxImport, ALoopWhoseTripCountDependsOnTheValuesMatchesPyTorch) {
+  ExpectMatchesPyTorch("loop_while");
+}
+
+// A loop with an early break (an If in its body) whose output grows each
+// step: the tokens are typed `?` and the steps taken differ by input.
+TEST(OnnxImport, AGreedyDecoderWithAnEarlyBreakMatchesPyTorch) {
+  ExpectMatchesPyTorch("greedy_decoder");
+  const Exported& exported = Exported::Get();
+  const std::string text = text::PrintModule(
+      ImportOnnxFile((exported.dir() / "greedy_decoder.onnx").string()), {.show_types = true});
+  EXPECT_THAT(text, HasSubstr("def @onnx_loop("));
+  EXPECT_THAT(text, HasSubstr("%tokens_11: Tensor[(?,), int64]"));
+}
+
+TEST(OnnxImport, ABranchOnAReducedValueWithShapesThatDifferMatchesPyTorch) {
+  ExpectMatchesPyTorch("branch");
+  const Exported& exported = Exported::Get();
+  const std::string text = text::PrintModule(
+      ImportOnnxFile((exported.dir() / "branch.onnx").string()), {.show_types = true});
+  EXPECT_THAT(text, HasSubstr("-> Tensor[(?, 2), float32]"));
+  EXPECT_THAT(text, HasSubstr("if ("));
+}
+
 TEST(OnnxImport, TheSequenceAxisIsAnyAndShapesFoldWhereStatic) {
   const Exported& exported = Exported::Get();
   if (!exported.ok()) GTEST_SKIP() << exported.why_not();
