@@ -30,6 +30,7 @@
 #include "nimble/vm/adt.h"
 #include "nimble/vm/npy.h"
 #include "nimble/vm/vm.h"
+#include "tests/compiler/onnx/onnx_graph_builder.h"
 #include "tests/error_of.h"
 
 namespace nimble::onnx_import {
@@ -443,43 +444,6 @@ TEST(OnnxImport, AnUnnamedNodeIsNamedByItsIndex) {
 }
 
 // ---- the element-wise operators, on a graph built here ----
-
-// A node `op_type` of `inputs` to output `output`, added to `graph`.
-onnx::NodeProto& AddNode(onnx::GraphProto& graph, const std::string& op_type,
-                         const std::vector<std::string>& inputs, const std::string& output) {
-  onnx::NodeProto& node = *graph.add_node();
-  node.set_op_type(op_type);
-  node.set_name(output);
-  for (const std::string& input : inputs) node.add_input(input);
-  node.add_output(output);
-  return node;
-}
-
-void SetFloat(onnx::NodeProto& node, const std::string& name, float value) {
-  onnx::AttributeProto& attribute = *node.add_attribute();
-  attribute.set_name(name);
-  attribute.set_type(onnx::AttributeProto::FLOAT);
-  attribute.set_f(value);
-}
-
-void SetInt(onnx::NodeProto& node, const std::string& name, int64_t value) {
-  onnx::AttributeProto& attribute = *node.add_attribute();
-  attribute.set_name(name);
-  attribute.set_type(onnx::AttributeProto::INT);
-  attribute.set_i(value);
-}
-
-// A scalar initializer `name` of `dtype` (FLOAT or INT32).
-void AddScalar(onnx::GraphProto& graph, const std::string& name, int32_t dtype, double value) {
-  onnx::TensorProto& tensor = *graph.add_initializer();
-  tensor.set_name(name);
-  tensor.set_data_type(dtype);
-  if (dtype == onnx::TensorProto::FLOAT) {
-    tensor.add_float_data(static_cast<float>(value));
-  } else {
-    tensor.add_int32_data(static_cast<int32_t>(value));
-  }
-}
 
 // Each of the ONNX element-wise operators of issue 49 on X, compiled
 // (fused, generated kernels) and run on the VM, against numpy's definitions
