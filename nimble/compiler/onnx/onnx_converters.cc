@@ -430,11 +430,28 @@ Values Slice(const NodeContext& context) {
 }
 
 Values Split(const NodeContext& context) {
-  context.OnlyAttrs({"axis", "split"});
+  context.OnlyAttrs({"axis", "split", "num_outputs"});
   const int64_t rank = Rank(context, 0);
   const int64_t axis = NormalAxis(context, context.IntAttr("axis").value_or(0), rank);
+  const int64_t outputs = context.node().output_size();
   std::optional<std::vector<int64_t>> sizes;
-  if (context.opset() >= 13) {
+  if (const std::optional<int64_t> count = context.IntAttr("num_outputs")) {
+    if (context.opset() < 18) context.Fail("attribute 'num_outputs' is from opset 18");
+    if (context.Has(1)) context.Fail("takes 'num_outputs' or the sizes (input 1), not both");
+    if (*count != outputs) {
+      context.Fail("num_outputs is " + std::to_string(*count) + " for " +
+                   std::to_string(outputs) + " outputs");
+    }
+    // Parts of ceil(size / n), the last one smaller, where the size is known.
+    const ir::Dim dim = context.TypeOf(0)->shape[axis];
+    if (dim.is_static() && dim.value() % outputs != 0) {
+      const int64_t part = (dim.value() + outputs - 1) / outputs;
+      sizes.emplace();
+      for (int64_t i = 0; i < outputs; ++i) {
+        sizes->push_back(std::max<int64_t>(0, std::min(part, dim.value() - i * part)));
+      }
+    }
+  } else if (context.opset() >= 13) {
     if (context.IntsAttr("split")) {
       context.Fail("the sizes are input 1 from opset 13, not the attribute 'split' (opset " +
                    std::to_string(context.opset()) + ")");
@@ -443,7 +460,6 @@ Values Split(const NodeContext& context) {
   } else {
     sizes = context.IntsAttr("split");
   }
-  const int64_t outputs = context.node().output_size();
   AttrValue sections = outputs;
   if (sizes) {
     if (static_cast<int64_t>(sizes->size()) != outputs) {
@@ -567,6 +583,164 @@ Converter Reduce(const std::string& op, int64_t axes_input_opset) {
     attrs.Set("keepdims", context.IntAttr("keepdims").value_or(1) != 0);
     return Values{context.Call(op, {context.Input(0)}, attrs)};
   };
+}
+
+// ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSumExp: sums of element-wise
+// functions of the data, over the axes ONNX names (all by default).
+Converter ReduceComposite(const std::string& kind) {
+  return [kind](const NodeContext& context) {
+    context.OnlyAttrs({"axes", "keepdims", "noop_with_empty_axes"});
+    const std::optional<std::vector<int64_t>> axes = AxesOf(context, 18);
+    const bool none = !axes || axes->empty();
+    const Value& x = context.Input(0);
+    if (none && context.IntAttr("noop_with_empty_axes").value_or(0)) return Values{x};
+    const bool keepdims = context.IntAttr("keepdims").value_or(1) != 0;
+    const auto reduce = [&](const std::string& op, const Value& data, bool keep) {
+      ir::Attrs attrs;
+      if (!none) attrs.Set("axis", *axes);
+      attrs.Set("keepdims", keep);
+      return context.Call(op, {data}, attrs);
+    };
+    if (kind == "l1") return Values{reduce("sum", context.Call("abs", {x}), keepdims)};
+    const Value squares = reduce("sum", context.Call("multiply", {x, x}), keepdims);
+    if (kind == "sum_square") return Values{squares};
+    if (kind == "l2") return Values{context.Call("sqrt", {squares})};
+    // log(sum(exp(x - max))) + max: no overflow for large x.
+    const Value largest = reduce("max", x, true);
+    const Value sum = reduce("sum", context.Call("exp", {context.Call("subtract", {x, largest})}),
+                             keepdims);
+    return Values{context.Call("add", {context.Call("log", {sum}),
+                                       keepdims ? largest : reduce("max", x, false)})};
+  };
+}
+
+// GlobalAveragePool, GlobalMaxPool: the mean or max over every axis after
+// the batch and channels, kept as size-1 axes.
+Converter GlobalPool(const std::string& op) {
+  return [op](const NodeContext& context) {
+    context.OnlyAttrs({});
+    const int64_t rank = Rank(context, 0);
+    if (rank < 3) context.Fail("the data must have spatial axes, got rank " + std::to_string(rank));
+    std::vector<int64_t> axes;
+    for (int64_t axis = 2; axis < rank; ++axis) axes.push_back(axis);
+    return Values{context.Call(op, {context.Input(0)}, AttrsOf({{"axis", axes}, {"keepdims", true}}))};
+  };
+}
+
+// BatchNormalization at inference: x * s + (B - mean * s) with s = scale /
+// sqrt(var + epsilon) per channel (axis 1), computed at import time when the
+// statistics are weights.
+Values BatchNormalization(const NodeContext& context) {
+  context.OnlyAttrs({"epsilon", "momentum", "training_mode", "spatial"});
+  if (context.IntAttr("training_mode").value_or(0) != 0) {
+    context.Fail("training_mode=1 is not supported (inference only)");
+  }
+  if (context.node().output_size() > 1) {
+    context.Fail("the running mean and variance outputs are training's; inference has one output");
+  }
+  const int64_t rank = Rank(context, 0);
+  if (rank < 2) context.Fail("the data must have a channel axis, got rank " + std::to_string(rank));
+  const float epsilon = context.FloatAttr("epsilon").value_or(1e-5f);
+  const DataType dtype = context.TypeOf(0)->dtype;
+  const Value eps = Known(TensorNode::Scalar<float>(DataType::Float32(), epsilon));
+  const Value typed_eps =
+      dtype == DataType::Float32() ? eps : context.Call("cast", {eps}, AttrsOf({{"dtype", dtype}}));
+  const Value factor = context.Call(
+      "divide", {context.Input(1),
+                 context.Call("sqrt", {context.Call("add", {context.Input(4), typed_eps})})});
+  const Value shift = context.Call(
+      "subtract", {context.Input(2), context.Call("multiply", {context.Input(3), factor})});
+  // (C) as (C, 1, ..., 1), to broadcast along axis 1.
+  std::vector<int64_t> per_channel{-1};
+  for (int64_t axis = 2; axis < rank; ++axis) per_channel.push_back(1);
+  const auto along_channels = [&](const Value& value) {
+    return context.Call("reshape", {value}, AttrsOf({{"newshape", per_channel}}));
+  };
+  return {context.Call("add", {context.Call("multiply", {context.Input(0), along_channels(factor)}),
+                               along_channels(shift)})};
+}
+
+// Gelu (opset 20): `gelu` (erf), or its tanh approximation spelled out.
+Values Gelu(const NodeContext& context) {
+  context.OnlyAttrs({"approximate"});
+  const std::string approximate = context.StringAttr("approximate").value_or("none");
+  const Value& x = context.Input(0);
+  if (approximate == "none") return {context.Call("gelu", {x})};
+  if (approximate != "tanh") {
+    context.Fail("approximate must be 'none' or 'tanh', not '" + approximate + "'");
+  }
+  const DataType dtype = context.TypeOf(0)->dtype;
+  const auto constant = [&](double value) {
+    const Value c = Known(TensorNode::Scalar<float>(DataType::Float32(), static_cast<float>(value)));
+    return dtype == DataType::Float32() ? c : context.Call("cast", {c}, AttrsOf({{"dtype", dtype}}));
+  };
+  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+  const Value cube = context.Call("multiply", {context.Call("multiply", {x, x}), x});
+  const Value inner = context.Call(
+      "multiply", {constant(std::sqrt(2.0 / M_PI)),
+                   context.Call("add", {x, context.Call("multiply", {constant(0.044715), cube})})});
+  return {context.Call(
+      "multiply",
+      {context.Call("multiply", {constant(0.5), x}),
+       context.Call("add", {constant(1.0), context.Call("tanh", {inner})})})};
+}
+
+// Flatten: (d0 .. d(axis-1), d(axis) ..) as a matrix of their two products;
+// a static reshape when either side's sizes are all static, else one of a
+// shape computed at run time.
+Values Flatten(const NodeContext& context) {
+  context.OnlyAttrs({"axis"});
+  const ir::TensorType type = context.TypeOf(0);
+  const int64_t rank = static_cast<int64_t>(type->ndim());
+  int64_t axis = context.IntAttr("axis").value_or(1);
+  if (axis < -rank || axis > rank) {
+    context.Fail("axis " + std::to_string(axis) + " is out of range for rank " +
+                 std::to_string(rank));
+  }
+  if (axis < 0) axis += rank;
+  const auto product = [&](int64_t begin, int64_t end) -> std::optional<int64_t> {
+    int64_t size = 1;
+    for (int64_t d = begin; d < end; ++d) {
+      if (!type->shape[d].is_static()) return std::nullopt;
+      size *= type->shape[d].value();
+    }
+    return size;
+  };
+  const std::optional<int64_t> outer = product(0, axis), inner = product(axis, rank);
+  if (outer || inner) {
+    const std::vector<int64_t> newshape{outer.value_or(-1), outer ? inner.value_or(-1) : *inner};
+    return {context.Call("reshape", {context.Input(0)}, AttrsOf({{"newshape", newshape}}))};
+  }
+  const Value shape =
+      context.Call("shape_of", {context.Input(0)}, AttrsOf({{"dtype", DataType::Int64()}}));
+  const auto size_of = [&](int64_t begin, int64_t end) {
+    return context.Call(
+        "prod",
+        {context.Call("strided_slice", {shape},
+                      AttrsOf({{"begin", std::vector<int64_t>{begin}},
+                               {"end", std::vector<int64_t>{end}},
+                               {"strides", std::vector<int64_t>{1}}}))},
+        AttrsOf({{"keepdims", true}}));
+  };
+  const Value sizes = context.Expr(op::MakeOpCall(
+      "concatenate",
+      {Make<ir::TupleNode>(std::vector<ir::Expr>{size_of(0, axis).expr, size_of(axis, rank).expr})},
+      AttrsOf({{"axis", int64_t{0}}})));
+  return {context.Call("dyn.reshape", {context.Input(0), sizes})};
+}
+
+// Size: the element count, int64 (a constant for a static shape).
+Values Size(const NodeContext& context) {
+  context.OnlyAttrs({});
+  return {context.Call("ndarray_size", {context.Input(0)}, AttrsOf({{"dtype", DataType::Int64()}}))};
+}
+
+// NonZero: the indices of the non-zero elements, one row per axis (int64).
+Values NonZero(const NodeContext& context) {
+  context.OnlyAttrs({});
+  const Value positions = context.Call("argwhere", {context.Input(0)});
+  return {context.Call("cast", {context.Call("transpose", {positions})},
+                       AttrsOf({{"dtype", DataType::Int64()}}))};
 }
 
 // ArgMax, ArgMin: `argmax`/`argmin` over one axis, as int64 (Nimble's give
@@ -818,6 +992,7 @@ const std::map<std::string, Converter>& Converters() {
       {"Add", Binary("add")},
       {"And", Binary("logical_and")},
       {"ArgMax", ArgReduce("argmax")},
+      {"BatchNormalization", BatchNormalization},
       {"ArgMin", ArgReduce("argmin")},
       {"Cast", Cast},
       {"Ceil", Unary("ceil")},
@@ -831,6 +1006,7 @@ const std::map<std::string, Converter>& Converters() {
       {"Equal", Binary("equal")},
       {"Erf", Unary("erf")},
       {"Exp", Unary("exp")},
+      {"Flatten", Flatten},
       {"Expand", Expand},
       {"Floor", Unary("floor")},
       {"Gather", Gather},
@@ -838,6 +1014,9 @@ const std::map<std::string, Converter>& Converters() {
       {"Greater", Binary("greater")},
       {"GRU", RecurrentLayer({3, "gru", false})},
       {"HardSigmoid", Activation("nn.hard_sigmoid", {{"alpha", 0.2f}, {"beta", 0.5f}})},
+      {"Gelu", Gelu},
+      {"GlobalAveragePool", GlobalPool("mean")},
+      {"GlobalMaxPool", GlobalPool("max")},
       {"Identity", Identity},
       {"If", ConvertIf},
       {"IsNaN", Unary("isnan")},
@@ -853,14 +1032,19 @@ const std::map<std::string, Converter>& Converters() {
       {"Mod", Mod},
       {"Mul", Binary("multiply")},
       {"Neg", Unary("negative")},
+      {"NonZero", NonZero},
       {"Not", Unary("logical_not")},
       {"Or", Binary("logical_or")},
       {"Pow", Binary("power")},
       {"Range", Range},
+      {"ReduceL1", ReduceComposite("l1")},
+      {"ReduceL2", ReduceComposite("l2")},
+      {"ReduceLogSumExp", ReduceComposite("log_sum_exp")},
       {"ReduceMax", Reduce("max", 18)},
       {"ReduceMean", Reduce("mean", 18)},
       {"ReduceMin", Reduce("min", 18)},
       {"ReduceProd", Reduce("prod", 18)},
+      {"ReduceSumSquare", ReduceComposite("sum_square")},
       {"ReduceSum", Reduce("sum", 13)},
       {"Relu", Unary("nn.relu")},
       {"Reshape", Reshape},
@@ -872,6 +1056,7 @@ const std::map<std::string, Converter>& Converters() {
       {"Softmax", Softmax},
       {"Softplus", Unary("nn.softplus")},
       {"Split", Split},
+      {"Size", Size},
       {"Sqrt", Unary("sqrt")},
       {"Squeeze", Squeeze},
       {"Sub", Binary("subtract")},

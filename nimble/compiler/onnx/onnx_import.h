@@ -15,7 +15,7 @@
 // functions over the sequence. @main returns the graph's outputs (a tuple
 // when several).
 //
-// Opsets 11 to 17 of the default domain are accepted. Anything else is an
+// Opsets 11 to 21 of the default domain are accepted. Anything else is an
 // error that names the cause: a file that is not a model, a graph that
 // refers to a tensor nothing defines, a cycle, an operator, attribute or
 // input form outside what the converters handle (naming the node, its op
@@ -31,7 +31,7 @@
 namespace nimble::onnx_import {
 
 inline constexpr int64_t kMinOpset = 11;
-inline constexpr int64_t kMaxOpset = 17;
+inline constexpr int64_t kMaxOpset = 21;
 
 struct ImportOptions {
   // Upper bounds of named input dimensions (an ONNX dim_param such as

@@ -87,6 +87,25 @@ class Ops(nn.Module):
                 centred, (x[:, 1:] * 2).to(torch.int64), torch.exp(-x).sum(1))
 
 
+class NnOps(nn.Module):
+    """Batch normalization, global pools, Flatten, NonZero and the reductions of images."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.BatchNorm2d(3)
+        self.norm.running_mean.uniform_(-1, 1)
+        self.norm.running_var.uniform_(0.5, 2)
+        self.norm.weight.data.uniform_(0.5, 1.5)
+        self.norm.bias.data.uniform_(-1, 1)
+
+    def forward(self, x):
+        y = self.norm(x)
+        return (nn.functional.adaptive_avg_pool2d(y, 1), nn.functional.adaptive_max_pool2d(x, 1),
+                torch.flatten(y, 1), torch.nonzero(x > 0.5), torch.norm(x, dim=-1),
+                torch.norm(x, p=1, dim=1), torch.logsumexp(x * 10, dim=2),
+                torch.argmin(x, dim=3), torch.argmax(x, dim=1, keepdim=True))
+
+
 class Linear2d(nn.Module):
     def __init__(self):
         super().__init__()
@@ -220,6 +239,8 @@ def main():
     two = lambda length: (torch.randn(2, length, 6), torch.randn(2, length, 6))
     export(out_dir, "ops", Ops(), two, [4, 9], {"in0": {1: "n"}, "in1": {1: "n"}}, 13)
     export(out_dir, "ops_opset11", Ops(), two, [4], {"in0": {1: "n"}, "in1": {1: "n"}}, 11)
+    images = lambda n: (torch.randn(1 + n % 2, 3, 4, n),)
+    export(out_dir, "nn_ops", NnOps(), images, [5, 2, 8], {"in0": {0: "batch", 3: "n"}}, 14)
     export(out_dir, "linear", Linear2d(), lambda length: (torch.randn(length, 12),), [3, 8],
            {"in0": {0: "batch"}}, 13)
     sequence = lambda length: (torch.randn(length, 1, 10),)

@@ -179,6 +179,10 @@ TEST(OnnxImport, OperatorsOfOpset11MatchPyTorch) {
   ExpectMatchesPyTorch("ops_opset11");
 }
 
+TEST(OnnxImport, NormalizationPoolingAndIndexOperatorsMatchPyTorch) {
+  ExpectMatchesPyTorch("nn_ops");
+}
+
 TEST(OnnxImport, GemmWithADynamicBatchMatchesPyTorch) {
   ExpectMatchesPyTorch("linear");
 }
@@ -380,8 +384,8 @@ TEST(OnnxImport, UnsupportedOperatorsAttributesAndOpsetsAreNamed) {
   extra->set_i(1);
   EXPECT_THAT(ImportError(attribute), HasSubstr("attribute 'fancy' is not supported"));
   onnx::ModelProto opset = LinearModel();
-  opset.mutable_opset_import(0)->set_version(18);
-  EXPECT_THAT(ImportError(opset), HasSubstr("opset 18 is not supported (11 to 17)"));
+  opset.mutable_opset_import(0)->set_version(22);
+  EXPECT_THAT(ImportError(opset), HasSubstr("opset 22 is not supported (11 to 21)"));
 }
 
 // A model of X (2, 4) float32 at `opset`, without nodes or outputs yet.
@@ -528,6 +532,73 @@ TEST(OnnxImport, ElementwiseOperatorsMatchTheirDefinitions) {
   }
   EXPECT_EQ(actual[5]->dtype(), DataType::Bool());    // IsNaN
   EXPECT_EQ(actual[12]->dtype(), DataType::Int32());  // Mod of integers
+}
+
+// Opset 20's Gelu (erf and tanh), opset 18's reductions with axes as an
+// input and Split into num_outputs (uneven: the last part smaller), and
+// Size, on X (2, 4), against their definitions.
+TEST(OnnxImport, OperatorsOfOpsets18To20MatchTheirDefinitions) {
+  onnx::ModelProto model = ModelOfX(20);
+  onnx::GraphProto& graph = *model.mutable_graph();
+  onnx::TensorProto& axes = *graph.add_initializer();
+  axes.set_name("last");
+  axes.set_data_type(onnx::TensorProto::INT64);
+  axes.add_dims(1);
+  axes.add_int64_data(-1);
+  AddNode(graph, "Gelu", {"X"}, "Gelu");
+  onnx::NodeProto& tanh = AddNode(graph, "Gelu", {"X"}, "GeluTanh");
+  onnx::AttributeProto& approximate = *tanh.add_attribute();
+  approximate.set_name("approximate");
+  approximate.set_type(onnx::AttributeProto::STRING);
+  approximate.set_s("tanh");
+  SetInt(AddNode(graph, "ReduceL2", {"X", "last"}, "ReduceL2"), "keepdims", 0);
+  SetInt(AddNode(graph, "ReduceSumSquare", {"X", "last"}, "ReduceSumSquare"), "keepdims", 0);
+  SetInt(AddNode(graph, "ReduceLogSumExp", {"X", "last"}, "ReduceLogSumExp"), "keepdims", 0);
+  AddNode(graph, "Size", {"X"}, "Size");
+  onnx::NodeProto& split = AddNode(graph, "Split", {"X"}, "Split0");
+  split.add_output("Split1");
+  split.add_output("Split2");
+  SetInt(split, "axis", 1);
+  SetInt(split, "num_outputs", 3);
+  for (const std::string output : {"Gelu", "GeluTanh", "ReduceL2", "ReduceSumSquare",
+                                   "ReduceLogSumExp", "Size", "Split0", "Split1", "Split2"}) {
+    graph.add_output()->set_name(output);
+  }
+  const std::vector<double> x = {-2.5, -1.5, -0.5, 0.5, 2.5, 7.25, -4.0, 30.0};
+  backend::CompileOptions options;
+  options.tuning_database.clear();
+  vm::VirtualMachine machine(
+      backend::Compile(ImportOnnx(model.SerializeAsString(), "opset20.onnx"), options));
+  std::vector<Tensor> actual;
+  Flatten(machine.Invoke("main", {TensorNode::FromVector<double>({2, 4}, DataType::Float32(), x)}),
+          &actual);
+  ASSERT_EQ(actual.size(), 9u);
+  const auto near = [](double got, double want, const std::string& what) {
+    EXPECT_NEAR(got, want, 1e-5 * std::max(1.0, std::abs(want))) << what;
+  };
+  for (int64_t k = 0; k < 8; ++k) {
+    const double v = x[k];
+    near(actual[0]->GetAsDouble(k), 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))), "Gelu");
+    near(actual[1]->GetAsDouble(k),
+         0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))),
+         "Gelu tanh");
+  }
+  for (int64_t row = 0; row < 2; ++row) {
+    double squares = 0, exps = 0;
+    for (int64_t k = 0; k < 4; ++k) {
+      squares += x[4 * row + k] * x[4 * row + k];
+      exps += std::exp(x[4 * row + k]);
+    }
+    near(actual[2]->GetAsDouble(row), std::sqrt(squares), "ReduceL2");
+    near(actual[3]->GetAsDouble(row), squares, "ReduceSumSquare");
+    near(actual[4]->GetAsDouble(row), std::log(exps), "ReduceLogSumExp");
+  }
+  EXPECT_EQ(actual[5]->dtype(), DataType::Int64());
+  EXPECT_EQ(actual[5]->GetAsDouble(0), 8);
+  EXPECT_EQ(actual[6]->shape(), Shape({2, 2}));
+  EXPECT_EQ(actual[7]->shape(), Shape({2, 2}));
+  EXPECT_EQ(actual[8]->shape(), Shape({2, 0}));
+  EXPECT_EQ(actual[7]->GetAsDouble(0), x[2]);
 }
 
 // A Clip bound computed at run time, a float Mod with fmod=0 and a Clip
