@@ -837,11 +837,12 @@ Values Where(const NodeContext& context) {
 
 constexpr int64_t kMaxHidden = int64_t{1} << 16;
 
-// LSTM and GRU as PyTorch exports them (nn.LSTM, nn.GRU: forward, default
-// activations, no sequence lengths, no peepholes): the input's projection
-// for every step at once (one nn.dense), then a tail-recursive global
-// function over the dynamic sequence, as models/lstm's recurrence, that
-// concatenates each step's hidden state.
+// LSTM and GRU as PyTorch exports them (nn.LSTM, nn.GRU: default
+// activations, no peepholes), in each direction ONNX names (forward,
+// reverse, bidirectional) and with sequence_lens: the input's projection for
+// every step at once (one nn.dense), then per direction a tail-recursive
+// global function over the dynamic sequence, as models/lstm's recurrence,
+// that concatenates each step's hidden state.
 struct Recurrence {
   int gates;         // 4 (LSTM: i o f c) or 3 (GRU: z r h)
   const char* kind;  // "lstm", "gru"
@@ -852,41 +853,56 @@ std::string DimText(const ir::Dim& dim) {
   return dim.is_static() ? std::to_string(dim.value()) : "?";
 }
 
-// The step function's text: @name(%xw, %r, %rb, %t, %h[, %c], %ys).
+// The step function's text: @name(%xw, %r, %rb, %t, %h[, %c], %ys[, %lengths]).
+// `reverse` reads step T-1-t at call t and puts its state first; with
+// `masked`, a batch row whose length (%lengths, (batch, 1)) is past the step
+// keeps its state and gives zeros, as ONNX's sequence_lens asks (a reverse
+// row starts at its own last step, since its state is held until then).
 std::string RecurrenceText(const Recurrence& rnn, const std::string& name, const std::string& n,
-                           int64_t hidden) {
+                           int64_t hidden, bool reverse, bool masked) {
   const std::string h = std::to_string(hidden);
   const std::string g = std::to_string(rnn.gates * hidden);
+  const std::string gates = std::to_string(rnn.gates);
   const std::string state = "Tensor[(" + n + ", " + h + "), float32]";
   const std::string states = "Tensor[(?, " + n + ", " + h + "), float32]";
+  const std::string c = rnn.cell_state ? ", %c" : "";
   std::string text = "def @" + name + "(%xw: Tensor[(?, " + n + ", " + g +
                      "), float32], %r: Tensor[(" + g + ", " + h + "), float32], %rb: Tensor[(" + g +
                      "), float32], %t: int64, %h: " + state +
-                     (rnn.cell_state ? ", %c: " + state : "") + ", %ys: " + states + ") -> (" +
-                     states + ", " + state + (rnn.cell_state ? ", " + state : "") +
-                     ") {\n  if (less(%t, take(shape_of(%xw, dtype=\"int64\"), 0i64))) {\n"
-                     "    let %x = split(take(%xw, %t, axis=0), indices_or_sections=" +
-                     std::to_string(rnn.gates) +
+                     (rnn.cell_state ? ", %c: " + state : "") + ", %ys: " + states +
+                     (masked ? ", %lengths: Tensor[(" + n + ", 1), int64]" : "") + ") -> (" +
+                     states + ", " + state + (rnn.cell_state ? ", " + state : "") + ") {\n" +
+                     "  let %steps = take(shape_of(%xw, dtype=\"int64\"), 0i64);\n" +
+                     "  if (less(%t, %steps)) {\n" +
+                     (reverse ? "    let %at = subtract(subtract(%steps, 1i64), %t);\n"
+                              : "    let %at = %t;\n") +
+                     "    let %x = split(take(%xw, %at, axis=0), indices_or_sections=" + gates +
                      ", axis=1);\n"
                      "    let %hr = split(add(nn.dense(%h, %r), %rb), indices_or_sections=" +
-                     std::to_string(rnn.gates) + ", axis=1);\n";
-  std::string next;
+                     gates + ", axis=1);\n";
   if (rnn.cell_state) {
     text +=
         "    let %c2 = add(multiply(sigmoid(add(%x.2, %hr.2)), %c),\n"
         "                  multiply(sigmoid(add(%x.0, %hr.0)), tanh(add(%x.3, %hr.3))));\n"
         "    let %h2 = multiply(sigmoid(add(%x.1, %hr.1)), tanh(%c2));\n";
-    next = "%h2, %c2";
   } else {
     text +=
         "    let %z = sigmoid(add(%x.0, %hr.0));\n"
         "    let %n = tanh(add(%x.2, multiply(sigmoid(add(%x.1, %hr.1)), %hr.2)));\n"
         "    let %h2 = add(multiply(subtract(1f, %z), %n), multiply(%z, %h));\n";
-    next = "%h2";
   }
-  text += "    @" + name + "(%xw, %r, %rb, add(%t, 1i64), " + next +
-          ", concatenate((%ys, expand_dims(%h2, axis=0)), axis=0))\n  } else {\n    (%ys, %h" +
-          (rnn.cell_state ? ", %c" : "") + ")\n  }\n}\n";
+  std::string next = rnn.cell_state ? "%h2, %c2" : "%h2";
+  std::string y = "%h2";
+  if (masked) {
+    text += "    let %live = less(%at, %lengths);\n";
+    next = std::string("where(%live, %h2, %h)") +
+           (rnn.cell_state ? ", where(%live, %c2, %c)" : "");
+    y = "where(%live, %h2, zeros_like(%h2))";
+  }
+  const std::string row = "expand_dims(" + y + ", axis=0)";
+  text += "    @" + name + "(%xw, %r, %rb, add(%t, 1i64), " + next + ", concatenate((" +
+          (reverse ? row + ", %ys" : "%ys, " + row) + "), axis=0)" +
+          (masked ? ", %lengths" : "") + ")\n  } else {\n    (%ys, %h" + c + ")\n  }\n}\n";
   return text;
 }
 
@@ -898,31 +914,38 @@ Converter RecurrentLayer(Recurrence rnn) {
     if (!hidden || *hidden < 1 || *hidden > kMaxHidden) {
       context.Fail("attribute 'hidden_size' must be between 1 and " + std::to_string(kMaxHidden));
     }
-    if (context.StringAttr("direction").value_or("forward") != "forward") {
-      context.Fail("only the forward direction is supported");
+    const std::string direction = context.StringAttr("direction").value_or("forward");
+    std::vector<bool> reversed;  // per direction
+    if (direction == "forward" || direction == "bidirectional") reversed.push_back(false);
+    if (direction == "reverse" || direction == "bidirectional") reversed.push_back(true);
+    if (reversed.empty()) {
+      context.Fail("direction must be forward, reverse or bidirectional, not '" + direction + "'");
     }
+    const int64_t directions = static_cast<int64_t>(reversed.size());
     if (context.IntAttr("layout").value_or(0) != 0) context.Fail("only layout 0 is supported");
     if (context.IntAttr("input_forget").value_or(0) != 0) {
       context.Fail("input_forget is not supported");
     }
     if (context.FloatAttr("clip")) context.Fail("clip is not supported");
     if (const auto activations = context.StringsAttr("activations")) {
-      const std::vector<std::string> defaults =
-          rnn.cell_state ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
-                         : std::vector<std::string>{"Sigmoid", "Tanh"};
+      std::vector<std::string> defaults;
+      for (int64_t d = 0; d < directions; ++d) {
+        defaults.insert(defaults.end(), {"Sigmoid", "Tanh"});
+        if (rnn.cell_state) defaults.push_back("Tanh");
+      }
       if (*activations != defaults) context.Fail("only the default activations are supported");
     }
     if (!rnn.cell_state && context.IntAttr("linear_before_reset").value_or(0) != 1) {
       context.Fail("only linear_before_reset=1 (PyTorch's GRU) is supported");
     }
-    if (context.Has(4)) context.Fail("sequence_lens is not supported");
     if (context.Has(7)) context.Fail("peepholes are not supported");
     const ir::TensorType x = context.TypeOf(0);
     if (x->ndim() != 3 || !x->shape[2].is_static()) {
       context.Fail("X must be (sequence, batch, features) with static features");
     }
     const int64_t gates = rnn.gates * *hidden;
-    // The weights must be the sizes hidden_size says (a file could say otherwise).
+    // The weights must be the sizes hidden_size and the direction say (a
+    // file could say otherwise).
     const auto expect_shape = [&](size_t input, const std::vector<int64_t>& shape,
                                   const char* what) {
       const ir::TensorType type = context.TypeOf(input);
@@ -932,56 +955,82 @@ Converter RecurrentLayer(Recurrence rnn) {
       }
       if (!ok) {
         context.Fail(std::string(what) + " must be " + ShapeToString(shape) + " for hidden_size " +
-                     std::to_string(*hidden) + ", got " + ir::TypeToString(type));
+                     std::to_string(*hidden) + " and direction " + direction + ", got " +
+                     ir::TypeToString(type));
       }
     };
-    expect_shape(1, {1, gates, x->shape[2].value()}, "W");
-    expect_shape(2, {1, gates, *hidden}, "R");
-    if (context.Has(3)) expect_shape(3, {1, 2 * gates}, "B");
-    const auto squeeze0 = [&](const Value& value) {
-      return context.Call("squeeze", {value}, AttrsOf({{"axis", std::vector<int64_t>{0}}}));
+    expect_shape(1, {directions, gates, x->shape[2].value()}, "W");
+    expect_shape(2, {directions, gates, *hidden}, "R");
+    if (context.Has(3)) expect_shape(3, {directions, 2 * gates}, "B");
+    std::optional<Value> lengths;
+    if (context.Has(4)) {
+      const ir::TensorType type = context.TypeOf(4);
+      if (type->ndim() != 1 || type->dtype != DataType::Int32()) {
+        context.Fail("sequence_lens must be a vector of int32, got " + ir::TypeToString(type));
+      }
+      lengths = context.Call(
+          "reshape",
+          {context.Call("cast", {context.Input(4)}, AttrsOf({{"dtype", DataType::Int64()}}))},
+          AttrsOf({{"newshape", std::vector<int64_t>{-1, 1}}}));
+    }
+    const auto of_direction = [&](const Value& value, int64_t d) {
+      return context.Call("take", {value, Known(TensorNode::Scalar<int64_t>(DataType::Int64(), d))},
+                          AttrsOf({{"axis", int64_t{0}}}));
     };
     const auto slice = [&](const Value& value, int64_t begin, int64_t end) {
       return context.Call(
           "strided_slice", {value},
           AttrsOf({{"begin", std::vector<int64_t>{begin}}, {"end", std::vector<int64_t>{end}}}));
     };
-    Value xw = context.Call("nn.dense", {context.Input(0), squeeze0(context.Input(1))});
-    Value recurrent_bias = Known(TensorNode::FromVector<float>(
-        {gates}, DataType::Float32(), std::vector<float>(static_cast<size_t>(gates), 0.0f)));
-    if (context.Has(3)) {
-      const Value bias = squeeze0(context.Input(3));
-      xw = context.Call("add", {xw, slice(bias, 0, gates)});
-      recurrent_bias = slice(bias, gates, 2 * gates);
-    }
     const std::string n = DimText(x->shape[1]);
-    const auto initial = [&](size_t input) {
-      if (context.Has(input)) return squeeze0(context.Input(input));
+    const auto initial = [&](size_t input, int64_t d) {
+      if (context.Has(input)) return of_direction(context.Input(input), d);
       if (!x->shape[1].is_static()) context.Fail("a dynamic batch needs initial states");
       return context.Call("zeros", {},
                           AttrsOf({{"shape", std::vector<int64_t>{x->shape[1].value(), *hidden}},
                                    {"dtype", DataType::Float32()}}));
     };
-    const Value h0 = initial(5);
-    // No states yet: (0, batch, hidden).
-    const Value none = context.Call(
-        "strided_slice", {context.Call("expand_dims", {h0}, AttrsOf({{"axis", int64_t{0}}}))},
-        AttrsOf({{"begin", std::vector<int64_t>{0}}, {"end", std::vector<int64_t>{0}}}));
-    const std::string name = std::string("onnx_") + rnn.kind + "_n" + (n == "?" ? "any" : n) +
-                             "_h" + std::to_string(*hidden);
-    const ir::GlobalVar step = context.Define(name, RecurrenceText(rnn, name, n, *hidden));
-    std::vector<ir::Expr> args = {xw.expr, squeeze0(context.Input(2)).expr, recurrent_bias.expr,
-                                  Known(TensorNode::Scalar<int64_t>(DataType::Int64(), 0)).expr,
-                                  h0.expr};
-    if (rnn.cell_state) args.push_back(initial(6).expr);
-    args.push_back(none.expr);
-    const ir::Expr result = Make<ir::CallNode>(step, args);
-    const auto field = [&](int index) {
-      return context.Call("expand_dims", {context.Expr(Make<ir::TupleGetItemNode>(result, index))},
-                          AttrsOf({{"axis", int64_t{index == 0 ? 1 : 0}}}));
-    };
-    Values outputs = {field(0), field(1)};
-    if (rnn.cell_state) outputs.push_back(field(2));
+    // Per direction: every step's state, the last state, the last cell.
+    std::vector<std::vector<ir::Expr>> fields(rnn.cell_state ? 3 : 2);
+    for (int64_t d = 0; d < directions; ++d) {
+      Value xw = context.Call("nn.dense", {context.Input(0), of_direction(context.Input(1), d)});
+      Value recurrent_bias = Known(TensorNode::FromVector<float>(
+          {gates}, DataType::Float32(), std::vector<float>(static_cast<size_t>(gates), 0.0f)));
+      if (context.Has(3)) {
+        const Value bias = of_direction(context.Input(3), d);
+        xw = context.Call("add", {xw, slice(bias, 0, gates)});
+        recurrent_bias = slice(bias, gates, 2 * gates);
+      }
+      const Value h0 = initial(5, d);
+      // No states yet: (0, batch, hidden).
+      const Value none = context.Call(
+          "strided_slice", {context.Call("expand_dims", {h0}, AttrsOf({{"axis", int64_t{0}}}))},
+          AttrsOf({{"begin", std::vector<int64_t>{0}}, {"end", std::vector<int64_t>{0}}}));
+      const bool reverse = reversed[static_cast<size_t>(d)];
+      const std::string name = std::string("onnx_") + rnn.kind + (reverse ? "_reverse" : "") +
+                               (lengths ? "_masked" : "") + "_n" + (n == "?" ? "any" : n) + "_h" +
+                               std::to_string(*hidden);
+      const ir::GlobalVar step = context.Define(
+          name, RecurrenceText(rnn, name, n, *hidden, reverse, lengths.has_value()));
+      std::vector<ir::Expr> args = {xw.expr, of_direction(context.Input(2), d).expr,
+                                    recurrent_bias.expr,
+                                    Known(TensorNode::Scalar<int64_t>(DataType::Int64(), 0)).expr,
+                                    h0.expr};
+      if (rnn.cell_state) args.push_back(initial(6, d).expr);
+      args.push_back(none.expr);
+      if (lengths) args.push_back(lengths->expr);
+      const ir::Expr result = Make<ir::CallNode>(step, args);
+      for (size_t k = 0; k < fields.size(); ++k) {
+        fields[k].push_back(context.Expr(Make<ir::TupleGetItemNode>(result, static_cast<int>(k))).expr);
+      }
+    }
+    // Y is (sequence, directions, batch, hidden); Y_h and Y_c (directions,
+    // batch, hidden).
+    Values outputs;
+    for (size_t k = 0; k < fields.size(); ++k) {
+      outputs.push_back(context.Expr(op::MakeOpCall("stack", {Make<ir::TupleNode>(fields[k])},
+                                                    AttrsOf({{"axis", int64_t{k == 0 ? 1 : 0}}}))));
+    }
     return outputs;
   };
 }
@@ -992,8 +1041,8 @@ const std::map<std::string, Converter>& Converters() {
       {"Add", Binary("add")},
       {"And", Binary("logical_and")},
       {"ArgMax", ArgReduce("argmax")},
-      {"BatchNormalization", BatchNormalization},
       {"ArgMin", ArgReduce("argmin")},
+      {"BatchNormalization", BatchNormalization},
       {"Cast", Cast},
       {"Ceil", Unary("ceil")},
       {"Clip", Clip},

@@ -116,14 +116,23 @@ class Linear2d(nn.Module):
 
 
 class Recurrent(nn.Module):
-    """nn.LSTM or nn.GRU over a sequence: every step's output and the final states."""
+    """nn.LSTM or nn.GRU over a sequence: every step's output and the final states.
 
-    def __init__(self, cell, layers):
+    With `lengths`, a batch of padded sequences of those lengths (as
+    pack_padded_sequence): outputs past a sequence's end are zeros and its
+    final state is its last step's."""
+
+    def __init__(self, cell, layers, bidirectional=False):
         super().__init__()
-        self.rnn = cell(10, 6, num_layers=layers)
+        self.rnn = cell(10, 6, num_layers=layers, bidirectional=bidirectional)
 
-    def forward(self, x):
-        output, states = self.rnn(x)
+    def forward(self, x, lengths=None):
+        if lengths is None:
+            output, states = self.rnn(x)
+        else:
+            packed = nn.utils.rnn.pack_padded_sequence(x, lengths, enforce_sorted=False)
+            output, states = self.rnn(packed)
+            output = nn.utils.rnn.pad_packed_sequence(output, total_length=x.shape[0])[0]
         if isinstance(states, tuple):
             return (output,) + states
         return output, states
@@ -210,6 +219,34 @@ def export(out_dir, name, model, make_inputs, lengths, dynamic_axes, opset, scri
         cases.write(f"{name} {','.join(map(str, lengths))}\n")
 
 
+def export_with_lengths(out_dir, name, cell, lengths_by_case):
+    """A one-layer bidirectional `cell` over a batch of 3 padded sequences: the
+    exported layer's node given sequence_lens (PyTorch's exporter does not
+    export packed sequences), against PyTorch's packed run."""
+    import onnx
+    model = Recurrent(cell, 1, bidirectional=True).eval()
+    path = os.path.join(out_dir, name + ".onnx")
+    torch.onnx.export(model, (torch.randn(4, 3, 10),), path, input_names=["in0"],
+                      output_names=["out0", "out1"] + (["out2"] if cell is nn.LSTM else []),
+                      dynamic_axes={"in0": {0: "sequence"}}, opset_version=14)
+    graph = onnx.load(path)
+    (node,) = [n for n in graph.graph.node if n.op_type in ("LSTM", "GRU")]
+    while len(node.input) < 5:
+        node.input.append("")
+    node.input[4] = "in1"
+    graph.graph.input.append(onnx.helper.make_tensor_value_info("in1", onnx.TensorProto.INT32, [3]))
+    onnx.save(graph, path)
+    for case, lengths in enumerate(lengths_by_case):
+        x = torch.randn(max(lengths), 3, 10)
+        with torch.no_grad():
+            results = model(x, torch.tensor(lengths))
+        arrays = {"in0": x.numpy(), "in1": np.array(lengths, dtype=np.int32)}
+        arrays.update({f"out{i}": r.numpy() for i, r in enumerate(results)})
+        np.savez(os.path.join(out_dir, f"{name}.{case}.npz"), **arrays)
+    with open(os.path.join(out_dir, "cases.txt"), "a") as cases:
+        cases.write(f"{name} {','.join(map(str, range(len(lengths_by_case))))}\n")
+
+
 def export_bert(argv):
     parser = argparse.ArgumentParser()
     parser.add_argument("--bert", required=True)
@@ -248,6 +285,9 @@ def main():
         for layers in (1, 2):
             export(out_dir, f"{name}{layers}", Recurrent(cell, layers), sequence, [5, 1, 12],
                    {"in0": {0: "sequence"}}, 14)
+        export(out_dir, f"{name}_bidirectional", Recurrent(cell, 2, bidirectional=True), sequence,
+               [5, 1, 12], {"in0": {0: "sequence"}}, 14)
+        export_with_lengths(out_dir, f"{name}_lengths", cell, [[5, 2, 1], [3, 3, 3], [1, 4, 2]])
     first_axis = {"in0": {0: "n"}}
     export(out_dir, "loop_counted", CountedLoop(), lambda n: (torch.randn(n, 1, 4),), [5, 1, 9],
            first_axis, 14, script=True)

@@ -144,7 +144,9 @@ std::vector<std::string> ExportedModels() {
                               "/tests/compiler/onnx/export_models.py " + dir.string() +
                               " > /dev/null 2>&1";
   if (std::system(command.c_str()) == 0) {
-    for (const char* name : {"bert_opset14.onnx", "ops.onnx", "lstm2.onnx", "gru1.onnx"}) {
+    for (const char* name : {"bert_opset14.onnx", "ops.onnx", "lstm2.onnx", "gru1.onnx",
+                             "greedy_decoder.onnx", "branch.onnx", "lstm_lengths.onnx",
+                             "nn_ops.onnx"}) {
       std::ifstream file(dir / name, std::ios::binary);
       models.emplace_back(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
     }
@@ -188,10 +190,24 @@ class Mutator {
     }
   }
 
+  // The model's graph or one nested in a node's attribute (a Loop's body,
+  // an If's branch), at random.
+  onnx::GraphProto& RandomGraph(onnx::ModelProto& model) {
+    std::vector<onnx::GraphProto*> graphs{model.mutable_graph()};
+    for (size_t i = 0; i < graphs.size(); ++i) {
+      for (onnx::NodeProto& node : *graphs[i]->mutable_node()) {
+        for (onnx::AttributeProto& attribute : *node.mutable_attribute()) {
+          if (attribute.has_g()) graphs.push_back(attribute.mutable_g());
+        }
+      }
+    }
+    return *graphs[Below(graphs.size())];
+  }
+
   void MutateModel(onnx::ModelProto& model) {
-    onnx::GraphProto& graph = *model.mutable_graph();
     const size_t edits = 1 + Below(3);
     for (size_t i = 0; i < edits; ++i) {
+      onnx::GraphProto& graph = RandomGraph(model);
       switch (Below(8)) {
         case 0: {  // another operator
           if (graph.node_size() == 0) break;
@@ -199,7 +215,8 @@ class Mutator {
                                        "Split", "Concat",  "Softmax", "Transpose", "Unsqueeze",
                                        "Range", "Expand",  "Where",   "Cast",      "Squeeze",
                                        "Shape", "Dropout", "Gemm",    "ReduceSum", "Constant",
-                                       "LSTM",  "GRU"};
+                                       "LSTM",  "GRU",     "Loop",    "If",        "Flatten",
+                                       "BatchNormalization", "NonZero", "ArgMax"};
           graph.mutable_node(Below(graph.node_size()))->set_op_type(kOps[Below(std::size(kOps))]);
           break;
         }

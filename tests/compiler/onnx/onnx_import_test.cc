@@ -3,7 +3,7 @@
 // opsets 14 and 17, the operators BERT-like graphs use, a Gemm, 1- and
 // 2-layer nn.LSTM and nn.GRU over a dynamic sequence), run on the
 // VM at several lengths and compared with PyTorch's outputs (and ONNX
-// Runtime's, where the python3 on the PATH has onnxruntime); and malformed
+// Runtime's, where it is installed); and malformed
 // models (truncated, not a protobuf, a missing tensor, a cycle, an
 // unsupported operator or opset) refused with errors that name the cause.
 #include "nimble/compiler/onnx/onnx_import.h"
@@ -83,10 +83,14 @@ class Exported {
       }
     }
     ok_ = !cases_.empty();
-    // ONNX Runtime's outputs too, where the python3 on the PATH has it.
-    const std::string ort = "python3 " + std::string(NIMBLE_SOURCE_DIR) +
-                            "/tests/compiler/onnx/onnxruntime_outputs.py " + dir_.string() +
-                            " > /dev/null 2>&1";
+    // ONNX Runtime's outputs too, from its scripts/install-peers.sh
+    // environment where there is one (scripts/test.sh installs it), else
+    // from the python3 on the PATH, where it has onnxruntime.
+    const std::string ort =
+        "p=\"${NIMBLE_PEERS_DIR:-$HOME/.local/share/nimble/peers}/onnxruntime/bin/python\"; "
+        "[ -x \"$p\" ] || p=python3; \"$p\" " +
+        std::string(NIMBLE_SOURCE_DIR) + "/tests/compiler/onnx/onnxruntime_outputs.py " +
+        dir_.string() + " > /dev/null 2>&1";
     with_onnxruntime_ = ok_ && std::system(ort.c_str()) == 0;
   }
   ~Exported() {
@@ -228,6 +232,18 @@ TEST(OnnxImport, ABranchOnAReducedValueWithShapesThatDifferMatchesPyTorch) {
       ImportOnnxFile((exported.dir() / "branch.onnx").string()), {.show_types = true});
   EXPECT_THAT(text, HasSubstr("-> Tensor[(?, 2), float32]"));
   EXPECT_THAT(text, HasSubstr("if ("));
+}
+
+TEST(OnnxImport, BidirectionalLstmAndGruLayersMatchPyTorch) {
+  ExpectMatchesPyTorch("lstm_bidirectional");
+  ExpectMatchesPyTorch("gru_bidirectional");
+}
+
+// sequence_lens: each row of the batch stops at its own length, in both
+// directions (PyTorch's packed sequences).
+TEST(OnnxImport, RecurrentLayersWithSequenceLengthsMatchPyTorchsPackedSequences) {
+  ExpectMatchesPyTorch("lstm_lengths");
+  ExpectMatchesPyTorch("gru_lengths");
 }
 
 TEST(OnnxImport, TheSequenceAxisIsAnyAndShapesFoldWhereStatic) {
