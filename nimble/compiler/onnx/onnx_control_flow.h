@@ -1,7 +1,7 @@
 // ONNX control flow as Nimble compiles control flow (paper §3): `If` becomes
-// a Relay `if` over its two branch graphs, and `Loop` a tail-recursive
-// global function over its body graph, so that the VM runs it with tail
-// calls and planned memory.
+// a Relay `if` over its two branch graphs, and `Loop` and `Scan` a
+// tail-recursive global function over the body graph, so that the VM runs
+// it with tail calls and planned memory.
 //
 // A branch or body reads values of the graphs around it by name: those not
 // known at import time become variables (let-bound around an `if`, extra
@@ -10,7 +10,8 @@
 // between iterations is typed with `?` in that dimension (found by
 // importing the body until its types are a fixed point), and branches of
 // different shapes join to `?`; the VM checks the shapes at run time. Scan
-// outputs are concatenated along a new first axis of `?` length.
+// outputs are concatenated along a new axis of `?` length; a Scan reads its
+// inputs one slice an iteration, in either direction.
 #pragma once
 
 #include <vector>
@@ -22,5 +23,6 @@ namespace nimble::onnx_import {
 // The node's outputs, in order; errors name the node and the branch or body.
 std::vector<Value> ConvertIf(const NodeContext& context);
 std::vector<Value> ConvertLoop(const NodeContext& context);
+std::vector<Value> ConvertScan(const NodeContext& context);
 
 }  // namespace nimble::onnx_import

@@ -1098,6 +1098,7 @@ const std::map<std::string, Converter>& Converters() {
       {"Relu", Unary("nn.relu")},
       {"Reshape", Reshape},
       {"Round", Unary("round")},
+      {"Scan", ConvertScan},
       {"Shape", ShapeOp},
       {"Sigmoid", Unary("sigmoid")},
       {"Sign", Unary("sign")},

@@ -1,5 +1,5 @@
-// ONNX Loop and If on graphs built here: scan outputs stacked on a new axis
-// (zero iterations too), a loop nested in a loop reading the values of both
+// ONNX Loop, Scan and If on graphs built here: scan outputs stacked on a
+// new axis (zero iterations too), a Scan in both directions, a loop nested in a loop reading the values of both
 // enclosing graphs, a condition known at import time, and malformed
 // subgraphs refused with errors that name the node. (PyTorch's exports of
 // loops and branches are in onnx_import_test.cc.)
@@ -116,6 +116,73 @@ TEST(OnnxControlFlow, ScanOutputsAreStackedOnANewAxisEvenForNoIterations) {
       EXPECT_FLOAT_EQ(out[2]->data<float>()[2 * k + 1], 2.0f * static_cast<float>(k));
     }
     EXPECT_FLOAT_EQ(out[0]->data<float>()[0], sum) << "n = " << n;
+  }
+}
+
+void SetInts(onnx::NodeProto& node, const std::string& name, const std::vector<int64_t>& values) {
+  onnx::AttributeProto& attribute = *node.add_attribute();
+  attribute.set_name(name);
+  attribute.set_type(onnx::AttributeProto::INTS);
+  for (int64_t value : values) attribute.add_ints(value);
+}
+
+// Scan over the columns of X (2, n): the running sum of the columns, as the
+// last state and stacked along axis 1; with `reversed`, from the last column,
+// stacked in that direction too, which gives each column's suffix sum.
+onnx::ModelProto RunningSums(bool reversed) {
+  onnx::GraphProto graph;
+  graph.set_name("scan");
+  AddInput(graph, "X", TensorProto::FLOAT, {2, -1});
+  onnx::TensorProto& zeros = *graph.add_initializer();
+  zeros.set_name("zeros");
+  zeros.set_data_type(TensorProto::FLOAT);
+  zeros.add_dims(2);
+  zeros.add_float_data(0);
+  zeros.add_float_data(0);
+  onnx::GraphProto body;
+  body.set_name("body");
+  AddInput(body, "sum_in", TensorProto::FLOAT, {2});
+  AddInput(body, "column", TensorProto::FLOAT, {2});
+  AddNode(body, "Add", {"sum_in", "column"}, "sum_out");
+  AddNode(body, "Identity", {"sum_out"}, "running");
+  AddOutputs(body, {"sum_out", "running"});
+  onnx::NodeProto& scan = AddNode(graph, "Scan", {"zeros", "X"}, "total");
+  scan.add_output("sums");
+  SetGraph(scan, "body", body);
+  SetInt(scan, "num_scan_inputs", 1);
+  SetInts(scan, "scan_input_axes", {1});
+  SetInts(scan, "scan_output_axes", {-1});
+  SetInts(scan, "scan_input_directions", {reversed ? 1 : 0});
+  SetInts(scan, "scan_output_directions", {reversed ? 1 : 0});
+  AddOutputs(graph, {"total", "sums"});
+  return ModelOf(graph);
+}
+
+TEST(OnnxControlFlow, AScanReadsItsInputsAlongAnAxisInEitherDirection) {
+  for (bool reversed : {false, true}) {
+    vm::VirtualMachine machine = Compiled(RunningSums(reversed));
+    for (int64_t n : {0, 1, 5}) {
+      std::vector<float> x(static_cast<size_t>(2 * n));
+      for (size_t k = 0; k < x.size(); ++k) x[k] = static_cast<float>(k % 7) - 2.5f;
+      const std::vector<Tensor> out = Fields(
+          machine.Invoke("main", {TensorNode::FromVector<float>({2, n}, DataType::Float32(), x)}));
+      const std::string what = (reversed ? "reversed, n = " : "n = ") + std::to_string(n);
+      ASSERT_EQ(out[0]->shape(), Shape{2}) << what;
+      ASSERT_EQ(out[1]->shape(), (Shape{2, n})) << what;
+      for (int64_t row = 0; row < 2; ++row) {
+        float total = 0;
+        for (int64_t column = 0; column < n; ++column) total += x[row * n + column];
+        EXPECT_FLOAT_EQ(out[0]->data<float>()[row], total) << what;
+        for (int64_t column = 0; column < n; ++column) {
+          float expected = 0;
+          for (int64_t other = 0; other < n; ++other) {
+            if (reversed ? other >= column : other <= column) expected += x[row * n + other];
+          }
+          EXPECT_FLOAT_EQ(out[1]->data<float>()[row * n + column], expected)
+              << what << ", row " << row << ", column " << column;
+        }
+      }
+    }
   }
 }
 
