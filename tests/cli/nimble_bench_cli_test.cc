@@ -695,3 +695,27 @@ TEST_F(NimbleBenchCli, AnOnnxModelRunsOnTheDatasetAndIsRecorded) {
   EXPECT_NE(misplaced.status, 0);
   EXPECT_THAT(misplaced.out, HasSubstr("--dim-bound applies to an --onnx model"));
 }
+
+// A TorchScript export whose recurrence is an ONNX Loop, fed the dataset's
+// word vectors: the VM runs its tail-recursive function a step per word.
+TEST_F(NimbleBenchCli, AnOnnxLoopModelRunsOnTheDatasetAndIsRecorded) {
+  if (!PythonImports("/usr/bin/python3", "torch"))
+    GTEST_SKIP() << "/usr/bin/python3 has no torch (apt install python3-torch)";
+  const std::string model = (dir_ / "elman.onnx").string();
+  const Outcome exported = Shell(std::string("/usr/bin/python3 ") + NIMBLE_SOURCE_DIR +
+                                 "/tests/compiler/onnx/export_models.py --elman " + model);
+  ASSERT_EQ(exported.status, 0) << exported.out;
+  const Outcome run = Bench(With({"run", "--onnx", model, "--db", Db(), "--json"}, kQuick));
+  ASSERT_EQ(run.status, 0) << run.out;
+  const nlohmann::json result = nlohmann::json::parse(run.out);
+  EXPECT_EQ(result["model"], "onnx");
+  EXPECT_EQ(result["configuration"]["onnx"], model);
+  EXPECT_GT(result["measurements"]["us_per_token"]["value"].get<double>(), 0);
+  // Instructions in proportion to the words: an iteration per word (its
+  // test, product, tanh and tail call at least).
+  EXPECT_GT(result["measurements"]["vm_instructions_per_sentence"]["value"].get<double>(),
+            5 * result["measurements"]["tokens"]["value"].get<double>() /
+                result["measurements"]["sentences"]["value"].get<double>());
+  EXPECT_THAT(Query("SELECT model || ' ' || status FROM runs"),
+              ::testing::ElementsAre("onnx done"));
+}

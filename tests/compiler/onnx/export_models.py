@@ -2,6 +2,7 @@
 
 Usage: export_models.py OUT_DIR
        export_models.py --bert OUT.onnx [--layers N] [--hidden H] [--heads A] [--ffn F]
+       export_models.py --elman OUT.onnx
 
 The first form writes, for each case, OUT_DIR/NAME.onnx and, per sequence
 length L, the inputs and PyTorch's outputs as OUT_DIR/NAME.L.npz (in0, in1,
@@ -9,6 +10,8 @@ length L, the inputs and PyTorch's outputs as OUT_DIR/NAME.L.npz (in0, in1,
 L1,L2,..."). The second writes one BERT encoder with BERT's vocabulary
 (30522 ids) and 512 positions, seeded random weights and a dynamic sequence
 axis (opset 17), for `nimble-bench run --onnx` (BERT-base: the defaults).
+The third writes a scripted Elman RNN over 300-wide word vectors, an ONNX
+Loop over the sequence, for `nimble-bench run --onnx`.
 Needs Debian's python3-torch and python3-onnx.
 """
 import argparse
@@ -183,6 +186,21 @@ class GreedyDecoder(nn.Module):
         return tokens, h
 
 
+class Elman(nn.Module):
+    """An Elman RNN over a sentence's word vectors (sequence, 1, 300), scripted: a Loop."""
+
+    def __init__(self):
+        super().__init__()
+        self.input = nn.Parameter(torch.randn(300, 128) * 0.05)
+        self.recurrent = nn.Parameter(torch.randn(128, 128) * 0.05)
+
+    def forward(self, words):
+        h = torch.zeros(1, 128)
+        for i in range(words.size(0)):
+            h = torch.tanh(words[i] @ self.input + h @ self.recurrent)
+        return h
+
+
 class Branch(nn.Module):
     """A branch on a reduced value whose two sides give different shapes."""
 
@@ -265,6 +283,11 @@ def export_bert(argv):
 def main():
     if sys.argv[1] == "--bert":
         export_bert(sys.argv[1:])
+        return
+    if sys.argv[1] == "--elman":
+        torch.onnx.export(torch.jit.script(Elman().eval()), (torch.randn(5, 1, 300),), sys.argv[2],
+                          input_names=["words"], dynamic_axes={"words": {0: "sequence"}},
+                          opset_version=14)
         return
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
