@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <sstream>
 
 #include "nimble/compiler/ir/functor.h"
 #include "nimble/compiler/onnx/onnx_control_flow.h"
@@ -757,17 +758,443 @@ Converter ArgReduce(const std::string& op) {
   };
 }
 
+std::vector<int64_t> IntsOf(const Tensor& tensor) {
+  std::vector<int64_t> values;
+  for (int64_t i = 0; i < tensor->numel(); ++i) {
+    values.push_back(LoadElementAsInt64(tensor->raw_data(), tensor->dtype(), i));
+  }
+  return values;
+}
+
+// `value` broadcast against `shape` (an int64 vector): its sum with zeros of
+// that shape (`logical_or` with false for bool), static where the shape is
+// known at import time.
+Value BroadcastTo(const NodeContext& context, const Value& value, const Value& shape) {
+  const DataType dtype = context.TypeOfExpr(value.expr)->dtype;
+  const Value zero =
+      shape.known
+          ? context.Call("zeros", {}, AttrsOf({{"shape", IntsOf(*shape.known)}, {"dtype", dtype}}))
+          : context.Call("dyn.zeros", {shape}, AttrsOf({{"dtype", dtype}}));
+  return context.Call(dtype == DataType::Bool() ? "logical_or" : "add", {value, zero});
+}
+
+// `value` reshaped to `shape` (an int64 vector): static where the shape is
+// known at import time.
+Value ReshapeTo(const NodeContext& context, const Value& value, const Value& shape) {
+  if (shape.known) {
+    return context.Call("reshape", {value}, AttrsOf({{"newshape", IntsOf(*shape.known)}}));
+  }
+  return context.Call("dyn.reshape", {value, shape});
+}
+
+// The shape of `value` as an int64 vector: a constant when it is static.
+Value ShapeVector(const NodeContext& context, const Value& value) {
+  const ir::TensorType type = context.TypeOfExpr(value.expr);
+  if (type->is_static()) {
+    std::vector<int64_t> dims;
+    for (const ir::Dim& dim : type->shape) dims.push_back(dim.value());
+    return KnownInts(dims);
+  }
+  return context.Call("shape_of", {value}, AttrsOf({{"dtype", DataType::Int64()}}));
+}
+
+// Elements [begin, end) of the int64 vector `vector`.
+Value Elements(const NodeContext& context, const Value& vector, int64_t begin, int64_t end) {
+  return context.Call(
+      "strided_slice", {vector},
+      AttrsOf({{"begin", std::vector<int64_t>{begin}}, {"end", std::vector<int64_t>{end}}}));
+}
+
+Value ConcatVectors(const NodeContext& context, const std::vector<Value>& parts) {
+  std::vector<ir::Expr> exprs;
+  for (const Value& part : parts) exprs.push_back(part.expr);
+  return context.Expr(op::MakeOpCall("concatenate", {Make<ir::TupleNode>(exprs)},
+                                     AttrsOf({{"axis", int64_t{0}}})));
+}
+
 // Expand: a broadcast against a tensor of the given shape.
 Values Expand(const NodeContext& context) {
   context.OnlyAttrs({});
+  return {BroadcastTo(context, context.Input(0), context.Input(1))};
+}
+
+// Einsum of one or two operands (no repeated letter within an operand):
+// letters only one operand has and the output lacks are summed out first;
+// then the batch letters (both operands and the output), the contracted
+// ones (both, not the output) and each operand's own become one
+// nn.batch_matmul of (batch, own, contracted) operands, reshaped to the
+// letters' sizes and transposed to the output's order.
+Values Einsum(const NodeContext& context) {
+  context.OnlyAttrs({"equation"});
+  std::string equation;
+  for (char c : context.StringAttr("equation").value_or("")) {
+    if (c != ' ') equation += c;
+  }
+  const size_t arrow = equation.find("->");
+  std::vector<std::string> terms;
+  std::stringstream split(equation.substr(0, arrow));
+  for (std::string term; std::getline(split, term, ',');) terms.push_back(term);
+  if (terms.empty() || terms.size() > 2 || terms.size() != context.num_inputs()) {
+    context.Fail("equation '" + equation + "' must name one or two operands, as the node has " +
+                 std::to_string(context.num_inputs()) + " inputs");
+  }
+  // An ellipsis stands for the same leading letters in each operand.
+  const std::string ellipsis_letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  size_t ellipsis_rank = 0;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const size_t at = terms[i].find("...");
+    if (at == std::string::npos) continue;
+    const size_t rank = static_cast<size_t>(Rank(context, i)) - (terms[i].size() - 3);
+    if (ellipsis_rank != 0 && rank != ellipsis_rank) {
+      context.Fail("the operands' ellipses stand for different ranks (broadcasting is not supported)");
+    }
+    ellipsis_rank = rank;
+    terms[i].replace(at, 3, ellipsis_letters.substr(0, rank));
+  }
+  std::string output;
+  if (arrow != std::string::npos) {
+    output = equation.substr(arrow + 2);
+    const size_t at = output.find("...");
+    if (at != std::string::npos) output.replace(at, 3, ellipsis_letters.substr(0, ellipsis_rank));
+  } else {
+    // Implicit: the letters that appear once, in alphabetical order (the ellipsis first).
+    std::map<char, int> uses;
+    for (const std::string& term : terms) {
+      for (char c : term) ++uses[c];
+    }
+    output = ellipsis_letters.substr(0, ellipsis_rank);
+    for (const auto& [c, n] : uses) {
+      if (n == 1 && std::islower(static_cast<unsigned char>(c))) output += c;
+    }
+  }
+  for (size_t i = 0; i < terms.size(); ++i) {
+    if (static_cast<int64_t>(terms[i].size()) != Rank(context, i)) {
+      context.Fail("operand " + std::to_string(i) + " has rank " +
+                   std::to_string(Rank(context, i)) + " but '" + terms[i] + "' names " +
+                   std::to_string(terms[i].size()) + " axes");
+    }
+    for (char c : terms[i]) {
+      if (!std::isalpha(static_cast<unsigned char>(c))) {
+        context.Fail("equation '" + equation + "' has '" + std::string(1, c) + "'");
+      }
+      if (std::count(terms[i].begin(), terms[i].end(), c) > 1) {
+        context.Fail("a letter repeated within an operand (a diagonal) is not supported");
+      }
+    }
+  }
+  const auto has = [](const std::string& letters, char c) {
+    return letters.find(c) != std::string::npos;
+  };
+  for (char c : output) {
+    if (!std::any_of(terms.begin(), terms.end(), [&](const std::string& t) { return has(t, c); })) {
+      context.Fail("the output's '" + std::string(1, c) + "' is in no operand");
+    }
+  }
+  // Each operand with the letters only it has and the output lacks summed out.
+  std::vector<Value> operands;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const std::string& other = terms.size() == 2 ? terms[1 - i] : std::string();
+    std::vector<int64_t> summed;
+    std::string kept;
+    for (size_t d = 0; d < terms[i].size(); ++d) {
+      const char c = terms[i][d];
+      if (!has(output, c) && !has(other, c)) {
+        summed.push_back(static_cast<int64_t>(d));
+      } else {
+        kept += c;
+      }
+    }
+    operands.push_back(summed.empty() ? context.Input(i)
+                                      : context.Call("sum", {context.Input(i)},
+                                                     AttrsOf({{"axis", summed}})));
+    terms[i] = kept;
+  }
+  const auto transposed = [&](const Value& value, const std::string& from, const std::string& to) {
+    if (from == to) return value;
+    std::vector<int64_t> axes;
+    for (char c : to) axes.push_back(static_cast<int64_t>(from.find(c)));
+    return context.Call("transpose", {value}, AttrsOf({{"axes", axes}}));
+  };
+  if (terms.size() == 1) return {transposed(operands[0], terms[0], output)};
+  std::string batch, contracted, left, right;
+  for (char c : terms[0]) {
+    if (has(terms[1], c)) {
+      (has(output, c) ? batch : contracted) += c;
+    } else {
+      left += c;
+    }
+  }
+  for (char c : terms[1]) {
+    if (!has(terms[0], c)) right += c;
+  }
+  const Value a = transposed(operands[0], terms[0], batch + left + contracted);
+  const Value b = transposed(operands[1], terms[1], batch + right + contracted);
+  const Value a_shape = ShapeVector(context, a);
+  const Value b_shape = ShapeVector(context, b);
+  // The product of elements [begin, end) of a shape, as a vector of one.
+  const auto size = [&](const Value& shape, size_t begin, size_t end) {
+    if (begin == end) return KnownInts({1});
+    return context.Call("prod", {Elements(context, shape, static_cast<int64_t>(begin),
+                                          static_cast<int64_t>(end))},
+                        AttrsOf({{"keepdims", true}}));
+  };
+  const size_t nb = batch.size(), nl = left.size(), nr = right.size(), nc = contracted.size();
+  const Value a3 = ReshapeTo(context, a,
+                             ConcatVectors(context, {size(a_shape, 0, nb), size(a_shape, nb, nb + nl),
+                                                     size(a_shape, nb + nl, nb + nl + nc)}));
+  const Value b3 = ReshapeTo(context, b,
+                             ConcatVectors(context, {size(b_shape, 0, nb), size(b_shape, nb, nb + nr),
+                                                     size(b_shape, nb + nr, nb + nr + nc)}));
+  const Value product = context.Call("nn.batch_matmul", {a3, b3});
+  const Value full = ReshapeTo(
+      context, product,
+      ConcatVectors(context, {Elements(context, a_shape, 0, static_cast<int64_t>(nb + nl)),
+                              Elements(context, b_shape, static_cast<int64_t>(nb),
+                                       static_cast<int64_t>(nb + nr))}));
+  return {transposed(full, batch + left + right, output)};
+}
+
+// Resize (nearest or linear) by scales or sizes known at import time, one
+// axis at a time: each output position's source coordinate, computed over
+// an `arange` of the output's length (at run time where the axis is `?`,
+// folded at import time where it is static), picks a row by `take`
+// (nearest) or blends the two rows around it (linear).
+Values Resize(const NodeContext& context) {
+  context.OnlyAttrs({"mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
+                     "exclude_outside", "extrapolation_value"});
+  const std::string mode = context.StringAttr("mode").value_or("nearest");
+  if (mode != "nearest" && mode != "linear") {
+    context.Fail("mode '" + mode + "' is not supported (nearest, linear)");
+  }
+  const std::string transform =
+      context.StringAttr("coordinate_transformation_mode").value_or("half_pixel");
+  if (transform != "half_pixel" && transform != "pytorch_half_pixel" &&
+      transform != "asymmetric" && transform != "align_corners") {
+    context.Fail("coordinate_transformation_mode '" + transform +
+                 "' is not supported (half_pixel, pytorch_half_pixel, asymmetric, align_corners)");
+  }
+  const std::string rounding = context.StringAttr("nearest_mode").value_or("round_prefer_floor");
+  if (rounding != "round_prefer_floor" && rounding != "round_prefer_ceil" &&
+      rounding != "floor" && rounding != "ceil") {
+    context.Fail("nearest_mode '" + rounding + "' is not supported");
+  }
+  if (context.IntAttr("exclude_outside").value_or(0) != 0) {
+    context.Fail("exclude_outside is not supported");
+  }
+  const ir::TensorType type = context.TypeOf(0);
+  const int64_t rank = static_cast<int64_t>(type->ndim());
+  std::vector<double> scales;
+  std::vector<int64_t> sizes;
+  if (context.Has(3)) {
+    sizes = context.KnownInts(3, "sizes");
+  } else if (context.Has(2)) {
+    const Value& given = context.Input(2);
+    if (!given.known) context.Fail("scales (input 2) must be known at import time");
+    for (int64_t i = 0; i < (*given.known)->numel(); ++i) {
+      scales.push_back(LoadElementAsDouble((*given.known)->raw_data(), (*given.known)->dtype(), i));
+    }
+  }
+  if (sizes.empty() && scales.empty()) context.Fail("takes scales (input 2) or sizes (input 3)");
+  if (std::max(sizes.size(), scales.size()) != static_cast<size_t>(rank)) {
+    context.Fail("scales or sizes must have one entry per axis (" + std::to_string(rank) + ")");
+  }
+  for (double scale : scales) {
+    if (!(scale > 0)) context.Fail("scales must be positive");
+  }
+  const auto real = [&](double value) {
+    return Known(TensorNode::Scalar<float>(DataType::Float32(), static_cast<float>(value)));
+  };
+  const auto call = [&](const std::string& op, const std::vector<Value>& args) {
+    return context.Call(op, args);
+  };
+  const auto as = [&](const Value& value, DataType dtype) {
+    return context.Call("cast", {value}, AttrsOf({{"dtype", dtype}}));
+  };
+  Value result = context.Input(0);
+  for (int64_t axis = 0; axis < rank; ++axis) {
+    const ir::Dim dim = type->shape[axis];
+    if (!sizes.empty() && dim.is_static() && sizes[axis] == dim.value()) continue;
+    if (!scales.empty() && scales[axis] == 1.0) continue;
+    const Value in_length =
+        dim.is_static()
+            ? Known(TensorNode::Scalar<int64_t>(DataType::Int64(), dim.value()))
+            : context.Call("take",
+                           {context.Call("shape_of", {context.Input(0)},
+                                         AttrsOf({{"dtype", DataType::Int64()}})),
+                            Known(TensorNode::Scalar<int64_t>(DataType::Int64(), axis))},
+                           AttrsOf({{"axis", int64_t{0}}}));
+    const Value in_real = as(in_length, DataType::Float32());
+    const Value out_length =
+        sizes.empty() ? as(call("floor", {call("multiply", {in_real, real(scales[axis])})}),
+                           DataType::Int64())
+                      : Known(TensorNode::Scalar<int64_t>(DataType::Int64(), sizes[axis]));
+    const Value out_real = as(out_length, DataType::Float32());
+    const Value scale = sizes.empty() ? real(scales[axis]) : call("divide", {out_real, in_real});
+    const Value position = context.Call("arange", {real(0), out_real, real(1)},
+                                        AttrsOf({{"dtype", DataType::Float32()}}));
+    // The source coordinate of each output position.
+    Value source;
+    if (transform == "asymmetric") {
+      source = call("divide", {position, scale});
+    } else if (transform == "align_corners") {
+      const Value one = real(1);
+      source = call("multiply",
+                    {position, call("divide", {call("subtract", {in_real, one}),
+                                               call("maximum", {call("subtract", {out_real, one}),
+                                                                one})})});
+    } else {
+      source = call("subtract", {call("divide", {call("add", {position, real(0.5)}), scale}),
+                                 real(0.5)});
+      if (transform == "pytorch_half_pixel") {
+        source = context.Call("where", {call("greater", {out_real, real(1)}), source, real(0)});
+      }
+    }
+    const Value last = call("subtract", {in_real, real(1)});
+    const auto clamped = [&](const Value& value) {
+      return call("minimum", {call("maximum", {value, real(0)}), last});
+    };
+    const auto take = [&](const Value& index) {
+      return context.Call("take", {result, as(clamped(index), DataType::Int64())},
+                          AttrsOf({{"axis", axis}}));
+    };
+    if (mode == "nearest") {
+      Value index;
+      if (rounding == "floor") index = call("floor", {source});
+      if (rounding == "ceil") index = call("ceil", {source});
+      if (rounding == "round_prefer_floor") {
+        index = call("ceil", {call("subtract", {source, real(0.5)})});
+      }
+      if (rounding == "round_prefer_ceil") index = call("floor", {call("add", {source, real(0.5)})});
+      result = take(index);
+      continue;
+    }
+    const Value at = clamped(source);
+    const Value low = call("floor", {at});
+    const Value high = call("minimum", {call("add", {low, real(1)}), last});
+    // The weight of the higher row, shaped to broadcast along `axis`.
+    std::vector<int64_t> along{-1};
+    for (int64_t d = axis + 1; d < rank; ++d) along.push_back(1);
+    const Value weight = context.Call("reshape", {call("subtract", {at, low})},
+                                      AttrsOf({{"newshape", along}}));
+    const Value below = take(low), above = take(high);
+    result = call("add", {below, call("multiply", {call("subtract", {above, below}), weight})});
+  }
+  return {result};
+}
+
+// Tile by repeats known at import time: x (n0, n1, ...) with a size-1 axis
+// before each, broadcast to (r0, n0, r1, n1, ...), reshaped to (r0 n0, r1
+// n1, ...); the shapes are computed at run time where x's are `?`.
+Values Tile(const NodeContext& context) {
+  context.OnlyAttrs({});
+  const int64_t rank = Rank(context, 0);
+  const std::vector<int64_t> repeats = context.KnownInts(1, "repeats");
+  if (static_cast<int64_t>(repeats.size()) != rank) {
+    context.Fail("repeats has " + std::to_string(repeats.size()) + " entries for rank " +
+                 std::to_string(rank));
+  }
+  for (int64_t repeat : repeats) {
+    if (repeat < 0) context.Fail("repeats must not be negative, got " + std::to_string(repeat));
+  }
+  if (std::all_of(repeats.begin(), repeats.end(), [](int64_t r) { return r == 1; })) {
+    return {context.Input(0)};
+  }
+  const Value shape = ShapeVector(context, context.Input(0));
+  const Value counts = KnownInts(repeats);
+  const Value interleaved = context.Call(
+      "reshape",
+      {context.Expr(op::MakeOpCall("stack",
+                                   {Make<ir::TupleNode>(std::vector<ir::Expr>{counts.expr, shape.expr})},
+                                   AttrsOf({{"axis", int64_t{1}}})))},
+      AttrsOf({{"newshape", std::vector<int64_t>{-1}}}));
+  Value spread = context.Input(0);
+  for (int64_t d = 0; d < rank; ++d) {
+    spread = context.Call("expand_dims", {spread}, AttrsOf({{"axis", 2 * d}}));
+  }
+  return {ReshapeTo(context, BroadcastTo(context, spread, interleaved),
+                    context.Call("multiply", {shape, counts}))};
+}
+
+// Pad by pads known at import time, along the axes given (all by default):
+// per axis, a negative pad crops, and the blocks either side are the
+// constant, copies of the edge, the reflection about the edge (without it)
+// or the other end's elements (wrap), concatenated with the data.
+Values Pad(const NodeContext& context) {
+  context.OnlyAttrs({"mode", "pads", "value"});
+  const std::string mode = context.StringAttr("mode").value_or("constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap") {
+    context.Fail("mode must be constant, reflect, edge or wrap, not '" + mode + "'");
+  }
+  if (context.IntsAttr("pads") || context.FloatAttr("value")) {
+    context.Fail("pads and the value are inputs from opset 11, not attributes");
+  }
+  const int64_t rank = Rank(context, 0);
+  const std::vector<int64_t> pads = context.KnownInts(1, "pads");
+  std::vector<int64_t> axes;
+  if (context.Has(3)) {
+    for (int64_t axis : context.KnownInts(3, "axes")) axes.push_back(NormalAxis(context, axis, rank));
+  } else {
+    for (int64_t axis = 0; axis < rank; ++axis) axes.push_back(axis);
+  }
+  const size_t count = axes.size();
+  if (pads.size() != 2 * count) {
+    context.Fail("pads has " + std::to_string(pads.size()) + " entries for " +
+                 std::to_string(count) + " axes (begins, then ends)");
+  }
   const DataType dtype = context.TypeOf(0)->dtype;
-  const bool is_bool = dtype == DataType::Bool();
-  const Value zero =
-      context.Input(1).known
-          ? context.Call("zeros", {},
-                         AttrsOf({{"shape", context.KnownInts(1, "shape")}, {"dtype", dtype}}))
-          : context.Call("dyn.zeros", {context.Input(1)}, AttrsOf({{"dtype", dtype}}));
-  return {context.Call(is_bool ? "logical_or" : "add", {context.Input(0), zero})};
+  Value fill = context.Has(2) ? context.Input(2) : Known(TensorNode::Empty({}, dtype));
+  if (context.TypeOfExpr(fill.expr)->ndim() != 0) {
+    fill = context.Call("reshape", {fill}, AttrsOf({{"newshape", std::vector<int64_t>{}}}));
+  }
+  const auto slice = [&](const Value& value, int64_t axis, int64_t begin, int64_t end,
+                         int64_t stride) {
+    return context.Call("strided_slice", {value},
+                        AttrsOf({{"begin", std::vector<int64_t>{begin}},
+                                 {"end", std::vector<int64_t>{end}},
+                                 {"strides", std::vector<int64_t>{stride}},
+                                 {"axes", std::vector<int64_t>{axis}}}));
+  };
+  constexpr int64_t kEnd = std::numeric_limits<int32_t>::max();
+  Value result = context.Input(0);
+  for (size_t i = 0; i < count; ++i) {
+    const int64_t axis = axes[i];
+    const int64_t before = pads[i], after = pads[count + i];
+    if (before < 0 || after < 0) {
+      result = slice(result, axis, std::max<int64_t>(0, -before),
+                     after < 0 ? after : kEnd, 1);
+    }
+    const ir::Dim dim = context.TypeOfExpr(result.expr)->shape[axis];
+    // The block of `size` elements before (`first`) or after the data.
+    const auto block = [&](int64_t size, bool first) -> Value {
+      if (mode == "reflect") {
+        if (dim.is_static() && size >= dim.value()) {
+          context.Fail("a reflect pad of " + std::to_string(size) + " needs more than that many " +
+                       "elements on axis " + std::to_string(axis) + ", which has " +
+                       std::to_string(dim.value()));
+        }
+        return first ? slice(result, axis, size, 0, -1) : slice(result, axis, -2, -2 - size, -1);
+      }
+      if (mode == "wrap") return first ? slice(result, axis, -size, kEnd, 1) : slice(result, axis, 0, size, 1);
+      const Value shape = ShapeVector(context, result);
+      const Value sized = ConcatVectors(
+          context, {Elements(context, shape, 0, axis), KnownInts({size}),
+                    Elements(context, shape, axis + 1, rank)});
+      if (mode == "edge") {
+        return BroadcastTo(context, first ? slice(result, axis, 0, 1, 1) : slice(result, axis, -1, kEnd, 1),
+                           sized);
+      }
+      return BroadcastTo(context, fill, sized);
+    };
+    std::vector<ir::Expr> parts;
+    if (before > 0) parts.push_back(block(before, true).expr);
+    parts.push_back(result.expr);
+    if (after > 0) parts.push_back(block(after, false).expr);
+    if (parts.size() > 1) {
+      result = context.Expr(op::MakeOpCall("concatenate", {Make<ir::TupleNode>(parts)},
+                                           AttrsOf({{"axis", axis}})));
+    }
+  }
+  return {result};
 }
 
 // An integer range from a known start by a known positive step up to a
@@ -1051,6 +1478,7 @@ const std::map<std::string, Converter>& Converters() {
       {"ConstantOfShape", ConstantOfShape},
       {"Div", Binary("divide")},
       {"Dropout", Dropout},
+      {"Einsum", Einsum},
       {"Elu", Activation("nn.elu", {{"alpha", 1.0f}})},
       {"Equal", Binary("equal")},
       {"Erf", Unary("erf")},
@@ -1084,6 +1512,7 @@ const std::map<std::string, Converter>& Converters() {
       {"NonZero", NonZero},
       {"Not", Unary("logical_not")},
       {"Or", Binary("logical_or")},
+      {"Pad", Pad},
       {"Pow", Binary("power")},
       {"Range", Range},
       {"ReduceL1", ReduceComposite("l1")},
@@ -1097,6 +1526,7 @@ const std::map<std::string, Converter>& Converters() {
       {"ReduceSum", Reduce("sum", 13)},
       {"Relu", Unary("nn.relu")},
       {"Reshape", Reshape},
+      {"Resize", Resize},
       {"Round", Unary("round")},
       {"Scan", ConvertScan},
       {"Shape", ShapeOp},
@@ -1111,6 +1541,7 @@ const std::map<std::string, Converter>& Converters() {
       {"Squeeze", Squeeze},
       {"Sub", Binary("subtract")},
       {"Tanh", Unary("tanh")},
+      {"Tile", Tile},
       {"Transpose", Transpose},
       {"Unsqueeze", Unsqueeze},
       {"Where", Where},

@@ -91,7 +91,7 @@ class Ops(nn.Module):
 
 
 class NnOps(nn.Module):
-    """Batch normalization, global pools, Flatten, NonZero and the reductions of images."""
+    """Batch normalization, global pools, Flatten, NonZero, the reductions, Tile and Pad of images."""
 
     def __init__(self):
         super().__init__()
@@ -106,7 +106,31 @@ class NnOps(nn.Module):
         return (nn.functional.adaptive_avg_pool2d(y, 1), nn.functional.adaptive_max_pool2d(x, 1),
                 torch.flatten(y, 1), torch.nonzero(x > 0.5), torch.norm(x, dim=-1),
                 torch.norm(x, p=1, dim=1), torch.logsumexp(x * 10, dim=2),
-                torch.argmin(x, dim=3), torch.argmax(x, dim=1, keepdim=True))
+                torch.argmin(x, dim=3), torch.argmax(x, dim=1, keepdim=True),
+                x.repeat(1, 2, 1, 3), nn.functional.pad(x, (1, 1, 2, 1), mode="reflect"),
+                nn.functional.pad(x, (1, 2, 0, 1), mode="replicate"),
+                nn.functional.pad(x, (2, 0, 1, 1), value=0.5))
+
+
+class Contractions(nn.Module):
+    """Einsum as attention and other exports write it: batched products, a transpose, a dot."""
+
+    def forward(self, q, k):
+        scores = torch.einsum("bhid,bhjd->bhij", q, k)
+        return (scores, torch.einsum("bhij,bhjd->bhid", scores, k), torch.einsum("bhid->bdhi", q),
+                torch.einsum("bhid,bhid->bh", q, k), torch.einsum("...id,...jd->...ij", q, k),
+                torch.einsum("bhid,bhjd->ij", q, k))
+
+
+class Resizes(nn.Module):
+    """Resize as nn.functional.interpolate exports it: nearest and bilinear, by scale and size."""
+
+    def forward(self, x):
+        interpolate = nn.functional.interpolate
+        return (interpolate(x, scale_factor=2.0, mode="nearest"),
+                interpolate(x, scale_factor=(1.5, 0.5), mode="bilinear", align_corners=False),
+                interpolate(x, size=(3, 7), mode="bilinear", align_corners=True),
+                interpolate(x, scale_factor=3.0, mode="bilinear"))
 
 
 class Linear2d(nn.Module):
@@ -301,6 +325,11 @@ def main():
     export(out_dir, "ops_opset11", Ops(), two, [4], {"in0": {1: "n"}, "in1": {1: "n"}}, 11)
     images = lambda n: (torch.randn(1 + n % 2, 3, 4, n),)
     export(out_dir, "nn_ops", NnOps(), images, [5, 2, 8], {"in0": {0: "batch", 3: "n"}}, 14)
+    heads = lambda n: (torch.randn(1 + n % 2, 2, n, 4), torch.randn(1 + n % 2, 2, n, 4))
+    export(out_dir, "einsum", Contractions(), heads, [3, 6],
+           {"in0": {0: "batch", 2: "n"}, "in1": {0: "batch", 2: "n"}}, 14)
+    export(out_dir, "resize", Resizes(), lambda n: (torch.randn(1, 2, 4, n),), [5, 8],
+           {"in0": {3: "n"}}, 13)
     export(out_dir, "linear", Linear2d(), lambda length: (torch.randn(length, 12),), [3, 8],
            {"in0": {0: "batch"}}, 13)
     sequence = lambda length: (torch.randn(length, 1, 10),)

@@ -187,6 +187,14 @@ TEST(OnnxImport, NormalizationPoolingAndIndexOperatorsMatchPyTorch) {
   ExpectMatchesPyTorch("nn_ops");
 }
 
+TEST(OnnxImport, EinsumContractionsMatchPyTorch) {
+  ExpectMatchesPyTorch("einsum");
+}
+
+TEST(OnnxImport, ResizeNearestAndLinearMatchPyTorch) {
+  ExpectMatchesPyTorch("resize");
+}
+
 TEST(OnnxImport, GemmWithADynamicBatchMatchesPyTorch) {
   ExpectMatchesPyTorch("linear");
 }
