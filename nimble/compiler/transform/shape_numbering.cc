@@ -135,8 +135,16 @@ void ShapeNumbering::NumberShapeFunction(const ir::CallNode& call) {
   const ir::OpNode* op = CalledOp(*primitive.body);
   // A shape function is a pure function of its inputs' values (shapes, or
   // the data of a data-dependent op): equal inputs, equal outputs.
+  // An input that is no register (a constant argument of a data-dependent
+  // op, as `arange(0f, %n, 1f)`) leaves the call unnumbered: numbered by its
+  // other inputs alone, two aranges to different lengths would share a shape.
+  const std::vector<const ir::VarNode*> input_vars = TupleVars(call.args[1]);
+  if (call.args[1]->kind != ExprKind::kTuple ||
+      input_vars.size() != static_cast<const ir::TupleNode&>(*call.args[1]).fields.size()) {
+    return;
+  }
   std::vector<int64_t> inputs;
-  for (const ir::VarNode* input : TupleVars(call.args[1])) {
+  for (const ir::VarNode* input : input_vars) {
     const int number = OfRegister(input);
     if (number < 0) return;
     inputs.push_back(number);

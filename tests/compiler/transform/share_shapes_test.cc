@@ -13,6 +13,7 @@
 #include "nimble/compiler/text/parser.h"
 #include "nimble/compiler/text/printer.h"
 #include "nimble/compiler/typing/type_infer.h"
+#include "nimble/vm/adt.h"
 #include "nimble/vm/vm.h"
 #include "tests/error_of.h"
 
@@ -98,6 +99,25 @@ def @main(%x: Tensor[(?, 8), float32], %y: Tensor[(?, 8), float32]) {
 // (its shape rule), a transpose moves a dimension (its composition says
 // which), so two transposes give back their input's shape and the second
 // dense repeats the first's call; the add of equal shapes copies it.
+// Two aranges from the same constant start and step to different run-time
+// lengths: their shape functions' constant arguments are no shape registers,
+// so the calls are not numbered alike (they were, and the second range took
+// the first one's length).
+TEST(ShareShapesTest, DataDependentShapesWithConstantArgumentsStayApart) {
+  const ir::IRModule module = Typed(R"(#[version = "0.0.5"]
+def @main(%n: float32) -> (Tensor[(?,), float32], Tensor[(?,), float32]) {
+  (arange(0f, multiply(%n, 2f), 1f), arange(0f, multiply(%n, 0.5f), 1f))
+}
+)");
+  vm::VirtualMachine machine(backend::Compile(module, kUnfused));
+  const Ref<Object> result =
+      machine.Invoke("main", {TensorNode::Scalar<float>(DataType::Float32(), 4.0f)});
+  const ADT ranges = result.as<ADTNode>();
+  ASSERT_TRUE(ranges);
+  EXPECT_EQ(ranges->fields()[0].as<TensorNode>()->shape(), Shape{8});
+  EXPECT_EQ(ranges->fields()[1].as<TensorNode>()->shape(), Shape{2});
+}
+
 TEST(ShareShapesTest, ShapesAreComparedByTheirDimensions) {
   const ir::IRModule module = Typed(R"(
 def @main(%x: Tensor[(?, 8), float32], %w: Tensor[(8, 8), float32]) {
