@@ -46,6 +46,14 @@ Outcome Bench(const std::vector<std::string>& args) {
   return Shell(command);
 }
 
+const std::vector<std::string> kQuick = {"--sentences", "4", "--warmup",  "1",
+                                         "--repeat",    "2", "--threads", "1"};
+
+std::vector<std::string> With(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
 class NimbleBenchCli : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -59,6 +67,25 @@ class NimbleBenchCli : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string Db() const { return (dir_ / "results.db").string(); }
+
+  // Writes `model` with `export_models.py EXPORT_ARGS`, runs it quickly with
+  // --onnx and checks the run recorded as an onnx model; its JSON, null on
+  // a failure.
+  nlohmann::json ExportAndRunOnnx(const std::string& model, const std::string& export_args) {
+    const Outcome exported = Shell(std::string("/usr/bin/python3 ") + NIMBLE_SOURCE_DIR +
+                                   "/tests/compiler/onnx/export_models.py " + export_args);
+    EXPECT_EQ(exported.status, 0) << exported.out;
+    const Outcome run = Bench(With({"run", "--onnx", model, "--db", Db(), "--json"}, kQuick));
+    EXPECT_EQ(run.status, 0) << run.out;
+    if (exported.status != 0 || run.status != 0) return nullptr;
+    const nlohmann::json result = nlohmann::json::parse(run.out);
+    EXPECT_EQ(result["model"], "onnx");
+    EXPECT_EQ(result["configuration"]["onnx"], model);
+    EXPECT_GT(result["measurements"]["us_per_token"]["value"].get<double>(), 0);
+    EXPECT_THAT(Query("SELECT model || ' ' || status FROM runs"),
+                ::testing::ElementsAre("onnx done"));
+    return result;
+  }
 
   // The rows of `sql`'s first column, in results.db or the file `path`.
   std::vector<std::string> Query(const std::string& sql, const std::string& path = "") const {
@@ -78,14 +105,6 @@ class NimbleBenchCli : public ::testing::Test {
 
   fs::path dir_;
 };
-
-const std::vector<std::string> kQuick = {"--sentences", "4", "--warmup",  "1",
-                                         "--repeat",    "2", "--threads", "1"};
-
-std::vector<std::string> With(std::vector<std::string> args, const std::vector<std::string>& more) {
-  args.insert(args.end(), more.begin(), more.end());
-  return args;
-}
 
 // Two layers: memory planning coalesces the first layer's buffers (one
 // layer leaves it nothing to merge, each buffer a token's own or escaping).
@@ -291,8 +310,9 @@ TEST_F(NimbleBenchCli, TheCommittedReportIsTheReportOfTheCommittedDatabase) {
   const fs::path committed = NIMBLE_SOURCE_DIR "/results";
   fs::create_directories(dir_ / "results");
   fs::copy_file(committed / "paper.db", dir_ / "results" / "paper.db");
-  const Outcome report = Shell("cd '" + dir_.string() + "' && " NIMBLE_BENCH_BINARY
-                               " report --db results/paper.db --out regenerated");
+  const Outcome report =
+      Shell("cd '" + dir_.string() +
+            "' && " NIMBLE_BENCH_BINARY " report --db results/paper.db --out regenerated");
   ASSERT_EQ(report.status, 0) << report.out;
   const auto text_of = [](const fs::path& path) {
     std::ifstream file(path);
@@ -622,19 +642,10 @@ TEST_F(NimbleBenchCli, AnOnnxModelRunsOnTheDatasetAndIsRecorded) {
   if (!PythonImports("/usr/bin/python3", "torch"))
     GTEST_SKIP() << "/usr/bin/python3 has no torch (apt install python3-torch)";
   const std::string model = (dir_ / "bert.onnx").string();
-  const Outcome exported = Shell(std::string("/usr/bin/python3 ") + NIMBLE_SOURCE_DIR +
-                                 "/tests/compiler/onnx/export_models.py --bert " + model +
-                                 " --layers 1 --hidden 32 --heads 2 --ffn 64");
-  ASSERT_EQ(exported.status, 0) << exported.out;
-  const Outcome run = Bench(With({"run", "--onnx", model, "--db", Db(), "--json"}, kQuick));
-  ASSERT_EQ(run.status, 0) << run.out;
-  const nlohmann::json result = nlohmann::json::parse(run.out);
-  EXPECT_EQ(result["model"], "onnx");
-  EXPECT_EQ(result["configuration"]["onnx"], model);
-  EXPECT_GT(result["measurements"]["us_per_token"]["value"].get<double>(), 0);
+  const nlohmann::json result =
+      ExportAndRunOnnx(model, "--bert " + model + " --layers 1 --hidden 32 --heads 2 --ffn 64");
+  ASSERT_FALSE(result.is_null());
   EXPECT_GT(result["measurements"]["weight_bytes"]["value"].get<double>(), 30522 * 32 * 4);
-  EXPECT_THAT(Query("SELECT model || ' ' || status FROM runs"),
-              ::testing::ElementsAre("onnx done"));
   const Outcome both = Bench({"run", "--onnx", model, "--model", "bert", "--db", Db()});
   EXPECT_NE(both.status, 0);
   EXPECT_THAT(both.out, HasSubstr("--onnx and --model name two models"));
@@ -702,20 +713,11 @@ TEST_F(NimbleBenchCli, AnOnnxLoopModelRunsOnTheDatasetAndIsRecorded) {
   if (!PythonImports("/usr/bin/python3", "torch"))
     GTEST_SKIP() << "/usr/bin/python3 has no torch (apt install python3-torch)";
   const std::string model = (dir_ / "elman.onnx").string();
-  const Outcome exported = Shell(std::string("/usr/bin/python3 ") + NIMBLE_SOURCE_DIR +
-                                 "/tests/compiler/onnx/export_models.py --elman " + model);
-  ASSERT_EQ(exported.status, 0) << exported.out;
-  const Outcome run = Bench(With({"run", "--onnx", model, "--db", Db(), "--json"}, kQuick));
-  ASSERT_EQ(run.status, 0) << run.out;
-  const nlohmann::json result = nlohmann::json::parse(run.out);
-  EXPECT_EQ(result["model"], "onnx");
-  EXPECT_EQ(result["configuration"]["onnx"], model);
-  EXPECT_GT(result["measurements"]["us_per_token"]["value"].get<double>(), 0);
+  const nlohmann::json result = ExportAndRunOnnx(model, "--elman " + model);
+  ASSERT_FALSE(result.is_null());
   // Instructions in proportion to the words: an iteration per word (its
   // test, product, tanh and tail call at least).
   EXPECT_GT(result["measurements"]["vm_instructions_per_sentence"]["value"].get<double>(),
             5 * result["measurements"]["tokens"]["value"].get<double>() /
                 result["measurements"]["sentences"]["value"].get<double>());
-  EXPECT_THAT(Query("SELECT model || ' ' || status FROM runs"),
-              ::testing::ElementsAre("onnx done"));
 }

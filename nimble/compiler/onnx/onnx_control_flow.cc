@@ -105,7 +105,6 @@ ir::TensorType Generalize(const NodeContext& context, const ir::TensorType& in,
   return ir::MakeTensorType(shape, in->dtype);
 }
 
-
 }  // namespace
 
 std::vector<Value> ConvertIf(const NodeContext& context) {
@@ -162,7 +161,7 @@ struct LoopForm {
   std::vector<bool> prepend;
   // Loop's body takes (iteration, condition) before the values and gives a
   // condition before them.
-  bool loop_body;
+  bool loop_body = false;
 };
 
 // The loop `form` of `body` as a tail-recursive global function,
@@ -243,8 +242,9 @@ std::vector<Value> ImportLoop(const NodeContext& context, const onnx::GraphProto
       ir::Expr index = iteration;
       if (form.sequence_reversed[j]) {
         const ir::Expr length = op::MakeOpCall(
-            "take", {op::MakeOpCall("shape_of", {sequences[j]}, AttrsOf({{"dtype", DataType::Int64()}})),
-                     KnownInt64(axis).expr},
+            "take",
+            {op::MakeOpCall("shape_of", {sequences[j]}, AttrsOf({{"dtype", DataType::Int64()}})),
+             KnownInt64(axis).expr},
             AttrsOf({{"axis", int64_t{0}}}));
         index = op::MakeOpCall(
             "subtract", {op::MakeOpCall("subtract", {length, KnownInt64(1).expr}), iteration});
@@ -309,19 +309,19 @@ std::vector<Value> ImportLoop(const NodeContext& context, const onnx::GraphProto
   next.insert(next.end(), captures.vars.begin(), captures.vars.end());
   std::vector<ir::Expr> finished(values.begin(), values.end());
   finished.insert(finished.end(), scan_params.begin(), scan_params.end());
-  const ir::Expr keep = op::MakeOpCall(
-      "logical_and", {op::MakeOpCall("less", {iteration, limit}), keep_going});
+  const ir::Expr keep =
+      op::MakeOpCall("logical_and", {op::MakeOpCall("less", {iteration, limit}), keep_going});
   std::vector<ir::Var> params{iteration, limit, keep_going};
   params.insert(params.end(), values.begin(), values.end());
   params.insert(params.end(), scan_params.begin(), scan_params.end());
   params.insert(params.end(), sequences.begin(), sequences.end());
   params.insert(params.end(), captures.vars.begin(), captures.vars.end());
   context.subgraphs().AddFunction(
-      loop, Make<ir::FunctionNode>(
-                params,
-                Make<ir::IfNode>(keep, Make<ir::CallNode>(loop, next),
-                                 Make<ir::TupleNode>(finished)),
-                Make<ir::TupleTypeNode>(result_types), std::vector<ir::TypeVar>{}));
+      loop,
+      Make<ir::FunctionNode>(
+          params,
+          Make<ir::IfNode>(keep, Make<ir::CallNode>(loop, next), Make<ir::TupleNode>(finished)),
+          Make<ir::TupleTypeNode>(result_types), std::vector<ir::TypeVar>{}));
 
   std::vector<ir::Expr> args{KnownInt64(0).expr, form.trip_count.expr, form.condition.expr};
   for (const Value& value : form.initial) args.push_back(value.expr);
@@ -342,18 +342,13 @@ std::vector<Value> ConvertLoop(const NodeContext& context) {
   if (context.num_inputs() < 2) {
     context.Fail("a Loop takes M and cond (either may be empty) before its loop-carried values");
   }
-  LoopForm form{
-      .trip_count = context.Has(0) ? Scalar(context, context.Input(0), DataType::Int64(),
-                                            "the trip count M")
-                                   : KnownInt64(std::numeric_limits<int64_t>::max()),
-      .condition = context.Has(1) ? Scalar(context, context.Input(1), DataType::Bool(), "cond")
-                                  : KnownTrue(),
-      .initial = {},
-      .sequences = {},
-      .sequence_axes = {},
-      .sequence_reversed = {},
-      .prepend = {},
-      .loop_body = true};
+  LoopForm form;
+  form.trip_count = context.Has(0)
+                        ? Scalar(context, context.Input(0), DataType::Int64(), "the trip count M")
+                        : KnownInt64(std::numeric_limits<int64_t>::max());
+  form.condition =
+      context.Has(1) ? Scalar(context, context.Input(1), DataType::Bool(), "cond") : KnownTrue();
+  form.loop_body = true;
   for (size_t k = 2; k < context.num_inputs(); ++k) form.initial.push_back(context.Input(k));
   return ImportLoop(context, body, form);
 }
@@ -390,14 +385,8 @@ std::vector<Value> ConvertScan(const NodeContext& context) {
   const std::vector<int64_t> input_directions = per("scan_input_directions", sequences);
   const std::vector<int64_t> output_axes = per("scan_output_axes", scans);
   const std::vector<int64_t> output_directions = per("scan_output_directions", scans);
-  LoopForm form{.trip_count = {},
-                .condition = KnownTrue(),
-                .initial = {},
-                .sequences = {},
-                .sequence_axes = {},
-                .sequence_reversed = {},
-                .prepend = {},
-                .loop_body = false};
+  LoopForm form;
+  form.condition = KnownTrue();
   for (size_t k = 0; k < carried; ++k) form.initial.push_back(context.Input(k));
   for (size_t j = 0; j < sequences; ++j) {
     const Value& sequence = context.Input(carried + j);
@@ -422,7 +411,8 @@ std::vector<Value> ConvertScan(const NodeContext& context) {
   std::vector<Value> outputs = ImportLoop(context, body, form);
   // Scan outputs stacked along another axis than the first.
   for (size_t k = 0; k < scans && carried + k < outputs.size(); ++k) {
-    const int64_t rank = static_cast<int64_t>(context.TypeOfExpr(outputs[carried + k].expr)->ndim());
+    const int64_t rank =
+        static_cast<int64_t>(context.TypeOfExpr(outputs[carried + k].expr)->ndim());
     int64_t axis = output_axes[k];
     if (axis < -rank || axis >= rank) {
       context.Fail("scan output " + std::to_string(k) + " has no axis " + std::to_string(axis) +

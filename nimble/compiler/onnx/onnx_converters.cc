@@ -440,8 +440,8 @@ Values Split(const NodeContext& context) {
     if (context.opset() < 18) context.Fail("attribute 'num_outputs' is from opset 18");
     if (context.Has(1)) context.Fail("takes 'num_outputs' or the sizes (input 1), not both");
     if (*count != outputs) {
-      context.Fail("num_outputs is " + std::to_string(*count) + " for " +
-                   std::to_string(outputs) + " outputs");
+      context.Fail("num_outputs is " + std::to_string(*count) + " for " + std::to_string(outputs) +
+                   " outputs");
     }
     // Parts of ceil(size / n), the last one smaller, where the size is known.
     const ir::Dim dim = context.TypeOf(0)->shape[axis];
@@ -608,10 +608,10 @@ Converter ReduceComposite(const std::string& kind) {
     if (kind == "l2") return Values{context.Call("sqrt", {squares})};
     // log(sum(exp(x - max))) + max: no overflow for large x.
     const Value largest = reduce("max", x, true);
-    const Value sum = reduce("sum", context.Call("exp", {context.Call("subtract", {x, largest})}),
-                             keepdims);
-    return Values{context.Call("add", {context.Call("log", {sum}),
-                                       keepdims ? largest : reduce("max", x, false)})};
+    const Value sum =
+        reduce("sum", context.Call("exp", {context.Call("subtract", {x, largest})}), keepdims);
+    return Values{context.Call(
+        "add", {context.Call("log", {sum}), keepdims ? largest : reduce("max", x, false)})};
   };
 }
 
@@ -624,7 +624,8 @@ Converter GlobalPool(const std::string& op) {
     if (rank < 3) context.Fail("the data must have spatial axes, got rank " + std::to_string(rank));
     std::vector<int64_t> axes;
     for (int64_t axis = 2; axis < rank; ++axis) axes.push_back(axis);
-    return Values{context.Call(op, {context.Input(0)}, AttrsOf({{"axis", axes}, {"keepdims", true}}))};
+    return Values{
+        context.Call(op, {context.Input(0)}, AttrsOf({{"axis", axes}, {"keepdims", true}}))};
   };
 }
 
@@ -672,18 +673,19 @@ Values Gelu(const NodeContext& context) {
   }
   const DataType dtype = context.TypeOf(0)->dtype;
   const auto constant = [&](double value) {
-    const Value c = Known(TensorNode::Scalar<float>(DataType::Float32(), static_cast<float>(value)));
-    return dtype == DataType::Float32() ? c : context.Call("cast", {c}, AttrsOf({{"dtype", dtype}}));
+    const Value c =
+        Known(TensorNode::Scalar<float>(DataType::Float32(), static_cast<float>(value)));
+    return dtype == DataType::Float32() ? c
+                                        : context.Call("cast", {c}, AttrsOf({{"dtype", dtype}}));
   };
   // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
   const Value cube = context.Call("multiply", {context.Call("multiply", {x, x}), x});
   const Value inner = context.Call(
       "multiply", {constant(std::sqrt(2.0 / M_PI)),
                    context.Call("add", {x, context.Call("multiply", {constant(0.044715), cube})})});
-  return {context.Call(
-      "multiply",
-      {context.Call("multiply", {constant(0.5), x}),
-       context.Call("add", {constant(1.0), context.Call("tanh", {inner})})})};
+  return {context.Call("multiply",
+                       {context.Call("multiply", {constant(0.5), x}),
+                        context.Call("add", {constant(1.0), context.Call("tanh", {inner})})})};
 }
 
 // Flatten: (d0 .. d(axis-1), d(axis) ..) as a matrix of their two products;
@@ -715,13 +717,12 @@ Values Flatten(const NodeContext& context) {
   const Value shape =
       context.Call("shape_of", {context.Input(0)}, AttrsOf({{"dtype", DataType::Int64()}}));
   const auto size_of = [&](int64_t begin, int64_t end) {
-    return context.Call(
-        "prod",
-        {context.Call("strided_slice", {shape},
-                      AttrsOf({{"begin", std::vector<int64_t>{begin}},
-                               {"end", std::vector<int64_t>{end}},
-                               {"strides", std::vector<int64_t>{1}}}))},
-        AttrsOf({{"keepdims", true}}));
+    return context.Call("prod",
+                        {context.Call("strided_slice", {shape},
+                                      AttrsOf({{"begin", std::vector<int64_t>{begin}},
+                                               {"end", std::vector<int64_t>{end}},
+                                               {"strides", std::vector<int64_t>{1}}}))},
+                        AttrsOf({{"keepdims", true}}));
   };
   const Value sizes = context.Expr(op::MakeOpCall(
       "concatenate",
@@ -733,7 +734,8 @@ Values Flatten(const NodeContext& context) {
 // Size: the element count, int64 (a constant for a static shape).
 Values Size(const NodeContext& context) {
   context.OnlyAttrs({});
-  return {context.Call("ndarray_size", {context.Input(0)}, AttrsOf({{"dtype", DataType::Int64()}}))};
+  return {
+      context.Call("ndarray_size", {context.Input(0)}, AttrsOf({{"dtype", DataType::Int64()}}))};
 }
 
 // NonZero: the indices of the non-zero elements, one row per axis (int64).
@@ -808,8 +810,8 @@ Value Elements(const NodeContext& context, const Value& vector, int64_t begin, i
 Value ConcatVectors(const NodeContext& context, const std::vector<Value>& parts) {
   std::vector<ir::Expr> exprs;
   for (const Value& part : parts) exprs.push_back(part.expr);
-  return context.Expr(op::MakeOpCall("concatenate", {Make<ir::TupleNode>(exprs)},
-                                     AttrsOf({{"axis", int64_t{0}}})));
+  return context.Expr(
+      op::MakeOpCall("concatenate", {Make<ir::TupleNode>(exprs)}, AttrsOf({{"axis", int64_t{0}}})));
 }
 
 // Expand: a broadcast against a tensor of the given shape.
@@ -846,7 +848,8 @@ Values Einsum(const NodeContext& context) {
     if (at == std::string::npos) continue;
     const size_t rank = static_cast<size_t>(Rank(context, i)) - (terms[i].size() - 3);
     if (ellipsis_rank != 0 && rank != ellipsis_rank) {
-      context.Fail("the operands' ellipses stand for different ranks (broadcasting is not supported)");
+      context.Fail(
+          "the operands' ellipses stand for different ranks (broadcasting is not supported)");
     }
     ellipsis_rank = rank;
     terms[i].replace(at, 3, ellipsis_letters.substr(0, rank));
@@ -904,9 +907,9 @@ Values Einsum(const NodeContext& context) {
         kept += c;
       }
     }
-    operands.push_back(summed.empty() ? context.Input(i)
-                                      : context.Call("sum", {context.Input(i)},
-                                                     AttrsOf({{"axis", summed}})));
+    operands.push_back(summed.empty()
+                           ? context.Input(i)
+                           : context.Call("sum", {context.Input(i)}, AttrsOf({{"axis", summed}})));
     terms[i] = kept;
   }
   const auto transposed = [&](const Value& value, const std::string& from, const std::string& to) {
@@ -934,17 +937,19 @@ Values Einsum(const NodeContext& context) {
   // The product of elements [begin, end) of a shape, as a vector of one.
   const auto size = [&](const Value& shape, size_t begin, size_t end) {
     if (begin == end) return KnownInts({1});
-    return context.Call("prod", {Elements(context, shape, static_cast<int64_t>(begin),
-                                          static_cast<int64_t>(end))},
-                        AttrsOf({{"keepdims", true}}));
+    return context.Call(
+        "prod", {Elements(context, shape, static_cast<int64_t>(begin), static_cast<int64_t>(end))},
+        AttrsOf({{"keepdims", true}}));
   };
   const size_t nb = batch.size(), nl = left.size(), nr = right.size(), nc = contracted.size();
-  const Value a3 = ReshapeTo(context, a,
-                             ConcatVectors(context, {size(a_shape, 0, nb), size(a_shape, nb, nb + nl),
-                                                     size(a_shape, nb + nl, nb + nl + nc)}));
-  const Value b3 = ReshapeTo(context, b,
-                             ConcatVectors(context, {size(b_shape, 0, nb), size(b_shape, nb, nb + nr),
-                                                     size(b_shape, nb + nr, nb + nr + nc)}));
+  const Value a3 =
+      ReshapeTo(context, a,
+                ConcatVectors(context, {size(a_shape, 0, nb), size(a_shape, nb, nb + nl),
+                                        size(a_shape, nb + nl, nb + nl + nc)}));
+  const Value b3 =
+      ReshapeTo(context, b,
+                ConcatVectors(context, {size(b_shape, 0, nb), size(b_shape, nb, nb + nr),
+                                        size(b_shape, nb + nr, nb + nr + nc)}));
   const Value product = context.Call("nn.batch_matmul", {a3, b3});
   const Value full = ReshapeTo(
       context, product,
@@ -968,14 +973,14 @@ Values Resize(const NodeContext& context) {
   }
   const std::string transform =
       context.StringAttr("coordinate_transformation_mode").value_or("half_pixel");
-  if (transform != "half_pixel" && transform != "pytorch_half_pixel" &&
-      transform != "asymmetric" && transform != "align_corners") {
+  if (transform != "half_pixel" && transform != "pytorch_half_pixel" && transform != "asymmetric" &&
+      transform != "align_corners") {
     context.Fail("coordinate_transformation_mode '" + transform +
                  "' is not supported (half_pixel, pytorch_half_pixel, asymmetric, align_corners)");
   }
   const std::string rounding = context.StringAttr("nearest_mode").value_or("round_prefer_floor");
-  if (rounding != "round_prefer_floor" && rounding != "round_prefer_ceil" &&
-      rounding != "floor" && rounding != "ceil") {
+  if (rounding != "round_prefer_floor" && rounding != "round_prefer_ceil" && rounding != "floor" &&
+      rounding != "ceil") {
     context.Fail("nearest_mode '" + rounding + "' is not supported");
   }
   if (context.IntAttr("exclude_outside").value_or(0) != 0) {
@@ -1038,13 +1043,13 @@ Values Resize(const NodeContext& context) {
       source = call("divide", {position, scale});
     } else if (transform == "align_corners") {
       const Value one = real(1);
-      source = call("multiply",
-                    {position, call("divide", {call("subtract", {in_real, one}),
-                                               call("maximum", {call("subtract", {out_real, one}),
-                                                                one})})});
+      source = call(
+          "multiply",
+          {position, call("divide", {call("subtract", {in_real, one}),
+                                     call("maximum", {call("subtract", {out_real, one}), one})})});
     } else {
-      source = call("subtract", {call("divide", {call("add", {position, real(0.5)}), scale}),
-                                 real(0.5)});
+      source = call("subtract",
+                    {call("divide", {call("add", {position, real(0.5)}), scale}), real(0.5)});
       if (transform == "pytorch_half_pixel") {
         source = context.Call("where", {call("greater", {out_real, real(1)}), source, real(0)});
       }
@@ -1064,7 +1069,8 @@ Values Resize(const NodeContext& context) {
       if (rounding == "round_prefer_floor") {
         index = call("ceil", {call("subtract", {source, real(0.5)})});
       }
-      if (rounding == "round_prefer_ceil") index = call("floor", {call("add", {source, real(0.5)})});
+      if (rounding == "round_prefer_ceil")
+        index = call("floor", {call("add", {source, real(0.5)})});
       result = take(index);
       continue;
     }
@@ -1074,8 +1080,8 @@ Values Resize(const NodeContext& context) {
     // The weight of the higher row, shaped to broadcast along `axis`.
     std::vector<int64_t> along{-1};
     for (int64_t d = axis + 1; d < rank; ++d) along.push_back(1);
-    const Value weight = context.Call("reshape", {call("subtract", {at, low})},
-                                      AttrsOf({{"newshape", along}}));
+    const Value weight =
+        context.Call("reshape", {call("subtract", {at, low})}, AttrsOf({{"newshape", along}}));
     const Value below = take(low), above = take(high);
     result = call("add", {below, call("multiply", {call("subtract", {above, below}), weight})});
   }
@@ -1103,9 +1109,9 @@ Values Tile(const NodeContext& context) {
   const Value counts = KnownInts(repeats);
   const Value interleaved = context.Call(
       "reshape",
-      {context.Expr(op::MakeOpCall("stack",
-                                   {Make<ir::TupleNode>(std::vector<ir::Expr>{counts.expr, shape.expr})},
-                                   AttrsOf({{"axis", int64_t{1}}})))},
+      {context.Expr(op::MakeOpCall(
+          "stack", {Make<ir::TupleNode>(std::vector<ir::Expr>{counts.expr, shape.expr})},
+          AttrsOf({{"axis", int64_t{1}}})))},
       AttrsOf({{"newshape", std::vector<int64_t>{-1}}}));
   Value spread = context.Input(0);
   for (int64_t d = 0; d < rank; ++d) {
@@ -1132,7 +1138,8 @@ Values Pad(const NodeContext& context) {
   const std::vector<int64_t> pads = context.KnownInts(1, "pads");
   std::vector<int64_t> axes;
   if (context.Has(3)) {
-    for (int64_t axis : context.KnownInts(3, "axes")) axes.push_back(NormalAxis(context, axis, rank));
+    for (int64_t axis : context.KnownInts(3, "axes"))
+      axes.push_back(NormalAxis(context, axis, rank));
   } else {
     for (int64_t axis = 0; axis < rank; ++axis) axes.push_back(axis);
   }
@@ -1160,8 +1167,7 @@ Values Pad(const NodeContext& context) {
     const int64_t axis = axes[i];
     const int64_t before = pads[i], after = pads[count + i];
     if (before < 0 || after < 0) {
-      result = slice(result, axis, std::max<int64_t>(0, -before),
-                     after < 0 ? after : kEnd, 1);
+      result = slice(result, axis, std::max<int64_t>(0, -before), after < 0 ? after : kEnd, 1);
     }
     const ir::Dim dim = context.TypeOfExpr(result.expr)->shape[axis];
     // The block of `size` elements before (`first`) or after the data.
@@ -1174,13 +1180,15 @@ Values Pad(const NodeContext& context) {
         }
         return first ? slice(result, axis, size, 0, -1) : slice(result, axis, -2, -2 - size, -1);
       }
-      if (mode == "wrap") return first ? slice(result, axis, -size, kEnd, 1) : slice(result, axis, 0, size, 1);
+      if (mode == "wrap")
+        return first ? slice(result, axis, -size, kEnd, 1) : slice(result, axis, 0, size, 1);
       const Value shape = ShapeVector(context, result);
-      const Value sized = ConcatVectors(
-          context, {Elements(context, shape, 0, axis), KnownInts({size}),
-                    Elements(context, shape, axis + 1, rank)});
+      const Value sized =
+          ConcatVectors(context, {Elements(context, shape, 0, axis), KnownInts({size}),
+                                  Elements(context, shape, axis + 1, rank)});
       if (mode == "edge") {
-        return BroadcastTo(context, first ? slice(result, axis, 0, 1, 1) : slice(result, axis, -1, kEnd, 1),
+        return BroadcastTo(context,
+                           first ? slice(result, axis, 0, 1, 1) : slice(result, axis, -1, kEnd, 1),
                            sized);
       }
       return BroadcastTo(context, fill, sized);
@@ -1190,8 +1198,8 @@ Values Pad(const NodeContext& context) {
     parts.push_back(result.expr);
     if (after > 0) parts.push_back(block(after, false).expr);
     if (parts.size() > 1) {
-      result = context.Expr(op::MakeOpCall("concatenate", {Make<ir::TupleNode>(parts)},
-                                           AttrsOf({{"axis", axis}})));
+      result = context.Expr(
+          op::MakeOpCall("concatenate", {Make<ir::TupleNode>(parts)}, AttrsOf({{"axis", axis}})));
     }
   }
   return {result};
@@ -1293,20 +1301,19 @@ std::string RecurrenceText(const Recurrence& rnn, const std::string& name, const
   const std::string state = "Tensor[(" + n + ", " + h + "), float32]";
   const std::string states = "Tensor[(?, " + n + ", " + h + "), float32]";
   const std::string c = rnn.cell_state ? ", %c" : "";
-  std::string text = "def @" + name + "(%xw: Tensor[(?, " + n + ", " + g +
-                     "), float32], %r: Tensor[(" + g + ", " + h + "), float32], %rb: Tensor[(" + g +
-                     "), float32], %t: int64, %h: " + state +
-                     (rnn.cell_state ? ", %c: " + state : "") + ", %ys: " + states +
-                     (masked ? ", %lengths: Tensor[(" + n + ", 1), int64]" : "") + ") -> (" +
-                     states + ", " + state + (rnn.cell_state ? ", " + state : "") + ") {\n" +
-                     "  let %steps = take(shape_of(%xw, dtype=\"int64\"), 0i64);\n" +
-                     "  if (less(%t, %steps)) {\n" +
-                     (reverse ? "    let %at = subtract(subtract(%steps, 1i64), %t);\n"
-                              : "    let %at = %t;\n") +
-                     "    let %x = split(take(%xw, %at, axis=0), indices_or_sections=" + gates +
-                     ", axis=1);\n"
-                     "    let %hr = split(add(nn.dense(%h, %r), %rb), indices_or_sections=" +
-                     gates + ", axis=1);\n";
+  std::string text =
+      "def @" + name + "(%xw: Tensor[(?, " + n + ", " + g + "), float32], %r: Tensor[(" + g + ", " +
+      h + "), float32], %rb: Tensor[(" + g + "), float32], %t: int64, %h: " + state +
+      (rnn.cell_state ? ", %c: " + state : "") + ", %ys: " + states +
+      (masked ? ", %lengths: Tensor[(" + n + ", 1), int64]" : "") + ") -> (" + states + ", " +
+      state + (rnn.cell_state ? ", " + state : "") + ") {\n" +
+      "  let %steps = take(shape_of(%xw, dtype=\"int64\"), 0i64);\n" +
+      "  if (less(%t, %steps)) {\n" +
+      (reverse ? "    let %at = subtract(subtract(%steps, 1i64), %t);\n" : "    let %at = %t;\n") +
+      "    let %x = split(take(%xw, %at, axis=0), indices_or_sections=" + gates +
+      ", axis=1);\n"
+      "    let %hr = split(add(nn.dense(%h, %r), %rb), indices_or_sections=" +
+      gates + ", axis=1);\n";
   if (rnn.cell_state) {
     text +=
         "    let %c2 = add(multiply(sigmoid(add(%x.2, %hr.2)), %c),\n"
@@ -1322,14 +1329,13 @@ std::string RecurrenceText(const Recurrence& rnn, const std::string& name, const
   std::string y = "%h2";
   if (masked) {
     text += "    let %live = less(%at, %lengths);\n";
-    next = std::string("where(%live, %h2, %h)") +
-           (rnn.cell_state ? ", where(%live, %c2, %c)" : "");
+    next = std::string("where(%live, %h2, %h)") + (rnn.cell_state ? ", where(%live, %c2, %c)" : "");
     y = "where(%live, %h2, zeros_like(%h2))";
   }
   const std::string row = "expand_dims(" + y + ", axis=0)";
   text += "    @" + name + "(%xw, %r, %rb, add(%t, 1i64), " + next + ", concatenate((" +
-          (reverse ? row + ", %ys" : "%ys, " + row) + "), axis=0)" +
-          (masked ? ", %lengths" : "") + ")\n  } else {\n    (%ys, %h" + c + ")\n  }\n}\n";
+          (reverse ? row + ", %ys" : "%ys, " + row) + "), axis=0)" + (masked ? ", %lengths" : "") +
+          ")\n  } else {\n    (%ys, %h" + c + ")\n  }\n}\n";
   return text;
 }
 
@@ -1437,18 +1443,18 @@ Converter RecurrentLayer(Recurrence rnn) {
       const std::string name = std::string("onnx_") + rnn.kind + (reverse ? "_reverse" : "") +
                                (lengths ? "_masked" : "") + "_n" + (n == "?" ? "any" : n) + "_h" +
                                std::to_string(*hidden);
-      const ir::GlobalVar step = context.Define(
-          name, RecurrenceText(rnn, name, n, *hidden, reverse, lengths.has_value()));
-      std::vector<ir::Expr> args = {xw.expr, of_direction(context.Input(2), d).expr,
-                                    recurrent_bias.expr,
-                                    Known(TensorNode::Scalar<int64_t>(DataType::Int64(), 0)).expr,
-                                    h0.expr};
+      const ir::GlobalVar step =
+          context.Define(name, RecurrenceText(rnn, name, n, *hidden, reverse, lengths.has_value()));
+      std::vector<ir::Expr> args = {
+          xw.expr, of_direction(context.Input(2), d).expr, recurrent_bias.expr,
+          Known(TensorNode::Scalar<int64_t>(DataType::Int64(), 0)).expr, h0.expr};
       if (rnn.cell_state) args.push_back(initial(6, d).expr);
       args.push_back(none.expr);
       if (lengths) args.push_back(lengths->expr);
       const ir::Expr result = Make<ir::CallNode>(step, args);
       for (size_t k = 0; k < fields.size(); ++k) {
-        fields[k].push_back(context.Expr(Make<ir::TupleGetItemNode>(result, static_cast<int>(k))).expr);
+        fields[k].push_back(
+            context.Expr(Make<ir::TupleGetItemNode>(result, static_cast<int>(k))).expr);
       }
     }
     // Y is (sequence, directions, batch, hidden); Y_h and Y_c (directions,

@@ -240,7 +240,8 @@ class GraphImporter : public Subgraphs {
     }
     if (order.size() != static_cast<size_t>(count)) {
       for (int i = 0; i < count; ++i) {
-        if (waiting[i] > 0) Fail("the graph has a cycle through node " + NodeName(graph.node(i), i));
+        if (waiting[i] > 0)
+          Fail("the graph has a cycle through node " + NodeName(graph.node(i), i));
       }
     }
     return order;

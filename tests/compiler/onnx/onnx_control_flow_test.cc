@@ -1,8 +1,8 @@
 // ONNX Loop, Scan and If on graphs built here: scan outputs stacked on a
-// new axis (zero iterations too), a Scan in both directions, a loop nested in a loop reading the values of both
-// enclosing graphs, a condition known at import time, and malformed
-// subgraphs refused with errors that name the node. (PyTorch's exports of
-// loops and branches are in onnx_import_test.cc.)
+// new axis (zero iterations too), a Scan in both directions, a loop nested in a loop reading the
+// values of both enclosing graphs, a condition known at import time, and malformed subgraphs
+// refused with errors that name the node. (PyTorch's exports of loops and branches are in
+// onnx_import_test.cc.)
 #include "nimble/compiler/onnx/onnx_control_flow.h"
 
 #include <gmock/gmock.h>
@@ -19,8 +19,8 @@
 namespace nimble::onnx_import {
 namespace {
 
-using ::testing::HasSubstr;
 using onnx::TensorProto;
+using ::testing::HasSubstr;
 
 onnx::ModelProto ModelOf(const onnx::GraphProto& graph) {
   onnx::ModelProto model;
@@ -64,16 +64,23 @@ std::string ImportError(const onnx::GraphProto& graph) {
   return ErrorOf([&] { ImportOnnx(ModelOf(graph).SerializeAsString(), "model.onnx"); });
 }
 
-// for i < len(X): sum += X[i]; scan X[i]^2 and (i, 2i). Returns the graph.
-onnx::GraphProto SumAndScans() {
+// A graph `name` of input X (float32, n) with initializers zero (0.0) and
+// first (int64 0), and X's `length`.
+onnx::GraphProto GraphOfX(const std::string& name) {
   onnx::GraphProto graph;
-  graph.set_name("scans");
+  graph.set_name(name);
   AddInput(graph, "X", TensorProto::FLOAT, {-1});
   AddScalar(graph, "zero", TensorProto::FLOAT, 0.0);
   AddScalar(graph, "first", TensorProto::INT64, 0);
-  AddScalar(graph, "yes", TensorProto::BOOL, 1);
   AddNode(graph, "Shape", {"X"}, "shape");
   AddNode(graph, "Gather", {"shape", "first"}, "length");
+  return graph;
+}
+
+// for i < len(X): sum += X[i]; scan X[i]^2 and (i, 2i). Returns the graph.
+onnx::GraphProto SumAndScans() {
+  onnx::GraphProto graph = GraphOfX("scans");
+  AddScalar(graph, "yes", TensorProto::BOOL, 1);
   onnx::GraphProto body = Body({"sum_in"});
   AddNode(body, "Gather", {"X", "i"}, "x");
   AddNode(body, "Add", {"sum_in", "x"}, "sum_out");
@@ -102,8 +109,8 @@ TEST(OnnxControlFlow, ScanOutputsAreStackedOnANewAxisEvenForNoIterations) {
   for (int64_t n : {0, 1, 4}) {
     std::vector<float> x;
     for (int64_t k = 0; k < n; ++k) x.push_back(0.5f * static_cast<float>(k) - 1.0f);
-    const std::vector<Tensor> out = Fields(machine.Invoke(
-        "main", {TensorNode::FromVector<float>({n}, DataType::Float32(), x)}));
+    const std::vector<Tensor> out = Fields(
+        machine.Invoke("main", {TensorNode::FromVector<float>({n}, DataType::Float32(), x)}));
     ASSERT_EQ(out.size(), 3u);
     ASSERT_EQ(out[0]->shape(), Shape{});
     ASSERT_EQ(out[1]->shape(), Shape{n}) << "n = " << n;
@@ -189,14 +196,8 @@ TEST(OnnxControlFlow, AScanReadsItsInputsAlongAnAxisInEitherDirection) {
 // for i < len(X): total += (for j <= i: s += X[j] * i): the inner body reads
 // the graph's input X and the outer body's i.
 TEST(OnnxControlFlow, ANestedLoopReadsTheValuesOfBothEnclosingGraphs) {
-  onnx::GraphProto graph;
-  graph.set_name("nested");
-  AddInput(graph, "X", TensorProto::FLOAT, {-1});
-  AddScalar(graph, "zero", TensorProto::FLOAT, 0.0);
-  AddScalar(graph, "first", TensorProto::INT64, 0);
+  onnx::GraphProto graph = GraphOfX("nested");
   AddScalar(graph, "one", TensorProto::INT64, 1);
-  AddNode(graph, "Shape", {"X"}, "shape");
-  AddNode(graph, "Gather", {"shape", "first"}, "length");
   onnx::GraphProto inner = Body({"s_in"});
   inner.set_name("inner");
   inner.mutable_input(0)->set_name("j");
@@ -221,9 +222,9 @@ TEST(OnnxControlFlow, ANestedLoopReadsTheValuesOfBothEnclosingGraphs) {
   for (int64_t n = 0; n <= 5; ++n) {
     const Tensor total =
         machine
-            .Invoke("main", {TensorNode::FromVector<float>(
-                                {n}, DataType::Float32(), std::vector<float>(x.begin(),
-                                                                             x.begin() + n))})
+            .Invoke("main",
+                    {TensorNode::FromVector<float>({n}, DataType::Float32(),
+                                                   std::vector<float>(x.begin(), x.begin() + n))})
             .as<TensorNode>();
     float expected = 0;
     for (int64_t i = 0; i < n; ++i) {
@@ -308,12 +309,12 @@ TEST(OnnxControlFlow, MalformedLoopsAreNamed) {
     edit(*graph.mutable_node(2)->mutable_attribute(0)->mutable_g());
     return graph;
   };
-  EXPECT_THAT(ImportError(with_body([](onnx::GraphProto& body) { body.mutable_input()->RemoveLast(); })),
-              HasSubstr("node sum (Loop): the body takes 2 inputs; with 1 loop-carried values it "
-                        "takes 3"));
-  EXPECT_THAT(ImportError(with_body([](onnx::GraphProto& body) {
-                body.mutable_output()->DeleteSubrange(1, 3);
-              })),
+  EXPECT_THAT(
+      ImportError(with_body([](onnx::GraphProto& body) { body.mutable_input()->RemoveLast(); })),
+      HasSubstr("node sum (Loop): the body takes 2 inputs; with 1 loop-carried values it "
+                "takes 3"));
+  EXPECT_THAT(ImportError(with_body(
+                  [](onnx::GraphProto& body) { body.mutable_output()->DeleteSubrange(1, 3); })),
               HasSubstr("node sum (Loop): the body returns 1 outputs; with 1 loop-carried values "
                         "it returns at least 2"));
   EXPECT_THAT(ImportError(with_body([](onnx::GraphProto& body) {
@@ -323,10 +324,9 @@ TEST(OnnxControlFlow, MalformedLoopsAreNamed) {
               })),
               HasSubstr("node sum (Loop): loop-carried value 0 is Tensor[(), float32] going into "
                         "the body and Tensor[(), int64] coming out of it"));
-  EXPECT_THAT(ImportError(with_body([](onnx::GraphProto& body) {
-                body.mutable_output(0)->set_name("x");
-              })),
-              HasSubstr("node sum (Loop): the body's condition output must be bool"));
+  EXPECT_THAT(
+      ImportError(with_body([](onnx::GraphProto& body) { body.mutable_output(0)->set_name("x"); })),
+      HasSubstr("node sum (Loop): the body's condition output must be bool"));
   // A scan output whose shape changes between iterations.
   EXPECT_THAT(ImportError(with_body([](onnx::GraphProto& body) {
                 AddNode(body, "Range", {"i", "i", "i"}, "range");

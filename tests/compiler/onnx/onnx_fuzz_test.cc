@@ -144,9 +144,9 @@ std::vector<std::string> ExportedModels() {
                               "/tests/compiler/onnx/export_models.py " + dir.string() +
                               " > /dev/null 2>&1";
   if (std::system(command.c_str()) == 0) {
-    for (const char* name : {"bert_opset14.onnx", "ops.onnx", "lstm2.onnx", "gru1.onnx",
-                             "greedy_decoder.onnx", "branch.onnx", "lstm_lengths.onnx",
-                             "nn_ops.onnx"}) {
+    for (const char* name :
+         {"bert_opset14.onnx", "ops.onnx", "lstm2.onnx", "gru1.onnx", "greedy_decoder.onnx",
+          "branch.onnx", "lstm_lengths.onnx", "nn_ops.onnx"}) {
       std::ifstream file(dir / name, std::ios::binary);
       models.emplace_back(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
     }
@@ -211,12 +211,20 @@ class Mutator {
       switch (Below(8)) {
         case 0: {  // another operator
           if (graph.node_size() == 0) break;
-          static const char* kOps[] = {"Add",   "MatMul",  "Reshape", "Gather",    "Slice",
-                                       "Split", "Concat",  "Softmax", "Transpose", "Unsqueeze",
-                                       "Range", "Expand",  "Where",   "Cast",      "Squeeze",
-                                       "Shape", "Dropout", "Gemm",    "ReduceSum", "Constant",
-                                       "LSTM",  "GRU",     "Loop",    "If",        "Flatten",
-                                       "BatchNormalization", "NonZero", "ArgMax"};
+          static const char* kOps[] = {"Add",       "MatMul",
+                                       "Reshape",   "Gather",
+                                       "Slice",     "Split",
+                                       "Concat",    "Softmax",
+                                       "Transpose", "Unsqueeze",
+                                       "Range",     "Expand",
+                                       "Where",     "Cast",
+                                       "Squeeze",   "Shape",
+                                       "Dropout",   "Gemm",
+                                       "ReduceSum", "Constant",
+                                       "LSTM",      "GRU",
+                                       "Loop",      "If",
+                                       "Flatten",   "BatchNormalization",
+                                       "NonZero",   "ArgMax"};
           graph.mutable_node(Below(graph.node_size()))->set_op_type(kOps[Below(std::size(kOps))]);
           break;
         }

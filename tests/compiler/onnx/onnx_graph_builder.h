@@ -12,8 +12,7 @@ namespace nimble::onnx_import {
 // A node `op_type` of `inputs` to output `output` (which also names it),
 // added to `graph`.
 inline onnx::NodeProto& AddNode(onnx::GraphProto& graph, const std::string& op_type,
-                                const std::vector<std::string>& inputs,
-                                const std::string& output) {
+                                const std::vector<std::string>& inputs, const std::string& output) {
   onnx::NodeProto& node = *graph.add_node();
   node.set_op_type(op_type);
   node.set_name(output);

@@ -604,8 +604,7 @@ TEST(OnnxImport, OperatorsOfOpsets18To20MatchTheirDefinitions) {
     const double v = x[k];
     near(actual[0]->GetAsDouble(k), 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))), "Gelu");
     near(actual[1]->GetAsDouble(k),
-         0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))),
-         "Gelu tanh");
+         0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))), "Gelu tanh");
   }
   for (int64_t row = 0; row < 2; ++row) {
     double squares = 0, exps = 0;
