@@ -1265,6 +1265,280 @@ Values Range(const NodeContext& context) {
                        AttrsOf({{"dtype", dtype}}))};
 }
 
+// ---- convolution and pooling (1-D and 2-D, NCW / NCHW) ----
+
+// The spatial window attributes ONNX's Conv, ConvTranspose and pools share,
+// for `spatial` axes: strides, dilations (1 each by default) and pads (all
+// begins, then all ends), with auto_pad's SAME_UPPER / SAME_LOWER worked out
+// from the input's static sizes.
+struct Window {
+  std::vector<int64_t> kernel, strides, dilations, pads;
+};
+
+Window WindowOf(const NodeContext& context, const std::vector<int64_t>& kernel, bool transposed) {
+  const ir::TensorType x = context.TypeOf(0);
+  const size_t spatial = x->ndim() - 2;
+  const auto per_axis = [&](const std::string& name, size_t count, int64_t fallback) {
+    const std::vector<int64_t> values =
+        context.IntsAttr(name).value_or(std::vector<int64_t>(count, fallback));
+    if (values.size() != count) {
+      context.Fail(name + " has " + std::to_string(values.size()) + " entries for " +
+                   std::to_string(spatial) + " spatial axes");
+    }
+    for (int64_t value : values) {
+      if (value < (name == "pads" || name == "output_padding" ? 0 : 1)) {
+        context.Fail(name + " has " + std::to_string(value));
+      }
+    }
+    return values;
+  };
+  Window window{kernel, per_axis("strides", spatial, 1), per_axis("dilations", spatial, 1),
+                per_axis("pads", 2 * spatial, 0)};
+  const std::string auto_pad = context.StringAttr("auto_pad").value_or("NOTSET");
+  if (auto_pad == "VALID") {
+    window.pads.assign(2 * spatial, 0);
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    if (transposed) context.Fail("auto_pad " + auto_pad + " is not supported for ConvTranspose");
+    for (size_t d = 0; d < spatial; ++d) {
+      const ir::Dim in = x->shape[2 + d];
+      if (!in.is_static()) {
+        context.Fail("auto_pad " + auto_pad + " needs static spatial sizes, got " +
+                     ir::TypeToString(x));
+      }
+      const int64_t stride = window.strides[d];
+      const int64_t out = (in.value() + stride - 1) / stride;
+      const int64_t total = std::max<int64_t>(
+          0, (out - 1) * stride + window.dilations[d] * (kernel[d] - 1) + 1 - in.value());
+      const int64_t small = total / 2, large = total - small;
+      window.pads[d] = auto_pad == "SAME_UPPER" ? small : large;
+      window.pads[spatial + d] = auto_pad == "SAME_UPPER" ? large : small;
+    }
+  } else if (auto_pad != "NOTSET") {
+    context.Fail("auto_pad '" + auto_pad + "' is not supported");
+  }
+  return window;
+}
+
+// The 1-D or 2-D Nimble operator `stem` ("nn.conv" -> "nn.conv2d") of the
+// node's data.
+std::string SpatialOp(const NodeContext& context, const std::string& stem) {
+  const int64_t rank = Rank(context, 0);
+  if (rank != 3 && rank != 4) {
+    context.Fail("only 1-D and 2-D data (rank 3 or 4) is supported, got rank " +
+                 std::to_string(rank));
+  }
+  return stem + std::to_string(rank - 2) + "d";
+}
+
+// `bias` (C) added along axis 1 of `value`.
+Value AddChannelBias(const NodeContext& context, const Value& value, const Value& bias) {
+  std::vector<int64_t> per_channel{-1};
+  for (size_t d = 2; d < context.TypeOfExpr(value.expr)->ndim(); ++d) per_channel.push_back(1);
+  return context.Call(
+      "add", {value, context.Call("reshape", {bias}, AttrsOf({{"newshape", per_channel}}))});
+}
+
+std::vector<int64_t> KernelOf(const NodeContext& context, size_t spatial) {
+  const ir::TensorType w = context.TypeOf(1);
+  if (w->ndim() != spatial + 2) {
+    context.Fail("W must have rank " + std::to_string(spatial + 2) + ", got " +
+                 ir::TypeToString(w));
+  }
+  std::vector<int64_t> kernel;
+  for (size_t d = 0; d < spatial; ++d) {
+    if (!w->shape[2 + d].is_static()) context.Fail("W's kernel sizes must be static");
+    kernel.push_back(w->shape[2 + d].value());
+  }
+  if (const auto given = context.IntsAttr("kernel_shape"); given && *given != kernel) {
+    context.Fail("kernel_shape " + ShapeToString(*given) + " differs from W's " +
+                 ShapeToString(kernel));
+  }
+  return kernel;
+}
+
+Values Conv(const NodeContext& context) {
+  context.OnlyAttrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+  const std::string op = SpatialOp(context, "nn.conv");
+  const std::vector<int64_t> kernel = KernelOf(context, context.TypeOf(0)->ndim() - 2);
+  const Window window = WindowOf(context, kernel, false);
+  Value result = context.Call(op, {context.Input(0), context.Input(1)},
+                              AttrsOf({{"strides", window.strides},
+                                       {"padding", window.pads},
+                                       {"dilation", window.dilations},
+                                       {"groups", context.IntAttr("group").value_or(1)}}));
+  if (context.Has(2)) result = AddChannelBias(context, result, context.Input(2));
+  return {result};
+}
+
+// ConvTranspose as the convolution it is the gradient of: the data with
+// stride - 1 zeros between its elements, convolved at stride 1 with the
+// weight's kernels flipped and its in and out channels swapped (per group),
+// padded by dilation * (kernel - 1) less the pads (output_padding more at
+// the end; a negative pad crops).
+Values ConvTranspose(const NodeContext& context) {
+  context.OnlyAttrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides",
+                     "output_padding", "output_shape"});
+  if (context.IntsAttr("output_shape")) context.Fail("output_shape is not supported (give pads)");
+  const std::string op = SpatialOp(context, "nn.conv");
+  const int64_t rank = Rank(context, 0);
+  const size_t spatial = static_cast<size_t>(rank - 2);
+  const std::vector<int64_t> kernel = KernelOf(context, spatial);
+  const Window window = WindowOf(context, kernel, true);
+  const std::vector<int64_t> output_padding =
+      context.IntsAttr("output_padding").value_or(std::vector<int64_t>(spatial, 0));
+  if (output_padding.size() != spatial) context.Fail("output_padding needs one entry per axis");
+  const int64_t groups = context.IntAttr("group").value_or(1);
+  const ir::TensorType w = context.TypeOf(1);
+  if (!w->is_static() || groups < 1 || w->shape[0].value() % groups != 0) {
+    context.Fail("W must be static with in-channels divisible by group " + std::to_string(groups) +
+                 ", got " + ir::TypeToString(w));
+  }
+  // W (C, O/g, k...) -> (O, C/g, k... flipped).
+  const int64_t in_channels = w->shape[0].value(), out_per_group = w->shape[1].value();
+  std::vector<int64_t> grouped{groups, in_channels / groups, out_per_group};
+  grouped.insert(grouped.end(), kernel.begin(), kernel.end());
+  std::vector<int64_t> swap{0, 2, 1};
+  std::vector<int64_t> merged{groups * out_per_group, in_channels / groups};
+  for (size_t d = 0; d < spatial; ++d) {
+    swap.push_back(static_cast<int64_t>(3 + d));
+    merged.push_back(kernel[d]);
+  }
+  Value weight = context.Call(
+      "reshape",
+      {context.Call("transpose",
+                    {context.Call("reshape", {context.Input(1)}, AttrsOf({{"newshape", grouped}}))},
+                    AttrsOf({{"axes", swap}}))},
+      AttrsOf({{"newshape", merged}}));
+  std::vector<int64_t> spatial_axes, starts(spatial, -1),
+      ends(spatial, std::numeric_limits<int32_t>::min()), reverse(spatial, -1);
+  for (size_t d = 0; d < spatial; ++d) spatial_axes.push_back(static_cast<int64_t>(2 + d));
+  weight = context.Call(
+      "strided_slice", {weight},
+      AttrsOf({{"begin", starts}, {"end", ends}, {"strides", reverse}, {"axes", spatial_axes}}));
+  // Zeros between the elements, one axis at a time.
+  Value data = context.Input(0);
+  for (size_t d = 0; d < spatial; ++d) {
+    const int64_t stride = window.strides[d];
+    if (stride == 1) continue;
+    const int64_t axis = static_cast<int64_t>(2 + d);
+    const Value spread = context.Call("expand_dims", {data}, AttrsOf({{"axis", axis + 1}}));
+    const Value shape = ShapeVector(context, spread);
+    const Value gap_shape =
+        ConcatVectors(context, {Elements(context, shape, 0, axis + 1), KnownInts({stride - 1}),
+                                Elements(context, shape, axis + 2, rank + 1)});
+    const Value zero = Known(TensorNode::Empty({}, context.TypeOf(0)->dtype));
+    const Value gapped =
+        context.Expr(op::MakeOpCall("concatenate",
+                                    {Make<ir::TupleNode>(std::vector<ir::Expr>{
+                                        spread.expr, BroadcastTo(context, zero, gap_shape).expr})},
+                                    AttrsOf({{"axis", axis + 1}})));
+    const Value data_shape = ShapeVector(context, data);
+    const Value flat_shape = ConcatVectors(
+        context, {Elements(context, data_shape, 0, axis),
+                  context.Call("multiply", {Elements(context, data_shape, axis, axis + 1),
+                                            KnownInts({stride})}),
+                  Elements(context, data_shape, axis + 1, rank)});
+    // (L s) less the zeros after the last element.
+    data = context.Call("strided_slice", {ReshapeTo(context, gapped, flat_shape)},
+                        AttrsOf({{"begin", std::vector<int64_t>{0}},
+                                 {"end", std::vector<int64_t>{-(stride - 1)}},
+                                 {"axes", std::vector<int64_t>{axis}}}));
+  }
+  std::vector<int64_t> padding(2 * spatial), crop_begin(spatial), crop_end(spatial);
+  bool crops = false;
+  for (size_t d = 0; d < spatial; ++d) {
+    const int64_t reach = window.dilations[d] * (kernel[d] - 1);
+    const int64_t begin = reach - window.pads[d];
+    const int64_t end = reach - window.pads[spatial + d] + output_padding[d];
+    padding[d] = std::max<int64_t>(0, begin);
+    padding[spatial + d] = std::max<int64_t>(0, end);
+    crop_begin[d] = std::max<int64_t>(0, -begin);
+    crop_end[d] = end < 0 ? end : std::numeric_limits<int32_t>::max();
+    crops = crops || begin < 0 || end < 0;
+  }
+  Value result = context.Call(op, {data, weight},
+                              AttrsOf({{"strides", std::vector<int64_t>(spatial, 1)},
+                                       {"padding", padding},
+                                       {"dilation", window.dilations},
+                                       {"groups", groups}}));
+  if (crops) {
+    result =
+        context.Call("strided_slice", {result},
+                     AttrsOf({{"begin", crop_begin}, {"end", crop_end}, {"axes", spatial_axes}}));
+  }
+  if (context.Has(2)) result = AddChannelBias(context, result, context.Input(2));
+  return {result};
+}
+
+// MaxPool, AveragePool: nn.max_pool / nn.avg_pool over the node's window.
+Converter Pool(const std::string& stem) {
+  return [stem](const NodeContext& context) {
+    const bool average = stem == "nn.avg_pool";
+    context.OnlyAttrs({"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides",
+                       average ? "count_include_pad" : "storage_order"});
+    if (context.node().output_size() > 1) context.Fail("the Indices output is not supported");
+    if (context.IntAttr("storage_order").value_or(0) != 0) {
+      context.Fail("storage_order 1 is not supported");
+    }
+    const std::string op = SpatialOp(context, stem);
+    const std::optional<std::vector<int64_t>> kernel = context.IntsAttr("kernel_shape");
+    if (!kernel || kernel->size() != context.TypeOf(0)->ndim() - 2) {
+      context.Fail("kernel_shape needs one entry per spatial axis");
+    }
+    const Window window = WindowOf(context, *kernel, false);
+    ir::Attrs attrs = AttrsOf({{"pool_size", *kernel},
+                               {"strides", window.strides},
+                               {"padding", window.pads},
+                               {"dilation", window.dilations},
+                               {"ceil_mode", context.IntAttr("ceil_mode").value_or(0) != 0}});
+    if (average) {
+      attrs.Set("count_include_pad", context.IntAttr("count_include_pad").value_or(0) != 0);
+    }
+    return Values{context.Call(op, {context.Input(0)}, attrs)};
+  };
+}
+
+// ---- index operators ----
+
+Values CumSum(const NodeContext& context) {
+  context.OnlyAttrs({"exclusive", "reverse"});
+  const std::vector<int64_t> axis = context.KnownInts(1, "axis");
+  if (axis.size() != 1) context.Fail("axis must be one integer");
+  return {context.Call("cumsum", {context.Input(0)},
+                       AttrsOf({{"axis", NormalAxis(context, axis[0], Rank(context, 0))},
+                                {"exclusive", context.IntAttr("exclusive").value_or(0) != 0},
+                                {"reverse", context.IntAttr("reverse").value_or(0) != 0}}))};
+}
+
+Values TopK(const NodeContext& context) {
+  context.OnlyAttrs({"axis", "largest", "sorted"});
+  const ir::Expr both =
+      op::MakeOpCall("topk", {context.Input(0).expr, context.Input(1).expr},
+                     AttrsOf({{"axis", context.IntAttr("axis").value_or(-1)},
+                              {"largest", context.IntAttr("largest").value_or(1) != 0},
+                              {"sorted", context.IntAttr("sorted").value_or(1) != 0}}));
+  return {context.Expr(Make<ir::TupleGetItemNode>(both, 0)),
+          context.Expr(Make<ir::TupleGetItemNode>(both, 1))};
+}
+
+Values GatherElements(const NodeContext& context) {
+  context.OnlyAttrs({"axis"});
+  return {context.Call("gather_elements", {context.Input(0), context.Input(1)},
+                       AttrsOf({{"axis", context.IntAttr("axis").value_or(0)}}))};
+}
+
+Values GatherND(const NodeContext& context) {
+  context.OnlyAttrs({"batch_dims"});
+  return {context.Call("gather_nd", {context.Input(0), context.Input(1)},
+                       AttrsOf({{"batch_dims", context.IntAttr("batch_dims").value_or(0)}}))};
+}
+
+Values ScatterND(const NodeContext& context) {
+  context.OnlyAttrs({"reduction"});
+  return {context.Call("scatter_nd", {context.Input(0), context.Input(1), context.Input(2)},
+                       AttrsOf({{"reduction", context.StringAttr("reduction").value_or("none")}}))};
+}
+
 Values Where(const NodeContext& context) {
   context.OnlyAttrs({});
   return {context.Call("where", {context.Input(0), context.Input(1), context.Input(2)})};
@@ -1475,6 +1749,7 @@ const std::map<std::string, Converter>& Converters() {
       {"And", Binary("logical_and")},
       {"ArgMax", ArgReduce("argmax")},
       {"ArgMin", ArgReduce("argmin")},
+      {"AveragePool", Pool("nn.avg_pool")},
       {"BatchNormalization", BatchNormalization},
       {"Cast", Cast},
       {"Ceil", Unary("ceil")},
@@ -1482,6 +1757,9 @@ const std::map<std::string, Converter>& Converters() {
       {"Concat", Concat},
       {"Constant", Constant},
       {"ConstantOfShape", ConstantOfShape},
+      {"Conv", Conv},
+      {"ConvTranspose", ConvTranspose},
+      {"CumSum", CumSum},
       {"Div", Binary("divide")},
       {"Dropout", Dropout},
       {"Einsum", Einsum},
@@ -1489,28 +1767,31 @@ const std::map<std::string, Converter>& Converters() {
       {"Equal", Binary("equal")},
       {"Erf", Unary("erf")},
       {"Exp", Unary("exp")},
-      {"Flatten", Flatten},
       {"Expand", Expand},
+      {"Flatten", Flatten},
       {"Floor", Unary("floor")},
-      {"Gather", Gather},
-      {"Gemm", Gemm},
-      {"Greater", Binary("greater")},
       {"GRU", RecurrentLayer({3, "gru", false})},
-      {"HardSigmoid", Activation("nn.hard_sigmoid", {{"alpha", 0.2f}, {"beta", 0.5f}})},
+      {"Gather", Gather},
+      {"GatherElements", GatherElements},
+      {"GatherND", GatherND},
       {"Gelu", Gelu},
+      {"Gemm", Gemm},
       {"GlobalAveragePool", GlobalPool("mean")},
       {"GlobalMaxPool", GlobalPool("max")},
+      {"Greater", Binary("greater")},
+      {"HardSigmoid", Activation("nn.hard_sigmoid", {{"alpha", 0.2f}, {"beta", 0.5f}})},
       {"Identity", Identity},
       {"If", ConvertIf},
       {"IsNaN", Unary("isnan")},
+      {"LSTM", RecurrentLayer({4, "lstm", true})},
       {"LayerNormalization", LayerNormalization},
       {"LeakyRelu", Activation("nn.leaky_relu", {{"alpha", 0.01f}})},
       {"Less", Binary("less")},
       {"Log", Unary("log")},
       {"Loop", ConvertLoop},
-      {"LSTM", RecurrentLayer({4, "lstm", true})},
       {"MatMul", MatMul},
       {"Max", Binary("maximum")},
+      {"MaxPool", Pool("nn.max_pool")},
       {"Min", Binary("minimum")},
       {"Mod", Mod},
       {"Mul", Binary("multiply")},
@@ -1528,26 +1809,28 @@ const std::map<std::string, Converter>& Converters() {
       {"ReduceMean", Reduce("mean", 18)},
       {"ReduceMin", Reduce("min", 18)},
       {"ReduceProd", Reduce("prod", 18)},
-      {"ReduceSumSquare", ReduceComposite("sum_square")},
       {"ReduceSum", Reduce("sum", 13)},
+      {"ReduceSumSquare", ReduceComposite("sum_square")},
       {"Relu", Unary("nn.relu")},
       {"Reshape", Reshape},
       {"Resize", Resize},
       {"Round", Unary("round")},
       {"Scan", ConvertScan},
+      {"ScatterND", ScatterND},
       {"Shape", ShapeOp},
       {"Sigmoid", Unary("sigmoid")},
       {"Sign", Unary("sign")},
+      {"Size", Size},
       {"Slice", Slice},
       {"Softmax", Softmax},
       {"Softplus", Unary("nn.softplus")},
       {"Split", Split},
-      {"Size", Size},
       {"Sqrt", Unary("sqrt")},
       {"Squeeze", Squeeze},
       {"Sub", Binary("subtract")},
       {"Tanh", Unary("tanh")},
       {"Tile", Tile},
+      {"TopK", TopK},
       {"Transpose", Transpose},
       {"Unsqueeze", Unsqueeze},
       {"Where", Where},

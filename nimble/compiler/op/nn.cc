@@ -32,19 +32,6 @@ void CheckFloatDType(DataType dtype, const std::string& what) {
   }
 }
 
-// DispatchDType restricted to the float dtypes, so that the float kernels are
-// only instantiated for them; the type relations reject the others first.
-template <typename Fn>
-void DispatchFloat(DataType dtype, const Fn& fn) {
-  DispatchDType(dtype, [&](auto tag) {
-    if constexpr (ElementInClass<decltype(tag)>(DTypeClass::kFloat)) {
-      fn(tag);
-    } else {
-      ThrowUnsupportedDType(dtype);
-    }
-  });
-}
-
 // Element `index` of a tensor of element type T, as a double; a size-1
 // dimension broadcasts (batch_matmul's batch of 1).
 template <typename T>

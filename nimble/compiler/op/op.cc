@@ -51,10 +51,12 @@ const OpRegistry& OpRegistry::Global() {
     RegisterUnaryOps(built);
     RegisterBinaryOps(built);
     RegisterNnOps(built);
+    RegisterConvOps(built);
     RegisterReduceOps(built);
     RegisterTransformOps(built);
     RegisterCreationOps(built);
     RegisterDynamicOps(built);
+    RegisterIndexOps(built);
     RegisterMemoryOps(built);
     RegisterTreeScheduleOp(built);
     LinkRuntimeHalves(built);

@@ -141,10 +141,12 @@ ir::Call MakeOpCall(const std::string& op_name, std::vector<ir::Expr> args, ir::
 void RegisterUnaryOps(OpRegistry& registry);
 void RegisterBinaryOps(OpRegistry& registry);
 void RegisterNnOps(OpRegistry& registry);
+void RegisterConvOps(OpRegistry& registry);
 void RegisterReduceOps(OpRegistry& registry);
 void RegisterTransformOps(OpRegistry& registry);
 void RegisterCreationOps(OpRegistry& registry);
 void RegisterDynamicOps(OpRegistry& registry);
+void RegisterIndexOps(OpRegistry& registry);
 void RegisterMemoryOps(OpRegistry& registry);
 void RegisterTreeScheduleOp(OpRegistry& registry);
 

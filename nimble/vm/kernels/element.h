@@ -40,6 +40,37 @@ constexpr bool ElementInClass(DTypeClass accepted) {
   throw Error("the kernel does not support dtype " + dtype.name());
 }
 
+// DispatchDType restricted to the float dtypes, so that float kernels are
+// only instantiated for them; the type relations reject the others first.
+template <typename Fn>
+void DispatchFloat(DataType dtype, const Fn& fn) {
+  DispatchDType(dtype, [&](auto tag) {
+    if constexpr (ElementInClass<decltype(tag)>(DTypeClass::kFloat)) {
+      fn(tag);
+    } else {
+      ThrowUnsupportedDType(dtype);
+    }
+  });
+}
+
+// Calls fn(T{}) with the unsigned integer type of the element size of
+// `dtype`: kernels that move elements without looking at them (gathers,
+// copies) copy them as bits.
+template <typename Fn>
+void DispatchElementSize(DataType dtype, const Fn& fn) {
+  switch (dtype.bytes()) {
+    case 1:
+      return fn(uint8_t{});
+    case 2:
+      return fn(uint16_t{});
+    case 4:
+      return fn(uint32_t{});
+    case 8:
+      return fn(uint64_t{});
+  }
+  ThrowUnsupportedDType(dtype);
+}
+
 // Integer arithmetic that wraps modulo 2^bits, as numpy does, where C++
 // signed overflow is undefined; other types compute `fn(a, b)` unchanged.
 template <typename T, typename Fn>

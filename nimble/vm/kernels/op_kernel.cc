@@ -109,10 +109,12 @@ const OpKernelRegistry& OpKernelRegistry::Global() {
     OpKernelRegistry built;
     RegisterElemwiseOpKernels(built);
     RegisterNnOpKernels(built);
+    RegisterConvOpKernels(built);
     RegisterReduceOpKernels(built);
     RegisterTransformOpKernels(built);
     RegisterCreationOpKernels(built);
     RegisterDynamicOpKernels(built);
+    RegisterIndexOpKernels(built);
     return built;
   }();
   return registry;

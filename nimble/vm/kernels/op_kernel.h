@@ -118,10 +118,12 @@ void RegisterOpKernels(KernelRegistry& registry);
 // OpKernelRegistry::Global() calls them all.
 void RegisterElemwiseOpKernels(OpKernelRegistry& registry);  // unary, binary, where, cast
 void RegisterNnOpKernels(OpKernelRegistry& registry);
+void RegisterConvOpKernels(OpKernelRegistry& registry);  // convolution and pooling
 void RegisterReduceOpKernels(OpKernelRegistry& registry);
 void RegisterTransformOpKernels(OpKernelRegistry& registry);
 void RegisterCreationOpKernels(OpKernelRegistry& registry);
 void RegisterDynamicOpKernels(OpKernelRegistry& registry);
+void RegisterIndexOpKernels(OpKernelRegistry& registry);  // gathers, scatter, cumsum, topk
 
 // Reading DLTensor arguments.
 inline DataType DTypeOf(const DLTensor& tensor) {

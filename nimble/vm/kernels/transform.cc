@@ -290,23 +290,6 @@ int64_t NbytesOf(const DLTensor& tensor) {
   return NumelOf(tensor) * static_cast<int64_t>(DTypeOf(tensor).bytes());
 }
 
-// Calls fn(T{}) with the unsigned integer type of the element size of
-// `dtype`: the kernels copy elements as bits.
-template <typename Fn>
-void DispatchElementSize(DataType dtype, const Fn& fn) {
-  switch (dtype.bytes()) {
-    case 1:
-      return fn(uint8_t{});
-    case 2:
-      return fn(uint16_t{});
-    case 4:
-      return fn(uint32_t{});
-    case 8:
-      return fn(uint64_t{});
-  }
-  ThrowUnsupportedDType(dtype);
-}
-
 template <typename T>
 inline void CopyRun(T* dst, const T* src, int64_t count) {
   if (count < kShortRun) {

@@ -133,6 +133,78 @@ class Resizes(nn.Module):
                 interpolate(x, scale_factor=3.0, mode="bilinear"))
 
 
+class TextCnn(nn.Module):
+    """A text CNN over a sentence of any length: 1-D convolutions, pools and a classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv1d(20, 16, 3, padding=1)
+        self.conv2 = nn.Conv1d(16, 8, 3, stride=2, dilation=2, padding=2)
+        self.out = nn.Linear(8, 3)
+
+    def forward(self, x):
+        y = nn.functional.max_pool1d(torch.relu(self.conv1(x)), 2)
+        y = torch.relu(self.conv2(y))
+        return self.out(torch.flatten(nn.functional.adaptive_max_pool1d(y, 1), 1))
+
+
+class Images(nn.Module):
+    """2-D convolutions (grouped, strided), transposed convolutions and pools of any size."""
+
+    def __init__(self):
+        super().__init__()
+        self.grouped = nn.Conv2d(4, 6, (3, 2), stride=(2, 1), padding=(1, 0), groups=2)
+        self.up = nn.ConvTranspose2d(6, 3, 3, stride=2, padding=1, output_padding=1)
+        self.up1 = nn.ConvTranspose1d(4, 2, 4, stride=3, padding=2, groups=2)
+
+    def forward(self, x):
+        y = self.grouped(x)
+        return (y, self.up(y),
+                nn.functional.avg_pool2d(x, 3, stride=2, padding=1, ceil_mode=True,
+                                         count_include_pad=False),
+                nn.functional.avg_pool2d(x, 2),
+                nn.functional.max_pool2d(x, (2, 3), stride=1, padding=(1, 1)), self.up1(x[:, :, 0]))
+
+
+class Index(nn.Module):
+    """TopK, CumSum, GatherElements and ScatterND as PyTorch exports them."""
+
+    def forward(self, x, i):
+        values, indices = torch.topk(x, 3, dim=1)
+        smallest, _ = torch.topk(x, 2, dim=0, largest=False)
+        y = x.clone()
+        y[0] = x[1] * 2
+        return (torch.cumsum(x, dim=1), values, indices, smallest, torch.gather(x, 1, i),
+                x[i[:, 0], i[:, 1]], y)
+
+
+def export_gather_nd(out_dir):
+    """GatherND (batch_dims 0 and 1), built with onnx.helper; numpy's indexing is the reference."""
+    import onnx
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("GatherND", ["in0", "in1"], ["out0"]),
+             helper.make_node("GatherND", ["in0", "in2"], ["out1"], batch_dims=1)]
+    graph = helper.make_graph(
+        nodes, "gather_nd",
+        [helper.make_tensor_value_info("in0", TensorProto.FLOAT, [3, "n", 4]),
+         helper.make_tensor_value_info("in1", TensorProto.INT64, ["k", 2]),
+         helper.make_tensor_value_info("in2", TensorProto.INT64, [3, "k", 1])],
+        [helper.make_tensor_value_info("out0", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("out1", TensorProto.FLOAT, None)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+              os.path.join(out_dir, "gather_nd.onnx"))
+    rng = np.random.default_rng(3)
+    for n in (2, 5):
+        data = rng.standard_normal((3, n, 4)).astype(np.float32)
+        pairs = np.stack([rng.integers(0, 3, 6), rng.integers(-n, n, 6)], axis=1)
+        rows = rng.integers(0, n, (3, 6, 1))
+        batched = np.stack([data[b][rows[b, :, 0]] for b in range(3)])
+        np.savez(os.path.join(out_dir, f"gather_nd.{n}.npz"), in0=data, in1=pairs, in2=rows,
+                 out0=data[pairs[:, 0], pairs[:, 1]], out1=batched)
+    with open(os.path.join(out_dir, "cases.txt"), "a") as cases:
+        cases.write("gather_nd 2,5\n")
+
+
 class Linear2d(nn.Module):
     def __init__(self):
         super().__init__()
@@ -330,6 +402,14 @@ def main():
            {"in0": {0: "batch", 2: "n"}, "in1": {0: "batch", 2: "n"}}, 14)
     export(out_dir, "resize", Resizes(), lambda n: (torch.randn(1, 2, 4, n),), [5, 8],
            {"in0": {3: "n"}}, 13)
+    export(out_dir, "text_cnn", TextCnn(), lambda n: (torch.randn(1, 20, n),), [9, 4, 16],
+           {"in0": {2: "n"}}, 14)
+    export(out_dir, "images", Images(), lambda n: (torch.randn(1, 4, n, n + 2),), [7, 4, 10],
+           {"in0": {2: "h", 3: "w"}}, 14)
+    export(out_dir, "index", Index(),
+           lambda n: (torch.randn(4, n), torch.randint(0, min(n, 4), (4, 2))), [6, 3],
+           {"in0": {1: "n"}}, 14)
+    export_gather_nd(out_dir)
     export(out_dir, "linear", Linear2d(), lambda length: (torch.randn(length, 12),), [3, 8],
            {"in0": {0: "batch"}}, 13)
     sequence = lambda length: (torch.randn(length, 1, 10),)

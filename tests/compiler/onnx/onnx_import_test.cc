@@ -195,6 +195,19 @@ TEST(OnnxImport, ResizeNearestAndLinearMatchPyTorch) {
   ExpectMatchesPyTorch("resize");
 }
 
+TEST(OnnxImport, ATextCnnOverADynamicLengthMatchesPyTorch) {
+  ExpectMatchesPyTorch("text_cnn");
+}
+
+TEST(OnnxImport, ConvolutionsTransposedConvolutionsAndPoolsMatchPyTorch) {
+  ExpectMatchesPyTorch("images");
+}
+
+TEST(OnnxImport, TopKCumSumGatherAndScatterMatchPyTorch) {
+  ExpectMatchesPyTorch("index");
+  ExpectMatchesPyTorch("gather_nd");
+}
+
 TEST(OnnxImport, GemmWithADynamicBatchMatchesPyTorch) {
   ExpectMatchesPyTorch("linear");
 }

@@ -674,6 +674,45 @@ TEST(NnComputeTest, SoftmaxComputesEachExpOnceOnTheCpu) {
   EXPECT_EQ(count_exps(gpu), 2u) << gpu;
 }
 
+// nn.conv1d/2d and the pools (compiler/op/conv.cc); also run as generated
+// kernels, fused with a relu, in tests/compiler/op/conv_test.cc. Their
+// compute definitions need static kernel sizes: the data's dims are `?` in
+// the second mode.
+TEST(ConvComputeTest, ConvAndPools) {
+  const std::vector<DynamicDims> modes = {kStatic, [](size_t input, size_t) { return input == 0; }};
+  const ir::Attrs conv = MakeAttrs({{"strides", std::vector<int64_t>{2, 1}},
+                                    {"padding", std::vector<int64_t>{1, 0, 2, 1}},
+                                    {"dilation", std::vector<int64_t>{1, 2}},
+                                    {"groups", int64_t{2}}});
+  ExpectMatches("nn.conv2d", {Random({2, 4, 7, 6}, kF32), Random({6, 2, 3, 2}, kF32)}, conv,
+                Relative(1e-5), modes);
+  ExpectMatches("nn.conv1d", {Random({1, 3, 9}, kF64), Random({3, 1, 3}, kF64)},
+                MakeAttrs({{"padding", std::vector<int64_t>{2, 0}}, {"groups", int64_t{3}}}),
+                Relative(1e-12), modes);
+  for (bool ceil_mode : {false, true}) {
+    const ir::Attrs pool = MakeAttrs({{"pool_size", std::vector<int64_t>{3, 2}},
+                                      {"strides", std::vector<int64_t>{2}},
+                                      {"padding", std::vector<int64_t>{1, 0, 0, 1}},
+                                      {"ceil_mode", ceil_mode}});
+    ExpectMatches("nn.max_pool2d", {Random({2, 3, 8, 7}, kF32)}, pool, kExact, modes);
+    for (bool include_pad : {false, true}) {
+      ir::Attrs avg = pool;
+      avg.Set("count_include_pad", include_pad);
+      ExpectMatches("nn.avg_pool2d", {Random({2, 3, 8, 7}, kF32)}, avg, Relative(1e-5), modes);
+      avg.Set("pool_size", std::vector<int64_t>{2});
+      avg.Set("dilation", std::vector<int64_t>{2});
+      avg.Set("padding", std::vector<int64_t>{1});
+      ExpectMatches("nn.avg_pool1d", {Random({1, 2, 9}, kF32)}, avg, Relative(1e-5), modes);
+    }
+    ExpectMatches("nn.max_pool1d", {Random({1, 2, 9}, kF32)},
+                  MakeAttrs({{"pool_size", std::vector<int64_t>{2}},
+                             {"dilation", std::vector<int64_t>{2}},
+                             {"padding", std::vector<int64_t>{1}},
+                             {"ceil_mode", ceil_mode}}),
+                  kExact, modes);
+  }
+}
+
 TEST(NnComputeTest, LayerNorm) {
   for (int64_t axis : {-1, 1}) {
     for (bool center : {true, false}) {
@@ -914,6 +953,31 @@ TEST(TransformComputeTest, StridedSlice) {
   ExpectMatches(
       "strided_slice", {Random({0, 6}, kI8)},
       MakeAttrs({{"begin", std::vector<int64_t>{1, 1}}, {"end", std::vector<int64_t>{3, -1}}}));
+}
+
+// gather_elements and gather_nd (compiler/op/index.cc), negative indices
+// wrapping; also fused through the VM in tests/compiler/op/index_test.cc.
+TEST(TransformComputeTest, GatherElementsAndGatherNd) {
+  for (DataType index_dtype : {kI32, kI64}) {
+    const Tensor data = Random({3, 4}, kF32);
+    ExpectMatches("gather_elements",
+                  {data, TensorFrom<int64_t>({2, 4}, index_dtype, {0, -1, 2, 1, 2, 0, -3, 1})},
+                  MakeAttrs({{"axis", int64_t{0}}}));
+    ExpectMatches("gather_elements",
+                  {data, TensorFrom<int64_t>({3, 2}, index_dtype, {3, -4, 0, 1, -1, 2})},
+                  MakeAttrs({{"axis", int64_t{1}}}));
+    // gather_nd needs the indices' last dimension static: only the data's
+    // dims are `?` in the second mode.
+    const std::vector<DynamicDims> modes = {kStatic,
+                                            [](size_t input, size_t) { return input == 0; }};
+    ExpectMatches("gather_nd",
+                  {data, TensorFrom<int64_t>({3, 2}, index_dtype, {0, 3, -1, -4, 2, 1})},
+                  MakeAttrs({}), kExact, modes);
+    ExpectMatches(
+        "gather_nd",
+        {Random({2, 3, 4}, kF32), TensorFrom<int64_t>({2, 2, 1}, index_dtype, {2, -3, 0, 1})},
+        MakeAttrs({{"batch_dims", int64_t{1}}}), kExact, modes);
+  }
 }
 
 TEST(TransformComputeTest, Take) {
@@ -1560,7 +1624,15 @@ TEST(ComputeCoverageTest, EveryOpWithAComputeIsTestedHere) {
                                         "isnan",
                                         "mod",
                                         "floor_mod",
-                                        "logical_xor"};
+                                        "logical_xor",
+                                        "gather_elements",
+                                        "gather_nd",
+                                        "nn.conv1d",
+                                        "nn.conv2d",
+                                        "nn.max_pool1d",
+                                        "nn.max_pool2d",
+                                        "nn.avg_pool1d",
+                                        "nn.avg_pool2d"};
   std::set<std::string> with_compute;
   for (const std::string& name : OpRegistry::Global().Names()) {
     if (Def(name).compute) with_compute.insert(name);
