@@ -205,6 +205,66 @@ def export_gather_nd(out_dir):
         cases.write("gather_nd 2,5\n")
 
 
+def export_helper_ops(out_dir):
+    """What PyTorch 1.13 does not export, built with onnx.helper at opset 20: Gelu both ways,
+    ReduceL2 / ReduceSumSquare / ReduceLogSumExp with axes as an input, Size, Split into
+    num_outputs and a Scan (running sums over a dynamic axis, the second input reversed);
+    numpy computes the references."""
+    import math
+
+    import onnx
+    from onnx import TensorProto, helper
+    scan_body = helper.make_graph(
+        [helper.make_node("Add", ["sum_in", "column"], ["sum_out"]),
+         helper.make_node("Mul", ["sum_out", "reversed_column"], ["product"])],
+        "body",
+        [helper.make_tensor_value_info("sum_in", TensorProto.FLOAT, [3]),
+         helper.make_tensor_value_info("column", TensorProto.FLOAT, [3]),
+         helper.make_tensor_value_info("reversed_column", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("sum_out", TensorProto.FLOAT, [3]),
+         helper.make_tensor_value_info("product", TensorProto.FLOAT, [3])])
+    nodes = [
+        helper.make_node("Gelu", ["in0"], ["out0"]),
+        helper.make_node("Gelu", ["in0"], ["out1"], approximate="tanh"),
+        helper.make_node("ReduceL2", ["in0", "last"], ["out2"], keepdims=0),
+        helper.make_node("ReduceSumSquare", ["in0", "last"], ["out3"]),
+        helper.make_node("ReduceLogSumExp", ["in0", "last"], ["out4"], keepdims=0),
+        helper.make_node("Size", ["in0"], ["out5"]),
+        helper.make_node("Split", ["in1"], ["out6", "out7"], axis=0, num_outputs=2),
+        helper.make_node("Scan", ["zeros", "in0", "in0"], ["out8", "out9"], body=scan_body,
+                         num_scan_inputs=2, scan_input_axes=[1, 1], scan_input_directions=[0, 1],
+                         scan_output_axes=[1]),
+    ]
+    graph = helper.make_graph(
+        nodes, "helper_ops",
+        [helper.make_tensor_value_info("in0", TensorProto.FLOAT, [3, "n"]),
+         helper.make_tensor_value_info("in1", TensorProto.FLOAT, [5, 2])],
+        [helper.make_tensor_value_info(f"out{i}", TensorProto.INT64 if i == 5 else TensorProto.FLOAT,
+                                       None) for i in range(10)],
+        [helper.make_tensor("last", TensorProto.INT64, [1], [-1]),
+         helper.make_tensor("zeros", TensorProto.FLOAT, [3], [0, 0, 0])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]),
+              os.path.join(out_dir, "helper_ops.onnx"))
+    erf = np.vectorize(math.erf)
+    rng = np.random.default_rng(5)
+    for n in (1, 4, 7):
+        x = (rng.standard_normal((3, n)) * 2).astype(np.float32)
+        y = rng.standard_normal((5, 2)).astype(np.float32)
+        sums = np.cumsum(x, axis=1)
+        scanned = sums * x[:, ::-1]
+        outputs = [0.5 * x * (1 + erf(x / math.sqrt(2))),
+                   0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))),
+                   np.sqrt((x * x).sum(-1)), (x * x).sum(-1, keepdims=True),
+                   np.log(np.exp(x).sum(-1)), np.array(x.size, dtype=np.int64), y[:3], y[3:],
+                   sums[:, -1], scanned]
+        arrays = {"in0": x, "in1": y}
+        arrays.update({f"out{i}": np.asarray(o).astype(o.dtype if o.dtype == np.int64 else np.float32)
+                       for i, o in enumerate(outputs)})
+        np.savez(os.path.join(out_dir, f"helper_ops.{n}.npz"), **arrays)
+    with open(os.path.join(out_dir, "cases.txt"), "a") as cases:
+        cases.write("helper_ops 1,4,7\n")
+
+
 class Linear2d(nn.Module):
     def __init__(self):
         super().__init__()
@@ -410,6 +470,7 @@ def main():
            lambda n: (torch.randn(4, n), torch.randint(0, min(n, 4), (4, 2))), [6, 3],
            {"in0": {1: "n"}}, 14)
     export_gather_nd(out_dir)
+    export_helper_ops(out_dir)
     export(out_dir, "linear", Linear2d(), lambda length: (torch.randn(length, 12),), [3, 8],
            {"in0": {0: "batch"}}, 13)
     sequence = lambda length: (torch.randn(length, 1, 10),)

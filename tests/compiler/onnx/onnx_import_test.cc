@@ -208,6 +208,12 @@ TEST(OnnxImport, TopKCumSumGatherAndScatterMatchPyTorch) {
   ExpectMatchesPyTorch("gather_nd");
 }
 
+// Opset 20's operators and a Scan, built with onnx.helper: against numpy's
+// definitions and ONNX Runtime.
+TEST(OnnxImport, OperatorsPyTorchDoesNotExportMatchTheirDefinitionsAndOnnxRuntime) {
+  ExpectMatchesPyTorch("helper_ops");
+}
+
 TEST(OnnxImport, GemmWithADynamicBatchMatchesPyTorch) {
   ExpectMatchesPyTorch("linear");
 }
