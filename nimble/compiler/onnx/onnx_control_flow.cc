@@ -272,27 +272,33 @@ std::vector<Value> ImportLoop(const NodeContext& context, const onnx::GraphProto
   for (size_t k = 0; k < scans; ++k) {
     const Value& element = outputs[condition_outputs + carried + k];
     const ir::TensorType type = context.TypeOfExpr(element.expr);
-    if (!type->is_static()) {
-      context.Fail("scan output " + std::to_string(k) + " is " + ir::TypeToString(type) +
-                   " each iteration: only a static shape is stacked");
-    }
+    // The scan output before any iteration: (0, the element's sizes), a `?`
+    // size 0. An element of a `?` size (read from a tensor of the enclosing
+    // graph) is stacked by the first iteration rather than concatenated to
+    // that empty start, whose size there is not the element's.
     Shape empty{0};
     std::vector<ir::Dim> stacked{ir::Dim::Any()};
     for (const ir::Dim& dim : type->shape) {
-      empty.push_back(dim.value());
-      stacked.push_back(dim);
+      empty.push_back(dim.is_static() ? dim.value() : 0);
+      stacked.push_back(dim.is_static() ? dim : ir::Dim::Any());
     }
     const ir::TensorType stacked_type = ir::MakeTensorType(stacked, type->dtype);
-    scan_params.push_back(Make<ir::VarNode>("scan" + std::to_string(k), stacked_type));
+    const ir::Var scan = Make<ir::VarNode>("scan" + std::to_string(k), stacked_type);
+    scan_params.push_back(scan);
     scan_initial.push_back(KnownValue(TensorNode::Empty(empty, type->dtype)).expr);
-    const ir::Expr row =
+    const ir::Expr expanded =
         op::MakeOpCall("expand_dims", {element.expr}, AttrsOf({{"axis", int64_t{0}}}));
+    const ir::Var row = Make<ir::VarNode>("row" + std::to_string(k), context.TypeOfExpr(expanded));
     const bool first = k < form.prepend.size() && form.prepend[k];
-    scan_next.push_back(op::MakeOpCall(
-        "concatenate",
-        {Make<ir::TupleNode>(first ? std::vector<ir::Expr>{row, scan_params.back()}
-                                   : std::vector<ir::Expr>{scan_params.back(), row})},
-        AttrsOf({{"axis", int64_t{0}}})));
+    ir::Expr grown = op::MakeOpCall("concatenate",
+                                    {Make<ir::TupleNode>(first ? std::vector<ir::Expr>{row, scan}
+                                                               : std::vector<ir::Expr>{scan, row})},
+                                    AttrsOf({{"axis", int64_t{0}}}));
+    if (!type->is_static()) {
+      grown = Make<ir::IfNode>(op::MakeOpCall("equal", {iteration, KnownInt64(0).expr}),
+                               ir::Expr(row), grown);
+    }
+    scan_next.push_back(Make<ir::LetNode>(row, expanded, grown));
     result_types.push_back(stacked_type);
   }
 
