@@ -16,44 +16,23 @@
 #include "nimble/vm/tensor.h"
 #include "tests/cuda_device.h"
 #include "tests/error_of.h"
+#include "tests/vm/tree_schedule_example.h"
 
 namespace nimble::vm {
 namespace {
 
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
-
-constexpr int32_t kLeaf = 0;
-constexpr int32_t kNode = 1;
+using namespace tree_schedule_example;
 
 TreeScheduleLayout LeafRows() {
   return {.max_children = 2,
           .payloads = {{.tag = kLeaf, .field = 0, .dtype = DataType::Int32(), .shape = {}}}};
 }
 
-Ref<Object> Leaf(int32_t row) {
-  return Make<ADTNode>(kLeaf, std::vector<Ref<Object>>{TensorNode::Scalar(DataType::Int32(), row)});
-}
-
-Ref<Object> Node(Ref<Object> left, Ref<Object> right) {
-  return Make<ADTNode>(kNode, std::vector<Ref<Object>>{std::move(left), std::move(right)});
-}
-
-std::vector<int32_t> Values(const Ref<Object>& schedule, size_t field, Shape* shape = nullptr) {
-  const Tensor tensor = schedule.as<ADTNode>()->field(field).as<TensorNode>();
-  if (shape) *shape = tensor->shape();
-  return std::vector<int32_t>(tensor->data<int32_t>(), tensor->data<int32_t>() + tensor->numel());
-}
-
 TEST(ScheduleTree, GroupsByHeightAndTag) {
   const Ref<Object> schedule = ScheduleTree(Node(Node(Leaf(0), Leaf(1)), Leaf(2)), LeafRows());
-  Shape shape;
-  EXPECT_THAT(Values(schedule, 0, &shape), ElementsAreArray({0, 0, 3, 0, 1, 3, 1, 0, 1, 4, 1, 1}));
-  EXPECT_EQ(shape, (Shape{3, 4}));
-  EXPECT_THAT(Values(schedule, 1, &shape), ElementsAreArray({-1, -1, -1, -1, -1, -1, 0, 1, 3, 2}));
-  EXPECT_EQ(shape, (Shape{5, 2}));
-  EXPECT_THAT(Values(schedule, 2, &shape), ElementsAreArray({0, 1, 2}));
-  EXPECT_EQ(shape, (Shape{3}));
+  ExpectExampleSchedule(schedule, "ScheduleTree");
 }
 
 TEST(ScheduleTree, SingleLeafIsOneGroup) {

@@ -42,16 +42,6 @@ namespace {
 using transform::StaticDim;
 using StaticDims = transform::DimsOf<StaticDim>;
 
-ShapeFunction RuleShapeFunc(transform::Rule<StaticDim> rule) {
-  return [rule](std::span<const Shape> input_shapes, TensorArgs, const Attrs& attrs) {
-    std::vector<StaticDims> inputs;
-    for (const Shape& shape : input_shapes) inputs.emplace_back(shape.begin(), shape.end());
-    std::vector<Shape> outputs;
-    for (const StaticDims& dims : rule(inputs, attrs)) outputs.push_back(transform::ToShape(dims));
-    return outputs;
-  };
-}
-
 Shape ShapeVector(const DLTensor& tensor) {
   const std::span<const int64_t> shape = ShapeOf(tensor);
   return Shape(shape.begin(), shape.end());
@@ -373,25 +363,18 @@ void TopKKernel(TensorArgs inputs, TensorArgs outputs, const Attrs& attrs) {
   });
 }
 
-OpKernelDef& RegisterStatic(OpKernelRegistry& registry, const std::string& name,
-                            transform::Rule<StaticDim> rule, OpKernelFunc kernel) {
-  OpKernelDef& def = registry.Register(name);
-  def.shape_func = RuleShapeFunc(rule);
-  def.shape_mode = ShapeFuncMode::kDataIndependent;
-  def.kernel = std::move(kernel);
-  return def;
-}
-
 }  // namespace
 
 void RegisterIndexOpKernels(OpKernelRegistry& registry) {
-  RegisterStatic(registry, "gather_elements", indexing::GatherElementsRule<StaticDim>,
-                 GatherElementsKernel);
-  RegisterStatic(registry, "gather_nd", indexing::GatherNdRule<StaticDim>, GatherNdKernel);
-  RegisterStatic(registry, "scatter_nd", indexing::ScatterNdRule<StaticDim>, ScatterNdKernel)
+  transform::RegisterStatic(registry, "gather_elements", indexing::GatherElementsRule<StaticDim>,
+                            GatherElementsKernel);
+  transform::RegisterStatic(registry, "gather_nd", indexing::GatherNdRule<StaticDim>,
+                            GatherNdKernel);
+  transform::RegisterStatic(registry, "scatter_nd", indexing::ScatterNdRule<StaticDim>,
+                            ScatterNdKernel)
       .shape_rule = ShapeRule::kSameAsFirstInput;
-  RegisterStatic(registry, "cumsum", indexing::CumsumRule<StaticDim>, CumsumKernel).shape_rule =
-      ShapeRule::kSameAsFirstInput;
+  transform::RegisterStatic(registry, "cumsum", indexing::CumsumRule<StaticDim>, CumsumKernel)
+      .shape_rule = ShapeRule::kSameAsFirstInput;
   OpKernelDef& topk = registry.Register("topk");
   topk.shape_func = TopKShapeFunc;
   topk.shape_mode = ShapeFuncMode::kDataDependent;

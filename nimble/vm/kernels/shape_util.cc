@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "nimble/vm/error.h"
+#include "nimble/vm/kernels/transform_rules.h"
 
 namespace nimble::vm {
 
@@ -44,6 +45,26 @@ int64_t NormalizeAxis(int64_t axis, int64_t ndim, const std::string& op) {
                 std::to_string(ndim));
   }
   return normalized;
+}
+
+ShapeFunction transform::RuleShapeFunc(Rule<StaticDim> rule) {
+  return [rule](std::span<const Shape> input_shapes, TensorArgs, const Attrs& attrs) {
+    using StaticDims = DimsOf<StaticDim>;
+    std::vector<StaticDims> inputs;
+    for (const Shape& shape : input_shapes) inputs.emplace_back(shape.begin(), shape.end());
+    std::vector<Shape> outputs;
+    for (const StaticDims& dims : rule(inputs, attrs)) outputs.push_back(ToShape(dims));
+    return outputs;
+  };
+}
+
+OpKernelDef& transform::RegisterStatic(OpKernelRegistry& registry, const std::string& name,
+                                       Rule<StaticDim> rule, OpKernelFunc kernel) {
+  OpKernelDef& def = registry.Register(name);
+  def.shape_func = RuleShapeFunc(rule);
+  def.shape_mode = ShapeFuncMode::kDataIndependent;
+  def.kernel = std::move(kernel);
+  return def;
 }
 
 }  // namespace nimble::vm

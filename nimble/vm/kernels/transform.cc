@@ -234,16 +234,6 @@ StaticDims ToDims(const Shape& shape) {
   return StaticDims(shape.begin(), shape.end());
 }
 
-ShapeFunction RuleShapeFunc(transform::Rule<StaticDim> rule) {
-  return [rule](std::span<const Shape> input_shapes, TensorArgs, const Attrs& attrs) {
-    std::vector<StaticDims> inputs;
-    for (const Shape& shape : input_shapes) inputs.push_back(ToDims(shape));
-    std::vector<Shape> outputs;
-    for (const StaticDims& dims : rule(inputs, attrs)) outputs.push_back(transform::ToShape(dims));
-    return outputs;
-  };
-}
-
 // Every value is one output dim, so only 0 and -1 keep the rank the type gave.
 std::vector<Shape> DynReshapeShapeFunc(std::span<const Shape> input_shapes, TensorArgs input_data,
                                        const Attrs& attrs) {
@@ -684,15 +674,6 @@ void TakeKernel(TensorArgs inputs, TensorArgs outputs, const Attrs& attrs) {
 // ---------------------------------------------------------------------------
 // Registration.
 
-OpKernelDef& RegisterStatic(OpKernelRegistry& registry, const std::string& name,
-                            transform::Rule<StaticDim> rule, OpKernelFunc kernel) {
-  OpKernelDef& def = registry.Register(name);
-  def.shape_func = RuleShapeFunc(rule);
-  def.shape_mode = ShapeFuncMode::kDataIndependent;
-  def.kernel = std::move(kernel);
-  return def;
-}
-
 OpKernelDef& RegisterDataDependent(OpKernelRegistry& registry, const std::string& name,
                                    ShapeFunction shape_func, OpKernelFunc kernel) {
   OpKernelDef& def = registry.Register(name);
@@ -711,18 +692,22 @@ int SplitOutputs(const Attrs& attrs) {
 }  // namespace
 
 void RegisterTransformOpKernels(OpKernelRegistry& registry) {
-  RegisterStatic(registry, "reshape", transform::ReshapeRule<StaticDim>, CopyKernel);
-  RegisterStatic(registry, "reshape_like", transform::ReshapeLikeRule<StaticDim>, CopyKernel);
-  RegisterStatic(registry, "transpose", transform::TransposeRule<StaticDim>, TransposeKernel);
-  RegisterStatic(registry, "squeeze", transform::SqueezeRule<StaticDim>, CopyKernel);
-  RegisterStatic(registry, "expand_dims", transform::ExpandDimsRule<StaticDim>, CopyKernel);
-  RegisterStatic(registry, "concatenate", transform::ConcatenateRule<StaticDim>, ConcatenateKernel);
-  RegisterStatic(registry, "stack", transform::StackRule<StaticDim>, StackKernel);
-  RegisterStatic(registry, "split", transform::SplitRule<StaticDim>, SplitKernel).num_outputs =
-      SplitOutputs;
-  RegisterStatic(registry, "take", transform::TakeRule<StaticDim>, TakeKernel);
-  RegisterStatic(registry, "strided_slice", transform::StridedSliceRule<StaticDim>,
-                 StridedSliceKernel);
+  transform::RegisterStatic(registry, "reshape", transform::ReshapeRule<StaticDim>, CopyKernel);
+  transform::RegisterStatic(registry, "reshape_like", transform::ReshapeLikeRule<StaticDim>,
+                            CopyKernel);
+  transform::RegisterStatic(registry, "transpose", transform::TransposeRule<StaticDim>,
+                            TransposeKernel);
+  transform::RegisterStatic(registry, "squeeze", transform::SqueezeRule<StaticDim>, CopyKernel);
+  transform::RegisterStatic(registry, "expand_dims", transform::ExpandDimsRule<StaticDim>,
+                            CopyKernel);
+  transform::RegisterStatic(registry, "concatenate", transform::ConcatenateRule<StaticDim>,
+                            ConcatenateKernel);
+  transform::RegisterStatic(registry, "stack", transform::StackRule<StaticDim>, StackKernel);
+  transform::RegisterStatic(registry, "split", transform::SplitRule<StaticDim>, SplitKernel)
+      .num_outputs = SplitOutputs;
+  transform::RegisterStatic(registry, "take", transform::TakeRule<StaticDim>, TakeKernel);
+  transform::RegisterStatic(registry, "strided_slice", transform::StridedSliceRule<StaticDim>,
+                            StridedSliceKernel);
   RegisterDataDependent(registry, "dyn.reshape", DynReshapeShapeFunc, CopyKernel);
   RegisterDataDependent(registry, "dyn.strided_slice", DynStridedSliceShapeFunc,
                         DynStridedSliceKernel);

@@ -576,4 +576,11 @@ std::vector<DimsOf<D>> StridedSliceRule(const std::vector<DimsOf<D>>& inputs, co
   return {PlanSlice(inputs[0], SliceSpecFromAttrs(attrs), "strided_slice").out};
 }
 
+// The shape function of a rule on concrete shapes (defined in shape_util.cc).
+ShapeFunction RuleShapeFunc(Rule<StaticDim> rule);
+
+// Registers `name` with `rule`'s data-independent shape function and `kernel`.
+OpKernelDef& RegisterStatic(OpKernelRegistry& registry, const std::string& name,
+                            Rule<StaticDim> rule, OpKernelFunc kernel);
+
 }  // namespace nimble::vm::transform

@@ -21,12 +21,14 @@
 #include "nimble/vm/vm.h"
 #include "tests/error_of.h"
 #include "tests/opcode_count.h"
+#include "tests/vm/tree_schedule_example.h"
 
 namespace nimble::op {
 namespace {
 
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
+using namespace tree_schedule_example;
 
 const std::string kTreeType = R"(
 type Tree {
@@ -52,34 +54,6 @@ ir::IRModule ParseTyped(const std::string& text) {
 
 std::string ResultType(const std::string& text) {
   return ir::TypeToString(ParseTyped(text)->Lookup("main")->body->checked_type);
-}
-
-Ref<Object> Leaf(int32_t row) {
-  return Make<ADTNode>(0, std::vector<Ref<Object>>{TensorNode::Scalar(DataType::Int32(), row)});
-}
-
-Ref<Object> Node(Ref<Object> left, Ref<Object> right) {
-  return Make<ADTNode>(1, std::vector<Ref<Object>>{std::move(left), std::move(right)});
-}
-
-std::vector<int32_t> Values(const Ref<Object>& schedule, size_t field, Shape* shape) {
-  const Tensor tensor = schedule.as<ADTNode>()->field(field).as<TensorNode>();
-  EXPECT_EQ(tensor->dtype(), DataType::Int32());
-  *shape = tensor->shape();
-  return std::vector<int32_t>(tensor->data<int32_t>(), tensor->data<int32_t>() + tensor->numel());
-}
-
-// The schedule of Node(Node(Leaf(0), Leaf(1)), Leaf(2)) (vm/tree_schedule.h).
-void ExpectExampleSchedule(const Ref<Object>& schedule, const std::string& by) {
-  SCOPED_TRACE(by);
-  ASSERT_EQ(schedule.as<ADTNode>()->size(), 3u);
-  Shape shape;
-  EXPECT_THAT(Values(schedule, 0, &shape), ElementsAreArray({0, 0, 3, 0, 1, 3, 1, 0, 1, 4, 1, 1}));
-  EXPECT_EQ(shape, (Shape{3, 4}));
-  EXPECT_THAT(Values(schedule, 1, &shape), ElementsAreArray({-1, -1, -1, -1, -1, -1, 0, 1, 3, 2}));
-  EXPECT_EQ(shape, (Shape{5, 2}));
-  EXPECT_THAT(Values(schedule, 2, &shape), ElementsAreArray({0, 1, 2}));
-  EXPECT_EQ(shape, (Shape{3}));
 }
 
 TEST(TreeScheduleOp, TypeIsATupleOfTables) {
